@@ -1,0 +1,93 @@
+// kolo's public C++ API for raw buffers (no LibTorch).
+//
+//   KOLO_CHECK_OK(kolo::Init());              // world from kolorun, mpirun, Slurm or PMI
+//   std::vector<float> grad(n, 1.0f);
+//   kolo::Allreduce(grad.data(), grad.data(), n, kolo::DataType::kFloat32,
+//                   kolo::ReduceOp::kAverage);
+//   kolo::Shutdown();
+//
+// Every collective must be called by every rank of the world in the same
+// order with matching arguments; when the arguments differ, every rank gets
+// a kMismatch Status naming the ranks and what differed instead of a hang.
+// When a peer dies, the survivors get kPeerFailure naming it within the
+// configured timeout (KOLO_TIMEOUT_S, default 30 s). Errors are sticky: after
+// a peer failure every later collective returns the same Status.
+//
+// In place: pass the same pointer as send and recv (allreduce, alltoall,
+// broadcast), recv + rank * count as send (allgather), or send + rank *
+// recv_count as recv (reducescatter), as MPI and NCCL define it.
+//
+// Thread-safety: Init/Shutdown from one thread; collectives from one thread
+// at a time (the asynchronous runtime of a later release lifts this).
+#ifndef KOLO_KOLO_H_
+#define KOLO_KOLO_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kolo/status.h"
+#include "kolo/types.h"
+
+namespace kolo {
+
+// Where this process sits in the job. local_* count ranks on this host,
+// cross_* count hosts (cross_rank = this host's index, cross_size = hosts).
+struct WorldInfo {
+  int32_t rank = 0;
+  int32_t size = 1;
+  int32_t local_rank = 0;
+  int32_t local_size = 1;
+  int32_t cross_rank = 0;
+  int32_t cross_size = 1;
+};
+
+enum class BackendKind : int32_t { kGloo = 0, kMpi };
+const char* BackendName(BackendKind kind);
+StatusOr<BackendKind> ParseBackend(const std::string& name);
+
+// Reads the world from the environment (kolorun's KOLO_*, mpirun's
+// OMPI_COMM_WORLD_*, Slurm's SLURM_*, or PMI_*), connects to the rendezvous
+// store and builds the backend chosen by KOLO_BACKEND (default gloo).
+Status Init();
+// Leaves the job cleanly. Safe to call twice; collectives afterwards fail.
+Status Shutdown();
+bool IsInitialized();
+
+// The world of an initialized process; a single-process world otherwise.
+const WorldInfo& World();
+int32_t Rank();
+int32_t Size();
+int32_t LocalRank();
+int32_t LocalSize();
+int32_t CrossRank();
+int32_t CrossSize();
+BackendKind ActiveBackend();
+
+Status Allreduce(const void* send, void* recv, int64_t count, DataType type,
+                 ReduceOp op);
+// Every rank contributes `count` elements; recv holds size() * count.
+Status Allgather(const void* send, void* recv, int64_t count, DataType type);
+// Rank r contributes recv_counts[r] elements (send_count must equal it);
+// recv holds their concatenation in rank order.
+Status Allgatherv(const void* send, int64_t send_count, void* recv,
+                  const std::vector<int64_t>& recv_counts, DataType type);
+Status Broadcast(const void* send, void* recv, int64_t count, DataType type,
+                 int32_t root);
+// Rank r sends elements [j*count, (j+1)*count) of send to rank j and
+// receives rank j's block into recv at j*count.
+Status Alltoall(const void* send, void* recv, int64_t count, DataType type);
+// send_counts[j] elements go to rank j; recv_counts[j] arrive from rank j.
+// Rank i's send_counts[j] must equal rank j's recv_counts[i].
+Status Alltoallv(const void* send, const std::vector<int64_t>& send_counts,
+                 void* recv, const std::vector<int64_t>& recv_counts,
+                 DataType type);
+// send holds size() * recv_count elements; rank r receives the reduction of
+// block r.
+Status Reducescatter(const void* send, void* recv, int64_t recv_count,
+                     DataType type, ReduceOp op);
+Status Barrier();
+
+}  // namespace kolo
+
+#endif  // KOLO_KOLO_H_

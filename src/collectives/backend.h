@@ -1,0 +1,66 @@
+// Backend: the seam between kolo's collectives and an engine (Gloo, MPI).
+// A backend moves data and nothing else: argument checks, averaging, empty
+// buffers, sticky errors and naming dead peers happen once, above it, in
+// Communicator.
+//
+// Contract for every call: all ranks call it in the same order with matching
+// arguments (already checked); counts are > 0; ReduceOp is never kAverage;
+// the aliasing forms of kolo.h (in place) may occur and must be handled. A
+// failed call returns kPeerFailure or kTimeout when a peer is gone or silent,
+// kInternal otherwise; the engine may be unusable afterwards.
+//
+// Thread-safety: one call at a time.
+#ifndef KOLO_COLLECTIVES_BACKEND_H_
+#define KOLO_COLLECTIVES_BACKEND_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kolo/kolo.h"
+#include "store/store.h"
+
+namespace kolo {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Status Allreduce(const void* send, void* recv, int64_t count,
+                           DataType type, ReduceOp op) = 0;
+  // counts[r] elements from rank r, concatenated in rank order into recv.
+  virtual Status Allgatherv(const void* send, void* recv,
+                            const std::vector<int64_t>& counts,
+                            DataType type) = 0;
+  virtual Status Broadcast(void* buffer, int64_t count, DataType type,
+                           int32_t root) = 0;
+  virtual Status Alltoallv(const void* send,
+                           const std::vector<int64_t>& send_counts, void* recv,
+                           const std::vector<int64_t>& recv_counts,
+                           DataType type) = 0;
+  virtual Status Reducescatter(const void* send, void* recv,
+                               int64_t recv_count, DataType type,
+                               ReduceOp op) = 0;
+  virtual Status Barrier() = 0;
+};
+
+struct BackendOptions {
+  WorldInfo world;
+  std::chrono::milliseconds timeout{30000};
+  std::string gloo_hostname = "127.0.0.1";
+  // Namespace in the store for this backend's rendezvous keys.
+  std::string store_prefix = "gloo";
+};
+
+// Each returns kInvalidArgument naming the CMake option when the backend was
+// not compiled in.
+StatusOr<std::unique_ptr<Backend>> CreateGlooBackend(
+    const BackendOptions& options, std::shared_ptr<Store> store);
+StatusOr<std::unique_ptr<Backend>> CreateMpiBackend(
+    const BackendOptions& options);
+
+}  // namespace kolo
+
+#endif  // KOLO_COLLECTIVES_BACKEND_H_

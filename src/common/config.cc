@@ -1,0 +1,258 @@
+#include "common/config.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <unistd.h>
+
+#include <vector>
+
+namespace kolo {
+namespace {
+
+// Reads a required-or-optional integer variable; `present` tells whether
+// the variable was set at all.
+StatusOr<int64_t> ReadInt(const EnvLookup& env, const char* name,
+                          int64_t fallback, int64_t min, int64_t max) {
+  std::optional<std::string> text = env(name);
+  if (!text) return fallback;
+  return ParseInt(*text, min, max, std::string("environment variable ") + name);
+}
+
+// Expands Slurm's compressed task counts, "2(x3),1" -> {2, 2, 2, 1}.
+StatusOr<std::vector<int64_t>> ExpandSlurmTaskList(const std::string& text) {
+  std::vector<int64_t> counts;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    std::string item = text.substr(start, comma - start);
+    int64_t repeat = 1;
+    size_t paren = item.find("(x");
+    if (paren != std::string::npos && item.back() == ')') {
+      KOLO_ASSIGN_OR_RETURN(
+          repeat, ParseInt(item.substr(paren + 2, item.size() - paren - 3), 1,
+                           1 << 20, "SLURM_STEP_TASKS_PER_NODE repeat"));
+      item = item.substr(0, paren);
+    }
+    KOLO_ASSIGN_OR_RETURN(int64_t count,
+                          ParseInt(item, 1, 1 << 20, "SLURM_STEP_TASKS_PER_NODE"));
+    for (int64_t i = 0; i < repeat; ++i) counts.push_back(count);
+    start = comma + 1;
+  }
+  return counts;
+}
+
+// Hosts hold local_size consecutive ranks each: the placement mpirun and
+// PMI launchers use by default.
+void DeriveCrossFromBlocks(WorldInfo* world) {
+  if (world->local_size > 0 && world->size % world->local_size == 0) {
+    world->cross_size = world->size / world->local_size;
+    world->cross_rank = world->rank / world->local_size;
+  } else {
+    world->cross_size = 1;
+    world->cross_rank = 0;
+  }
+}
+
+Status ReadWorld(const EnvLookup& env, JobConfig* config) {
+  WorldInfo& w = config->world;
+  constexpr int64_t kMaxRanks = 1 << 20;
+  if (env(env::kRank)) {
+    config->launcher = "kolorun";
+    KOLO_ASSIGN_OR_RETURN(int64_t size, ReadInt(env, env::kSize, 1, 1, kMaxRanks));
+    w.size = static_cast<int32_t>(size);
+    KOLO_ASSIGN_OR_RETURN(int64_t rank, ReadInt(env, env::kRank, 0, 0, size - 1));
+    w.rank = static_cast<int32_t>(rank);
+    KOLO_ASSIGN_OR_RETURN(int64_t local_size,
+                          ReadInt(env, env::kLocalSize, size, 1, size));
+    KOLO_ASSIGN_OR_RETURN(int64_t local_rank,
+                          ReadInt(env, env::kLocalRank, rank, 0, local_size - 1));
+    KOLO_ASSIGN_OR_RETURN(int64_t cross_size,
+                          ReadInt(env, env::kCrossSize, 1, 1, size));
+    KOLO_ASSIGN_OR_RETURN(int64_t cross_rank,
+                          ReadInt(env, env::kCrossRank, 0, 0, cross_size - 1));
+    w.local_size = static_cast<int32_t>(local_size);
+    w.local_rank = static_cast<int32_t>(local_rank);
+    w.cross_size = static_cast<int32_t>(cross_size);
+    w.cross_rank = static_cast<int32_t>(cross_rank);
+    return Status::Ok();
+  }
+  if (env("OMPI_COMM_WORLD_RANK")) {
+    config->launcher = "mpirun";
+    KOLO_ASSIGN_OR_RETURN(int64_t size, ReadInt(env, "OMPI_COMM_WORLD_SIZE", 1, 1, kMaxRanks));
+    KOLO_ASSIGN_OR_RETURN(int64_t rank, ReadInt(env, "OMPI_COMM_WORLD_RANK", 0, 0, size - 1));
+    KOLO_ASSIGN_OR_RETURN(int64_t local_size,
+                          ReadInt(env, "OMPI_COMM_WORLD_LOCAL_SIZE", size, 1, size));
+    KOLO_ASSIGN_OR_RETURN(int64_t local_rank, ReadInt(env, "OMPI_COMM_WORLD_LOCAL_RANK",
+                                                      0, 0, local_size - 1));
+    w = WorldInfo{static_cast<int32_t>(rank), static_cast<int32_t>(size),
+                  static_cast<int32_t>(local_rank), static_cast<int32_t>(local_size),
+                  0, 1};
+    DeriveCrossFromBlocks(&w);
+    return Status::Ok();
+  }
+  if (env("SLURM_PROCID")) {
+    config->launcher = "slurm";
+    KOLO_ASSIGN_OR_RETURN(int64_t size, ReadInt(env, "SLURM_NTASKS", 1, 1, kMaxRanks));
+    KOLO_ASSIGN_OR_RETURN(int64_t rank, ReadInt(env, "SLURM_PROCID", 0, 0, size - 1));
+    KOLO_ASSIGN_OR_RETURN(int64_t nodes, ReadInt(env, "SLURM_NNODES", 1, 1, size));
+    KOLO_ASSIGN_OR_RETURN(int64_t node, ReadInt(env, "SLURM_NODEID", 0, 0, nodes - 1));
+    KOLO_ASSIGN_OR_RETURN(int64_t local_rank, ReadInt(env, "SLURM_LOCALID", 0, 0, size - 1));
+    int64_t local_size = size / nodes;
+    if (std::optional<std::string> list = env("SLURM_STEP_TASKS_PER_NODE")) {
+      KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> per_node, ExpandSlurmTaskList(*list));
+      if (static_cast<int64_t>(per_node.size()) <= node) {
+        return InvalidArgument("SLURM_STEP_TASKS_PER_NODE='" + *list +
+                               "' lists fewer nodes than SLURM_NODEID=" +
+                               std::to_string(node));
+      }
+      local_size = per_node[node];
+    }
+    if (local_rank >= local_size) {
+      return InvalidArgument("SLURM_LOCALID=" + std::to_string(local_rank) +
+                             " is not below the node's task count " +
+                             std::to_string(local_size));
+    }
+    w = WorldInfo{static_cast<int32_t>(rank), static_cast<int32_t>(size),
+                  static_cast<int32_t>(local_rank), static_cast<int32_t>(local_size),
+                  static_cast<int32_t>(node), static_cast<int32_t>(nodes)};
+    return Status::Ok();
+  }
+  if (env("PMI_RANK")) {
+    config->launcher = "pmi";
+    KOLO_ASSIGN_OR_RETURN(int64_t size, ReadInt(env, "PMI_SIZE", 1, 1, kMaxRanks));
+    KOLO_ASSIGN_OR_RETURN(int64_t rank, ReadInt(env, "PMI_RANK", 0, 0, size - 1));
+    KOLO_ASSIGN_OR_RETURN(int64_t local_size, ReadInt(env, "MPI_LOCALNRANKS", size, 1, size));
+    KOLO_ASSIGN_OR_RETURN(int64_t local_rank,
+                          ReadInt(env, "MPI_LOCALRANKID", rank % local_size, 0, local_size - 1));
+    w = WorldInfo{static_cast<int32_t>(rank), static_cast<int32_t>(size),
+                  static_cast<int32_t>(local_rank), static_cast<int32_t>(local_size),
+                  0, 1};
+    DeriveCrossFromBlocks(&w);
+    return Status::Ok();
+  }
+  config->launcher = "none";
+  w = WorldInfo{};
+  return Status::Ok();
+}
+
+}  // namespace
+
+EnvLookup ProcessEnvironment() {
+  return [](const char* name) -> std::optional<std::string> {
+    const char* value = std::getenv(name);
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+}
+
+StatusOr<int64_t> ParseInt(const std::string& text, int64_t min, int64_t max,
+                           const std::string& what) {
+  errno = 0;
+  char* end = nullptr;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || end == nullptr || *end != '\0' || errno == ERANGE) {
+    return InvalidArgument(what + " must be an integer, got '" + text + "'");
+  }
+  if (value < min || value > max) {
+    return InvalidArgument(what + " must be in [" + std::to_string(min) + ", " +
+                           std::to_string(max) + "], got " + text);
+  }
+  return static_cast<int64_t>(value);
+}
+
+StatusOr<int64_t> ParseByteSize(const std::string& text,
+                                const std::string& what) {
+  if (text.empty()) return InvalidArgument(what + " is empty");
+  int64_t multiplier = 1;
+  std::string digits = text;
+  switch (text.back()) {
+    case 'K': case 'k': multiplier = int64_t{1} << 10; break;
+    case 'M': case 'm': multiplier = int64_t{1} << 20; break;
+    case 'G': case 'g': multiplier = int64_t{1} << 30; break;
+    default: break;
+  }
+  if (multiplier != 1) digits.pop_back();
+  StatusOr<int64_t> value =
+      ParseInt(digits, 0, (int64_t{1} << 62) / multiplier, what);
+  if (!value.ok()) {
+    return InvalidArgument(what + " must be a byte count like 8, 64K, 256M or 1G, got '" +
+                           text + "'");
+  }
+  return *value * multiplier;
+}
+
+StatusOr<JobConfig> ReadJobConfig(const EnvLookup& env) {
+  JobConfig config;
+  KOLO_RETURN_IF_ERROR(ReadWorld(env, &config));
+
+  const std::optional<std::string> store_addr = env(env::kStoreAddr);
+  if (std::optional<std::string> backend = env(env::kBackend)) {
+    StatusOr<BackendKind> kind = ParseBackend(*backend);
+    if (!kind.ok()) {
+      return InvalidArgument(std::string("environment variable ") + env::kBackend +
+                             ": " + kind.status().message());
+    }
+    config.backend = *kind;
+  } else if (config.launcher == "mpirun" && !store_addr) {
+    config.backend = BackendKind::kMpi;
+  }
+
+  KOLO_ASSIGN_OR_RETURN(int64_t timeout_s,
+                        ReadInt(env, env::kTimeoutSeconds, kDefaultTimeout.count(),
+                                1, 7 * 24 * 3600));
+  config.timeout = std::chrono::seconds(timeout_s);
+
+  if (store_addr) {
+    Status parsed = ParseHostPortInto(*store_addr, &config.store_host, &config.store_port);
+    if (!parsed.ok()) {
+      return InvalidArgument(std::string("environment variable ") + env::kStoreAddr +
+                             ": " + parsed.message());
+    }
+  }
+  config.store_secret = env(env::kStoreSecret).value_or("");
+  config.rank0_hosts_store = store_addr && !env(env::kStoreHosted);
+
+  const bool needs_store =
+      config.world.size > 1 && config.backend == BackendKind::kGloo;
+  if (needs_store && !store_addr) {
+    return InvalidArgument(
+        std::string(env::kStoreAddr) + " is not set: a " +
+        std::to_string(config.world.size) + "-rank gloo job started by " +
+        config.launcher +
+        " needs the rendezvous address host:port of rank 0 (kolorun sets it "
+        "for you; under mpirun you may also use KOLO_BACKEND=mpi)");
+  }
+
+  if (std::optional<std::string> hostname = env(env::kGlooHostname)) {
+    config.gloo_hostname = *hostname;
+  } else if (config.store_host.empty() || config.store_host == "127.0.0.1" ||
+             config.store_host == "localhost" || config.store_host == "::1") {
+    config.gloo_hostname = "127.0.0.1";
+  } else {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    config.gloo_hostname = name;
+  }
+  return config;
+}
+
+Status ParseHostPortInto(const std::string& address, std::string* host,
+                         int* port) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return InvalidArgument("expected host:port, got '" + address + "'");
+  }
+  std::string h = address.substr(0, colon);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') {
+    h = h.substr(1, h.size() - 2);
+  }
+  StatusOr<int64_t> p = ParseInt(address.substr(colon + 1), 1, 65535,
+                                 "port in '" + address + "'");
+  if (!p.ok()) return p.status();
+  *host = h;
+  *port = static_cast<int>(*p);
+  return Status::Ok();
+}
+
+}  // namespace kolo

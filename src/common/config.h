@@ -1,0 +1,84 @@
+// All of kolo's environment parsing lives here. A job's configuration comes
+// from whichever launcher started the process:
+//
+//   kolorun   KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE,
+//             KOLO_CROSS_RANK, KOLO_CROSS_SIZE, KOLO_STORE_ADDR,
+//             KOLO_STORE_SECRET, KOLO_STORE_HOSTED=1 (kolorun hosts the store)
+//   mpirun    OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE
+//   Slurm     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID,
+//             SLURM_NNODES, SLURM_STEP_TASKS_PER_NODE
+//   PMI       PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS
+//
+// checked in that order. Where a launcher gives no host count, hosts are
+// assumed to hold local_size consecutive ranks each. Without kolorun, rank 0
+// hosts the store at KOLO_STORE_ADDR (host:port), the way torch uses
+// MASTER_ADDR and MASTER_PORT.
+//
+// Settings for every launcher: KOLO_BACKEND (gloo|mpi; default gloo, or mpi
+// under mpirun when no store address is given), KOLO_TIMEOUT_S (default 30),
+// KOLO_GLOO_HOSTNAME (the address Gloo listens on; default 127.0.0.1 when
+// the store is on loopback, else this host's name).
+#ifndef KOLO_COMMON_CONFIG_H_
+#define KOLO_COMMON_CONFIG_H_
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "kolo/kolo.h"
+
+namespace kolo {
+
+// The names of the variables kolorun sets, shared with kolorun itself.
+namespace env {
+inline constexpr const char* kRank = "KOLO_RANK";
+inline constexpr const char* kSize = "KOLO_SIZE";
+inline constexpr const char* kLocalRank = "KOLO_LOCAL_RANK";
+inline constexpr const char* kLocalSize = "KOLO_LOCAL_SIZE";
+inline constexpr const char* kCrossRank = "KOLO_CROSS_RANK";
+inline constexpr const char* kCrossSize = "KOLO_CROSS_SIZE";
+inline constexpr const char* kStoreAddr = "KOLO_STORE_ADDR";
+inline constexpr const char* kStoreSecret = "KOLO_STORE_SECRET";
+inline constexpr const char* kStoreHosted = "KOLO_STORE_HOSTED";
+inline constexpr const char* kBackend = "KOLO_BACKEND";
+inline constexpr const char* kTimeoutSeconds = "KOLO_TIMEOUT_S";
+inline constexpr const char* kGlooHostname = "KOLO_GLOO_HOSTNAME";
+}  // namespace env
+
+inline constexpr std::chrono::seconds kDefaultTimeout{30};
+
+struct JobConfig {
+  WorldInfo world;
+  std::string launcher;  // "kolorun", "mpirun", "slurm", "pmi" or "none"
+  BackendKind backend = BackendKind::kGloo;
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+  // Empty when the backend needs no store (MPI) and none was given.
+  std::string store_host;
+  int store_port = 0;
+  std::string store_secret;
+  bool rank0_hosts_store = false;
+  std::string gloo_hostname;
+};
+
+// Returns the value of an environment variable, or nullopt when unset.
+using EnvLookup = std::function<std::optional<std::string>(const char*)>;
+EnvLookup ProcessEnvironment();
+
+// Errors name the variable and its bad value.
+StatusOr<JobConfig> ReadJobConfig(const EnvLookup& env);
+
+// Integer parsing shared by flags and environment variables: the whole
+// string must be a number in [min, max].
+StatusOr<int64_t> ParseInt(const std::string& text, int64_t min, int64_t max,
+                           const std::string& what);
+// Parses "host:port"; an IPv6 host goes in brackets: "[::1]:29500".
+Status ParseHostPortInto(const std::string& address, std::string* host,
+                         int* port);
+// "1K", "64M", "2G" (powers of 1024) or plain bytes.
+StatusOr<int64_t> ParseByteSize(const std::string& text,
+                                const std::string& what);
+
+}  // namespace kolo
+
+#endif  // KOLO_COMMON_CONFIG_H_

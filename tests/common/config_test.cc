@@ -1,0 +1,120 @@
+#include "common/config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace kolo {
+namespace {
+
+using ::testing::HasSubstr;
+
+EnvLookup Env(std::map<std::string, std::string> vars) {
+  return [vars](const char* name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TEST(ConfigTest, NoLauncherIsASingleProcess) {
+  StatusOr<JobConfig> c = ReadJobConfig(Env({}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->launcher, "none");
+  EXPECT_EQ(c->world.size, 1);
+  EXPECT_EQ(c->backend, BackendKind::kGloo);
+  EXPECT_EQ(c->timeout, std::chrono::seconds(30));
+}
+
+TEST(ConfigTest, KolorunEnvironment) {
+  StatusOr<JobConfig> c = ReadJobConfig(Env({{"KOLO_RANK", "2"}, {"KOLO_SIZE", "4"},
+                                             {"KOLO_LOCAL_RANK", "0"}, {"KOLO_LOCAL_SIZE", "2"},
+                                             {"KOLO_CROSS_RANK", "1"}, {"KOLO_CROSS_SIZE", "2"},
+                                             {"KOLO_STORE_ADDR", "127.0.0.1:4242"},
+                                             {"KOLO_STORE_SECRET", "s3"},
+                                             {"KOLO_STORE_HOSTED", "1"},
+                                             {"KOLO_TIMEOUT_S", "5"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->launcher, "kolorun");
+  EXPECT_EQ(c->world.rank, 2);
+  EXPECT_EQ(c->world.size, 4);
+  EXPECT_EQ(c->world.local_size, 2);
+  EXPECT_EQ(c->world.cross_rank, 1);
+  EXPECT_EQ(c->store_host, "127.0.0.1");
+  EXPECT_EQ(c->store_port, 4242);
+  EXPECT_EQ(c->store_secret, "s3");
+  EXPECT_FALSE(c->rank0_hosts_store);
+  EXPECT_EQ(c->timeout, std::chrono::seconds(5));
+  EXPECT_EQ(c->gloo_hostname, "127.0.0.1");
+}
+
+TEST(ConfigTest, MpirunEnvironmentDefaultsToMpiWithoutStore) {
+  StatusOr<JobConfig> c = ReadJobConfig(Env({{"OMPI_COMM_WORLD_RANK", "3"},
+                                             {"OMPI_COMM_WORLD_SIZE", "4"},
+                                             {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                             {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->launcher, "mpirun");
+  EXPECT_EQ(c->backend, BackendKind::kMpi);
+  EXPECT_EQ(c->world.cross_rank, 1);
+  EXPECT_EQ(c->world.cross_size, 2);
+}
+
+TEST(ConfigTest, MpirunWithStoreAddressHostsTheStoreOnRankZero) {
+  StatusOr<JobConfig> c = ReadJobConfig(Env({{"OMPI_COMM_WORLD_RANK", "0"},
+                                             {"OMPI_COMM_WORLD_SIZE", "2"},
+                                             {"KOLO_STORE_ADDR", "node1:29500"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->backend, BackendKind::kGloo);
+  EXPECT_TRUE(c->rank0_hosts_store);
+  EXPECT_EQ(c->store_host, "node1");
+}
+
+TEST(ConfigTest, SlurmEnvironment) {
+  StatusOr<JobConfig> c = ReadJobConfig(Env({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "7"},
+                                             {"SLURM_NNODES", "3"}, {"SLURM_NODEID", "2"},
+                                             {"SLURM_LOCALID", "0"},
+                                             {"SLURM_STEP_TASKS_PER_NODE", "3(x2),1"},
+                                             {"KOLO_STORE_ADDR", "[::1]:29500"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->launcher, "slurm");
+  EXPECT_EQ(c->world.rank, 5);
+  EXPECT_EQ(c->world.local_size, 1);
+  EXPECT_EQ(c->world.cross_rank, 2);
+  EXPECT_EQ(c->world.cross_size, 3);
+  EXPECT_EQ(c->store_host, "::1");
+}
+
+TEST(ConfigTest, PmiEnvironment) {
+  StatusOr<JobConfig> c = ReadJobConfig(Env({{"PMI_RANK", "1"}, {"PMI_SIZE", "2"},
+                                             {"KOLO_STORE_ADDR", "localhost:1234"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->launcher, "pmi");
+  EXPECT_EQ(c->world.rank, 1);
+  EXPECT_EQ(c->world.size, 2);
+}
+
+TEST(ConfigTest, BadValuesNameTheVariable) {
+  auto message = [](std::map<std::string, std::string> vars) {
+    return ReadJobConfig(Env(std::move(vars))).status().message();
+  };
+  EXPECT_THAT(message({{"KOLO_RANK", "x"}, {"KOLO_SIZE", "2"}}), HasSubstr("KOLO_RANK"));
+  EXPECT_THAT(message({{"KOLO_RANK", "2"}, {"KOLO_SIZE", "2"}}), HasSubstr("KOLO_RANK"));
+  EXPECT_THAT(message({{"KOLO_BACKEND", "nccl"}}), HasSubstr("unknown backend 'nccl'"));
+  EXPECT_THAT(message({{"KOLO_TIMEOUT_S", "0"}}), HasSubstr("KOLO_TIMEOUT_S"));
+  EXPECT_THAT(message({{"KOLO_STORE_ADDR", "nohost"}}), HasSubstr("KOLO_STORE_ADDR"));
+  EXPECT_THAT(message({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}),
+              HasSubstr("KOLO_STORE_ADDR is not set"));
+}
+
+TEST(ConfigTest, ByteSizes) {
+  EXPECT_EQ(*ParseByteSize("8", "-b"), 8);
+  EXPECT_EQ(*ParseByteSize("64K", "-b"), 64 << 10);
+  EXPECT_EQ(*ParseByteSize("256M", "-e"), int64_t{256} << 20);
+  EXPECT_EQ(*ParseByteSize("2G", "-e"), int64_t{2} << 30);
+  EXPECT_THAT(ParseByteSize("12Q", "-e").status().message(), HasSubstr("-e"));
+}
+
+}  // namespace
+}  // namespace kolo

@@ -1,0 +1,75 @@
+#include "common/reduce.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "testing/collective_matrix.h"
+
+namespace kolo {
+namespace {
+
+using testing::Load;
+using testing::StoreValue;
+
+double Reference(ReduceOp op, double a, double b) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage: return a + b;
+    case ReduceOp::kMin: return std::min(a, b);
+    case ReduceOp::kMax: return std::max(a, b);
+    case ReduceOp::kProduct: return a * b;
+  }
+  return 0;
+}
+
+TEST(ReduceTest, EveryTypeAndOpMatchesTheScalarReference) {
+  constexpr int64_t kCount = 37;
+  for (DataType type : AllDataTypes()) {
+    for (ReduceOp op : AllReduceOps()) {
+      std::vector<char> a(kCount * DataTypeSize(type)), b(a.size()), out(a.size());
+      for (int64_t i = 0; i < kCount; ++i) {
+        // Small values keep every result exact in every type.
+        StoreValue(type, a.data(), i, static_cast<double>(i % 9));
+        StoreValue(type, b.data(), i, static_cast<double>((i * 5) % 11));
+      }
+      ReduceInto(type, op, out.data(), a.data(), b.data(), kCount);
+      for (int64_t i = 0; i < kCount; ++i) {
+        EXPECT_EQ(Load(type, out.data(), i),
+                  Reference(op, static_cast<double>(i % 9), static_cast<double>((i * 5) % 11)))
+            << DataTypeName(type) << " " << ReduceOpName(op) << " element " << i;
+      }
+      // Aliasing the output with an input is allowed.
+      ReduceInto(type, op, a.data(), a.data(), b.data(), kCount);
+      EXPECT_EQ(a, out) << DataTypeName(type) << " " << ReduceOpName(op);
+    }
+  }
+}
+
+TEST(ReduceTest, NegativeValuesAndSignedMinMax) {
+  int32_t a[3] = {-5, 7, -1};
+  int32_t b[3] = {3, -9, -1};
+  int32_t out[3];
+  ReduceInto(DataType::kInt32, ReduceOp::kMin, out, a, b, 3);
+  EXPECT_EQ(out[0], -5);
+  EXPECT_EQ(out[1], -9);
+  ReduceInto(DataType::kInt32, ReduceOp::kMax, out, a, b, 3);
+  EXPECT_EQ(out[0], 3);
+  EXPECT_EQ(out[1], 7);
+}
+
+TEST(ReduceTest, DivideTruncatesIntegersAndDividesFloats) {
+  int64_t ints[3] = {7, -7, 9};
+  DivideInPlace(DataType::kInt64, ints, 3, 2);
+  EXPECT_EQ(ints[0], 3);
+  EXPECT_EQ(ints[1], -3);
+  EXPECT_EQ(ints[2], 4);
+  uint16_t halves[2] = {FloatToHalf(3.0f), FloatToHalf(1.0f)};
+  DivideInPlace(DataType::kFloat16, halves, 2, 4);
+  EXPECT_EQ(HalfToFloat(halves[0]), 0.75f);
+  EXPECT_EQ(HalfToFloat(halves[1]), 0.25f);
+}
+
+}  // namespace
+}  // namespace kolo

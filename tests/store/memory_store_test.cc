@@ -1,0 +1,60 @@
+#include "store/memory_store.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace kolo {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(MemoryStoreTest, SetGetAddWait) {
+  MemoryStore store;
+  ASSERT_TRUE(store.Set("a", "1").ok());
+  EXPECT_EQ(*store.Get("a", milliseconds(10)), "1");
+  EXPECT_EQ(*store.Add("n", 5), 5);
+  EXPECT_EQ(*store.Add("n", -2), 3);
+  EXPECT_TRUE(store.Wait({"a", "n"}, milliseconds(10)).ok());
+}
+
+TEST(MemoryStoreTest, GetWaitsForALaterSet) {
+  MemoryStore store;
+  std::thread writer([&] {
+    std::this_thread::sleep_for(milliseconds(50));
+    (void)store.Set("late", "here");
+  });
+  StatusOr<std::string> value = store.Get("late", milliseconds(5000));
+  writer.join();
+  ASSERT_TRUE(value.ok());
+  EXPECT_EQ(*value, "here");
+}
+
+TEST(MemoryStoreTest, TimeoutsNameTheMissingKey) {
+  MemoryStore store;
+  ASSERT_TRUE(store.Set("present", "").ok());
+  Status s = store.Wait({"present", "absent"}, milliseconds(20));
+  EXPECT_EQ(s.code(), StatusCode::kTimeout);
+  EXPECT_NE(s.message().find("'absent'"), std::string::npos);
+  EXPECT_EQ(store.Get("nope", milliseconds(1)).status().code(), StatusCode::kTimeout);
+}
+
+TEST(MemoryStoreTest, AddOnANonNumberIsAnError) {
+  MemoryStore store;
+  ASSERT_TRUE(store.Set("text", "abc").ok());
+  EXPECT_EQ(store.Add("text", 1).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(MemoryStoreTest, AbortWakesWaiters) {
+  MemoryStore store;
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(milliseconds(30));
+    store.Abort("going away");
+  });
+  StatusOr<std::string> value = store.Get("never", milliseconds(10000));
+  aborter.join();
+  EXPECT_EQ(value.status().code(), StatusCode::kAborted);
+}
+
+}  // namespace
+}  // namespace kolo
