@@ -123,10 +123,15 @@ Status Communicator::Fail(const Status& status, const CallDescriptor& call) {
   if (store_ != nullptr && LostPeer(status)) {
     StatusOr<std::string> failed = store_->Get(kFailedRanksKey, kFailureNewsWait);
     if (failed.ok()) {
-      const bool several = failed->find(',') != std::string::npos;
-      culprit = (several ? "ranks " : "rank ") + *failed +
-                (several ? " are" : " is") +
-                " gone (process exited or lost its connection); ";
+      // The first rank to leave is the likely cause; the others usually
+      // left because of it.
+      const size_t comma = failed->find(',');
+      culprit = "rank " + failed->substr(0, comma) +
+                " is gone (process exited or lost its connection)";
+      if (comma != std::string::npos) {
+        culprit += ", then ranks " + failed->substr(comma + 1);
+      }
+      culprit += "; ";
     } else if (failed.status().code() != StatusCode::kTimeout) {
       culprit = "the rendezvous store is unreachable as well (" +
                 failed.status().message() + "); ";

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kolo needs (only those missing), then
+# configures and builds kolo in build/. Shared by quickstart.sh and test.sh;
+# quick when nothing changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libgloo-dev libopenmpi-dev openmpi-bin
+  libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+  "${sudo_cmd[@]}" apt-get update -q
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if [ ! -f build/build.ninja ]; then
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DKOLO_WITH_GLOO=ON -DKOLO_WITH_MPI=ON -DKOLO_BUILD_TESTS=ON -DKOLO_BUILD_BENCH=ON
+fi
+cmake --build build -- -j"$(nproc)"

@@ -1,0 +1,142 @@
+// Collectives in real processes over real transports: kolorun starts the
+// ranks, Gloo talks TCP over loopback, MPI uses OpenMPI's own transports.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+
+#include "testing/child_process.h"
+#include "transport/socket.h"
+
+namespace kolo {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::RunProgram;
+using testing::RunResult;
+
+constexpr const char* kKolorun = KOLORUN_PATH;
+constexpr const char* kWorker = COLLECTIVES_WORKER_PATH;
+
+int CountMatches(const std::string& text, const std::string& pattern) {
+  std::regex re(pattern);
+  return static_cast<int>(std::distance(
+      std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
+}
+
+std::string Describe(const RunResult& r) {
+  return "exit " + std::to_string(r.exit_code) + " signal " + std::to_string(r.signal) +
+         (r.timed_out ? " (timed out)" : "") + "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
+}
+
+struct MatrixCase {
+  const char* backend;
+  int np;
+};
+
+class CollectivesMatrixTest : public ::testing::TestWithParam<MatrixCase> {};
+
+TEST_P(CollectivesMatrixTest, EveryCollectiveTypeAndCountIsCorrect) {
+  const MatrixCase& c = GetParam();
+  RunResult r = RunProgram({kKolorun, "-np", std::to_string(c.np), "--backend", c.backend,
+                     "--timeout", "60", kWorker, "matrix"},
+                    {}, std::chrono::seconds(240));
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(CountMatches(r.out, "all collectives correct in 32 type/count cases"), c.np)
+      << Describe(r);
+  for (int rank = 0; rank < c.np; ++rank) {
+    EXPECT_THAT(r.out, HasSubstr("[" + std::to_string(rank) + "]<stdout>: rank " +
+                                 std::to_string(rank) + " of " + std::to_string(c.np) +
+                                 " (" + c.backend + ")"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Worlds, CollectivesMatrixTest,
+    ::testing::Values(MatrixCase{"gloo", 1}, MatrixCase{"gloo", 2}, MatrixCase{"gloo", 3},
+                      MatrixCase{"gloo", 4}, MatrixCase{"mpi", 1}, MatrixCase{"mpi", 2},
+                      MatrixCase{"mpi", 3}, MatrixCase{"mpi", 4}),
+    [](const ::testing::TestParamInfo<MatrixCase>& info) {
+      return std::string(info.param.backend) + "_np" + std::to_string(info.param.np);
+    });
+
+class CollectivesErrorTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CollectivesErrorTest, MismatchedCountsGiveTheNamedErrorOnEveryRank) {
+  RunResult r = RunProgram({kKolorun, "-np", "3", "--backend", GetParam(), kWorker, "mismatch"}, {},
+                    std::chrono::seconds(60));
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  for (const char* rank : {"0", "1", "2"}) {
+    EXPECT_THAT(r.out, HasSubstr(std::string("[") + rank + "]<stdout>: rank " + rank +
+                                 ": mismatch: allreduce #1: ranks disagree on the element "
+                                 "count: ranks 0,2 have 10; rank 1 has 12"))
+        << Describe(r);
+  }
+  EXPECT_EQ(CountMatches(r.out, "recovered after the mismatch"), 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, CollectivesErrorTest, ::testing::Values("gloo", "mpi"));
+
+TEST(CollectivesFailureTest, SurvivorsNameTheRankThatDied) {
+  RunResult r = RunProgram({kKolorun, "-np", "3", "--backend", "gloo", "--timeout", "20", kWorker, "die"},
+                    {}, std::chrono::seconds(60));
+  EXPECT_NE(r.exit_code, 0) << Describe(r);
+  EXPECT_LT(r.seconds, 15) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("rank 1")) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("signal 9")) << Describe(r);
+  // Ranks 0 and 2 report the failure themselves, naming rank 1, well before
+  // the 20 s timeout.
+  for (const char* rank : {"0", "2"}) {
+    EXPECT_TRUE(std::regex_search(
+        r.err, std::regex(std::string("\\[") + rank +
+                          "\\]<stderr>: rank " + rank + ": step \\d+: (peer failure|timeout): .*"
+                          "allreduce #\\d+ failed: rank 1 is gone")))
+        << Describe(r);
+  }
+}
+
+TEST(CollectivesFailureTest, MpiJobEndsWhenARankDies) {
+  RunResult r = RunProgram({kKolorun, "-np", "2", "--backend", "mpi", kWorker, "die"}, {},
+                    std::chrono::seconds(60));
+  EXPECT_NE(r.exit_code, 0) << Describe(r);
+  EXPECT_LT(r.seconds, 20) << Describe(r);
+}
+
+TEST(CollectivesFailureTest, SilentPeerTimesOutInsteadOfHanging) {
+  RunResult r = RunProgram({kKolorun, "-np", "2", "--backend", "gloo", "--timeout", "2", kWorker, "hang"},
+                    {}, std::chrono::seconds(60));
+  EXPECT_NE(r.exit_code, 0) << Describe(r);
+  EXPECT_LT(r.seconds, 20) << Describe(r);
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex("\\[0\\]<stderr>: rank 0: (timeout|peer failure): rank 0: allreduce #1 failed")))
+      << Describe(r);
+}
+
+// A free port for the tests that must name one up front (KOLO_STORE_ADDR
+// without kolorun); the OS picks it.
+int FreePort() {
+  StatusOr<Socket> probe = Socket::Listen("127.0.0.1", 0);
+  return probe.ok() ? probe->LocalPort() : 0;
+}
+
+TEST(CollectivesLauncherTest, MpirunWithGlooHasRankZeroHostTheStore) {
+  const std::string address = "127.0.0.1:" + std::to_string(FreePort());
+  RunResult r = RunProgram({MPIEXEC_PATH, "--allow-run-as-root", "--oversubscribe", "-np", "2",
+                     "-x", "KOLO_BACKEND=gloo", "-x", "KOLO_STORE_ADDR=" + address,
+                     "-x", "KOLO_STORE_SECRET=test-secret", kWorker, "matrix", "0", "7", "1000"},
+                    {}, std::chrono::seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(CountMatches(r.out, "\\(gloo\\): all collectives correct"), 2) << Describe(r);
+}
+
+TEST(CollectivesLauncherTest, PlainMpirunUsesTheMpiBackend) {
+  RunResult r = RunProgram({MPIEXEC_PATH, "--allow-run-as-root", "--oversubscribe", "-np", "2", kWorker,
+                     "matrix", "0", "7", "1000"},
+                    {}, std::chrono::seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(CountMatches(r.out, "\\(mpi\\): all collectives correct"), 2) << Describe(r);
+}
+
+}  // namespace
+}  // namespace kolo

@@ -1,0 +1,115 @@
+// A rank of the multi-process collective tests. Started by kolorun (or
+// mpirun); the first argument picks the scenario:
+//   matrix [counts...]  every collective x type x count, closed-form checks
+//   mismatch            rank 1 calls allreduce with a different count
+//   die                 rank 1 kills itself in the middle of allreduces
+//   hang                rank 1 stops calling collectives (sleeps)
+// Exit codes: 0 as expected, 1 wrong result or unexpected error, 2 bad
+// usage, 3 the expected error was reported (die, hang).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "kolo/kolo.h"
+#include "testing/collective_matrix.h"
+
+namespace {
+
+int Matrix(const std::vector<int64_t>& counts) {
+  kolo::testing::ProcessApi api;
+  int cases = 0;
+  std::string report;
+  for (kolo::DataType type : kolo::AllDataTypes()) {
+    for (int64_t count : counts) {
+      report += kolo::testing::RunCollectiveMatrix(api, kolo::World(), type, count).Summary();
+      ++cases;
+    }
+  }
+  if (!report.empty()) {
+    std::fprintf(stderr, "rank %d: wrong results:\n%s", kolo::Rank(), report.c_str());
+    return 1;
+  }
+  std::printf("rank %d of %d (%s): all collectives correct in %d type/count cases\n",
+              kolo::Rank(), kolo::Size(), kolo::BackendName(kolo::ActiveBackend()), cases);
+  return 0;
+}
+
+int Mismatch() {
+  std::vector<float> data(16, 1.0f);
+  const int64_t count = kolo::Rank() == 1 ? 12 : 10;
+  kolo::Status s = kolo::Allreduce(data.data(), data.data(), count, kolo::DataType::kFloat32,
+                                   kolo::ReduceOp::kSum);
+  std::printf("rank %d: %s\n", kolo::Rank(), s.ToString().c_str());
+  if (s.code() != kolo::StatusCode::kMismatch) return 1;
+  // Every rank saw the same error, so the job can carry on.
+  float x = 1.0f;
+  s = kolo::Allreduce(&x, &x, 1, kolo::DataType::kFloat32, kolo::ReduceOp::kSum);
+  if (!s.ok() || x != static_cast<float>(kolo::Size())) return 1;
+  std::printf("rank %d: recovered after the mismatch\n", kolo::Rank());
+  return 0;
+}
+
+int Die() {
+  std::vector<float> data(1 << 16, 1.0f);
+  for (int step = 0; step < 50; ++step) {
+    if (step == 2 && kolo::Rank() == 1) raise(SIGKILL);
+    kolo::Status s = kolo::Allreduce(data.data(), data.data(), data.size(),
+                                     kolo::DataType::kFloat32, kolo::ReduceOp::kAverage);
+    if (!s.ok()) {
+      std::fprintf(stderr, "rank %d: step %d: %s\n", kolo::Rank(), step, s.ToString().c_str());
+      return 3;
+    }
+  }
+  return 0;
+}
+
+int Hang() {
+  if (kolo::Rank() == 1) {
+    sleep(120);
+    return 0;
+  }
+  float x = 1.0f;
+  kolo::Status s = kolo::Allreduce(&x, &x, 1, kolo::DataType::kFloat32, kolo::ReduceOp::kSum);
+  std::fprintf(stderr, "rank %d: %s\n", kolo::Rank(), s.ToString().c_str());
+  return s.ok() ? 1 : 3;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: collectives_worker matrix|mismatch|die|hang [counts...]\n");
+    return 2;
+  }
+  const std::string scenario = argv[1];
+  kolo::Status init = kolo::Init();
+  if (!init.ok()) {
+    std::fprintf(stderr, "kolo::Init failed: %s\n", init.ToString().c_str());
+    return 1;
+  }
+  int code = 2;
+  if (scenario == "matrix") {
+    std::vector<int64_t> counts;
+    for (int i = 2; i < argc; ++i) counts.push_back(std::atoll(argv[i]));
+    if (counts.empty()) counts = {0, 1, 7, (1 << 20) + 3};
+    code = Matrix(counts);
+  } else if (scenario == "mismatch") {
+    code = Mismatch();
+  } else if (scenario == "die") {
+    code = Die();
+  } else if (scenario == "hang") {
+    code = Hang();
+  }
+  if (code == 0) {
+    kolo::Status down = kolo::Shutdown();
+    if (!down.ok()) {
+      std::fprintf(stderr, "rank %d: shutdown: %s\n", kolo::Rank(), down.ToString().c_str());
+      return 1;
+    }
+  }
+  return code;
+}
