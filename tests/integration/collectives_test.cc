@@ -35,6 +35,10 @@ struct MatrixCase {
   int np;
 };
 
+void PrintTo(const MatrixCase& c, std::ostream* os) {
+  *os << c.backend << " np " << c.np;
+}
+
 class CollectivesMatrixTest : public ::testing::TestWithParam<MatrixCase> {};
 
 TEST_P(CollectivesMatrixTest, EveryCollectiveTypeAndCountIsCorrect) {

@@ -1,0 +1,121 @@
+#include "job.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace kolo {
+namespace kolorun {
+namespace {
+
+std::string Value(const std::vector<std::string>& env,
+                  const std::string& name) {
+  std::string found = "<unset>";
+  for (const std::string& var : env) {
+    if (var.rfind(name + "=", 0) == 0) found = var.substr(name.size() + 1);
+  }
+  return found;
+}
+
+LaunchOptions TwoRanks() {
+  LaunchOptions options;
+  options.num_ranks = 2;
+  options.timeout_seconds = 12;
+  options.env = {{"USER_VAR", "u"}, {"KOLO_GLOO_HOSTNAME", "h"}};
+  options.command = {"prog", "arg"};
+  return options;
+}
+
+TEST(SetEnvTest, ReplacesAndAppends) {
+  std::vector<std::string> env = {"A=1", "AB=2"};
+  SetEnv(&env, "A", "3");
+  SetEnv(&env, "C", "");
+  EXPECT_EQ(env, (std::vector<std::string>{"A=3", "AB=2", "C="}));
+  UnsetEnv(&env, "AB");
+  EXPECT_EQ(env, (std::vector<std::string>{"A=3", "C="}));
+}
+
+TEST(BuildGlooJobTest, TellsEachRankItsPlace) {
+  StoreInfo store{"127.0.0.1:4242", "s3cr3t"};
+  std::vector<ProcessSpec> specs = BuildGlooJob(TwoRanks(), "/bin/prog", store,
+                                                {"PATH=/bin", "KOLO_RANK=9"});
+  ASSERT_EQ(specs.size(), 2u);
+  for (int rank = 0; rank < 2; ++rank) {
+    const ProcessSpec& spec = specs[rank];
+    const std::vector<std::string>& env = spec.child.env;
+    std::string r = std::to_string(rank);
+    EXPECT_EQ(spec.name, "rank " + r);
+    EXPECT_EQ(spec.child.path, "/bin/prog");
+    EXPECT_EQ(spec.child.argv, (std::vector<std::string>{"prog", "arg"}));
+    EXPECT_EQ(spec.stdout_prefix, "[" + r + "]<stdout>: ");
+    EXPECT_EQ(spec.stderr_prefix, "[" + r + "]<stderr>: ");
+    EXPECT_EQ(Value(env, "PATH"), "/bin");
+    EXPECT_EQ(Value(env, "KOLO_RANK"), r);
+    EXPECT_EQ(Value(env, "KOLO_SIZE"), "2");
+    EXPECT_EQ(Value(env, "KOLO_LOCAL_RANK"), r);
+    EXPECT_EQ(Value(env, "KOLO_LOCAL_SIZE"), "2");
+    EXPECT_EQ(Value(env, "KOLO_CROSS_RANK"), "0");
+    EXPECT_EQ(Value(env, "KOLO_CROSS_SIZE"), "1");
+    EXPECT_EQ(Value(env, "KOLO_STORE_ADDR"), "127.0.0.1:4242");
+    EXPECT_EQ(Value(env, "KOLO_STORE_SECRET"), "s3cr3t");
+    EXPECT_EQ(Value(env, "KOLO_STORE_HOSTED"), "1");
+    EXPECT_EQ(Value(env, "KOLO_BACKEND"), "gloo");
+    EXPECT_EQ(Value(env, "KOLO_TIMEOUT_S"), "12");
+    EXPECT_EQ(Value(env, "USER_VAR"), "u");
+    EXPECT_EQ(Value(env, "KOLO_GLOO_HOSTNAME"), "h");
+  }
+}
+
+TEST(BuildMpiJobTest, ExportsTheStoreThroughMpirun) {
+  LaunchOptions options = TwoRanks();
+  options.backend = BackendKind::kMpi;
+  options.mpi_args = {"--bind-to", "none"};
+  StoreInfo store{"127.0.0.1:4242", "s3cr3t"};
+  ProcessSpec spec = BuildMpiJob(options, "/usr/bin/mpirun", true, store,
+                                 {"KOLO_RANK=9", "KOLO_SIZE=3"});
+  EXPECT_EQ(spec.name, "mpirun");
+  EXPECT_EQ(spec.format, LineFormat::kMpiTagged);
+  EXPECT_EQ(spec.child.path, "/usr/bin/mpirun");
+  EXPECT_EQ(spec.child.argv, (std::vector<std::string>{"mpirun",
+                                                       "--allow-run-as-root",
+                                                       "--oversubscribe",
+                                                       "--tag-output",
+                                                       "-np",
+                                                       "2",
+                                                       "-x",
+                                                       "KOLO_STORE_ADDR",
+                                                       "-x",
+                                                       "KOLO_STORE_SECRET",
+                                                       "-x",
+                                                       "KOLO_STORE_HOSTED",
+                                                       "-x",
+                                                       "KOLO_BACKEND",
+                                                       "-x",
+                                                       "KOLO_TIMEOUT_S",
+                                                       "-x",
+                                                       "USER_VAR",
+                                                       "-x",
+                                                       "KOLO_GLOO_HOSTNAME",
+                                                       "--mca",
+                                                       "btl",
+                                                       "self,vader,tcp",
+                                                       "--bind-to",
+                                                       "none",
+                                                       "prog",
+                                                       "arg"}));
+  const std::vector<std::string>& env = spec.child.env;
+  EXPECT_EQ(Value(env, "KOLO_RANK"), "<unset>");
+  EXPECT_EQ(Value(env, "KOLO_SIZE"), "<unset>");
+  EXPECT_EQ(Value(env, "KOLO_BACKEND"), "mpi");
+  EXPECT_EQ(Value(env, "KOLO_STORE_SECRET"), "s3cr3t");
+  EXPECT_EQ(Value(env, "USER_VAR"), "u");
+
+  ProcessSpec as_user =
+      BuildMpiJob(options, "/usr/bin/mpirun", false, store, {});
+  EXPECT_EQ(as_user.child.argv[1], "--oversubscribe");
+}
+
+}  // namespace
+}  // namespace kolorun
+}  // namespace kolo

@@ -1,0 +1,113 @@
+#include "options.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace kolo {
+namespace kolorun {
+namespace {
+
+EnvLookup FakeEnv(std::map<std::string, std::string> vars) {
+  return [vars](const char* name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+StatusOr<LaunchOptions> Parse(std::vector<std::string> args,
+                              std::map<std::string, std::string> env = {}) {
+  args.insert(args.begin(), "kolorun");
+  return ParseOptions(args, FakeEnv(std::move(env)));
+}
+
+TEST(ParseOptionsTest, ReadsEveryFlag) {
+  StatusOr<LaunchOptions> options =
+      Parse({"-np", "4", "--backend", "mpi", "--env", "A=1", "--env", "B=x=y",
+             "--timeout", "9", "--mpi-args", " --bind-to  none ", "--verbose",
+             "prog", "a", "-np", "2"});
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->num_ranks, 4);
+  EXPECT_EQ(options->backend, BackendKind::kMpi);
+  using Pair = std::pair<std::string, std::string>;
+  EXPECT_EQ(options->env, (std::vector<Pair>{{"A", "1"}, {"B", "x=y"}}));
+  EXPECT_EQ(options->timeout_seconds, 9);
+  EXPECT_TRUE(options->verbose);
+  EXPECT_EQ(options->mpi_args, (std::vector<std::string>{"--bind-to", "none"}));
+  EXPECT_EQ(options->command,
+            (std::vector<std::string>{"prog", "a", "-np", "2"}));
+}
+
+TEST(ParseOptionsTest, Defaults) {
+  StatusOr<LaunchOptions> options = Parse({"-np", "1", "prog"});
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->backend, BackendKind::kGloo);
+  EXPECT_EQ(options->timeout_seconds, 30);
+  EXPECT_FALSE(options->verbose);
+  EXPECT_TRUE(options->env.empty());
+}
+
+TEST(ParseOptionsTest, BackendDefaultsToTheEnvironmentAndTheFlagWins) {
+  StatusOr<LaunchOptions> from_env =
+      Parse({"-np", "1", "prog"}, {{"KOLO_BACKEND", "mpi"}});
+  ASSERT_TRUE(from_env.ok());
+  EXPECT_EQ(from_env->backend, BackendKind::kMpi);
+  StatusOr<LaunchOptions> flag = Parse(
+      {"-np", "1", "--backend", "gloo", "prog"}, {{"KOLO_BACKEND", "mpi"}});
+  ASSERT_TRUE(flag.ok());
+  EXPECT_EQ(flag->backend, BackendKind::kGloo);
+}
+
+TEST(ParseOptionsTest, AcceptsEqualsForms) {
+  StatusOr<LaunchOptions> options =
+      Parse({"-np=3", "--env=K=V", "--", "-prog"});
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->num_ranks, 3);
+  EXPECT_EQ(options->command, (std::vector<std::string>{"-prog"}));
+}
+
+TEST(ParseOptionsTest, Help) {
+  StatusOr<LaunchOptions> options = Parse({"--help"});
+  ASSERT_TRUE(options.ok());
+  EXPECT_TRUE(options->help);
+}
+
+TEST(ParseOptionsTest, ErrorsNameTheFlag) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"-np", "x", "p"}, "-np must be a positive integer, got 'x'"},
+           {{"-np", "99999999999", "p"},
+            "-np must be a positive integer, got '99999999999'"},
+           {{"-np"}, "-np expects a value"},
+           {{"-np", "1", "--what", "p"}, "unknown flag '--what' (see --help)"},
+           {{"--what", "-np", "2", "p"}, "unknown flag '--what' (see --help)"},
+           {{"-x", "-np", "2", "p"}, "unknown flag '-x' (see --help)"},
+           {{"-np", "1", "--env", "=v", "p"}, "--env expects K=V, got '=v'"},
+           {{"-np", "1", "--timeout", "soon", "p"},
+            "--timeout must be a positive number of seconds, got 'soon'"},
+           {{"-np", "1", "--"},
+            "no program given: kolorun -np N program [args...]"},
+       }) {
+    StatusOr<LaunchOptions> options = Parse(c.args);
+    ASSERT_FALSE(options.ok()) << c.message;
+    EXPECT_EQ(options.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(options.status().message(), c.message);
+  }
+}
+
+TEST(SplitOnWhitespaceTest, DropsEmptyPieces) {
+  EXPECT_EQ(SplitOnWhitespace("  a \tb  c "),
+            (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_TRUE(SplitOnWhitespace("   ").empty());
+}
+
+}  // namespace
+}  // namespace kolorun
+}  // namespace kolo

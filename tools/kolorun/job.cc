@@ -1,0 +1,129 @@
+#include "job.h"
+
+#include <algorithm>
+
+#include "common/config.h"
+
+namespace kolo {
+namespace kolorun {
+namespace {
+
+bool HasName(const std::string& var, const std::string& name) {
+  return var.size() > name.size() && var.compare(0, name.size(), name) == 0 &&
+         var[name.size()] == '=';
+}
+
+// Settings every process gets on both backends. The user's --env come last
+// so that they win.
+void SetJobSettings(const LaunchOptions& options, const StoreInfo& store,
+                    std::vector<std::string>* env) {
+  SetEnv(env, env::kStoreAddr, store.address);
+  SetEnv(env, env::kStoreSecret, store.secret);
+  SetEnv(env, env::kStoreHosted, "1");
+  SetEnv(env, env::kBackend, BackendName(options.backend));
+  SetEnv(env, env::kTimeoutSeconds, std::to_string(options.timeout_seconds));
+}
+
+void SetUserEnv(const LaunchOptions& options, std::vector<std::string>* env) {
+  for (const auto& [name, value] : options.env) SetEnv(env, name, value);
+}
+
+}  // namespace
+
+void SetEnv(std::vector<std::string>* env, const std::string& name,
+            const std::string& value) {
+  std::string entry = name + "=" + value;
+  for (std::string& var : *env) {
+    if (HasName(var, name)) {
+      var = std::move(entry);
+      return;
+    }
+  }
+  env->push_back(std::move(entry));
+}
+
+void UnsetEnv(std::vector<std::string>* env, const std::string& name) {
+  env->erase(std::remove_if(
+                 env->begin(), env->end(),
+                 [&](const std::string& var) { return HasName(var, name); }),
+             env->end());
+}
+
+std::vector<ProcessSpec> BuildGlooJob(
+    const LaunchOptions& options, const std::string& program_path,
+    const StoreInfo& store, const std::vector<std::string>& base_env) {
+  std::vector<ProcessSpec> specs;
+  const std::string size = std::to_string(options.num_ranks);
+  for (int32_t rank = 0; rank < options.num_ranks; ++rank) {
+    const std::string rank_text = std::to_string(rank);
+    ProcessSpec spec;
+    spec.name = "rank " + rank_text;
+    spec.child.path = program_path;
+    spec.child.argv = options.command;
+    spec.child.env = base_env;
+    SetEnv(&spec.child.env, env::kRank, rank_text);
+    SetEnv(&spec.child.env, env::kSize, size);
+    SetEnv(&spec.child.env, env::kLocalRank, rank_text);
+    SetEnv(&spec.child.env, env::kLocalSize, size);
+    SetEnv(&spec.child.env, env::kCrossRank, "0");
+    SetEnv(&spec.child.env, env::kCrossSize, "1");
+    SetJobSettings(options, store, &spec.child.env);
+    SetUserEnv(options, &spec.child.env);
+    spec.format = LineFormat::kPrefix;
+    spec.stdout_prefix = "[" + rank_text + "]<stdout>: ";
+    spec.stderr_prefix = "[" + rank_text + "]<stderr>: ";
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+ProcessSpec BuildMpiJob(const LaunchOptions& options,
+                        const std::string& mpirun_path, bool as_root,
+                        const StoreInfo& store,
+                        const std::vector<std::string>& base_env) {
+  ProcessSpec spec;
+  spec.name = "mpirun";
+  spec.child.path = mpirun_path;
+  spec.child.env = base_env;
+  // mpirun's ranks inherit its environment, and a stale KOLO_RANK (from a
+  // kolorun this one runs inside) would take precedence over mpirun's own
+  // OMPI_COMM_WORLD_* in every rank.
+  for (const char* name : {env::kRank, env::kSize, env::kLocalRank,
+                           env::kLocalSize, env::kCrossRank, env::kCrossSize}) {
+    UnsetEnv(&spec.child.env, name);
+  }
+  SetJobSettings(options, store, &spec.child.env);
+  SetUserEnv(options, &spec.child.env);
+
+  std::vector<std::string>& argv = spec.child.argv;
+  argv.push_back("mpirun");
+  if (as_root) argv.push_back("--allow-run-as-root");
+  // kolorun, like horovodrun, lets -np exceed the cores (it says so once).
+  argv.push_back("--oversubscribe");
+  argv.push_back("--tag-output");
+  argv.push_back("-np");
+  argv.push_back(std::to_string(options.num_ranks));
+  for (const char* name :
+       {env::kStoreAddr, env::kStoreSecret, env::kStoreHosted, env::kBackend,
+        env::kTimeoutSeconds}) {
+    argv.push_back("-x");
+    argv.push_back(name);
+  }
+  for (const auto& assignment : options.env) {
+    argv.push_back("-x");
+    argv.push_back(assignment.first);
+  }
+  // Shared memory within the host, TCP otherwise; never the InfiniBand
+  // probing that fails noisily on hosts without it.
+  argv.push_back("--mca");
+  argv.push_back("btl");
+  argv.push_back("self,vader,tcp");
+  argv.insert(argv.end(), options.mpi_args.begin(), options.mpi_args.end());
+  argv.insert(argv.end(), options.command.begin(), options.command.end());
+
+  spec.format = LineFormat::kMpiTagged;
+  return spec;
+}
+
+}  // namespace kolorun
+}  // namespace kolo

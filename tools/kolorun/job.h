@@ -1,0 +1,52 @@
+// Turns kolorun's options into the processes to start.
+//
+// gloo: one process per rank, each told its place in the job through
+// KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_*, KOLO_CROSS_* (one host: local = global,
+// cross = 0 of 1) and where the store kolorun hosts is.
+//
+// mpi: one mpirun, as horovodrun does it. The ranks learn their place from
+// mpirun's OMPI_COMM_WORLD_* variables; kolorun only exports the store and
+// the settings, with -x, and asks for tagged output, which it rewrites into
+// its own tags.
+#ifndef KOLO_TOOLS_KOLORUN_JOB_H_
+#define KOLO_TOOLS_KOLORUN_JOB_H_
+
+#include <string>
+#include <vector>
+
+#include "launcher.h"
+#include "options.h"
+
+namespace kolo {
+namespace kolorun {
+
+// What every process of a job needs to know about the store kolorun hosts.
+struct StoreInfo {
+  std::string address;  // "127.0.0.1:40123"
+  std::string secret;
+};
+
+// `program_path` is options.command[0] resolved by FindExecutable;
+// `base_env` is kolorun's own environment ("K=V").
+std::vector<ProcessSpec> BuildGlooJob(const LaunchOptions& options,
+                                      const std::string& program_path,
+                                      const StoreInfo& store,
+                                      const std::vector<std::string>& base_env);
+
+// `mpirun_path` is mpirun resolved by FindExecutable; `as_root` adds
+// --allow-run-as-root, without which mpirun refuses to start as root.
+ProcessSpec BuildMpiJob(const LaunchOptions& options,
+                        const std::string& mpirun_path, bool as_root,
+                        const StoreInfo& store,
+                        const std::vector<std::string>& base_env);
+
+// Sets `name`=`value` in `env`, replacing an earlier value.
+void SetEnv(std::vector<std::string>* env, const std::string& name,
+            const std::string& value);
+// Removes `name` from `env`.
+void UnsetEnv(std::vector<std::string>* env, const std::string& name);
+
+}  // namespace kolorun
+}  // namespace kolo
+
+#endif  // KOLO_TOOLS_KOLORUN_JOB_H_

@@ -1,0 +1,302 @@
+#include "launcher.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+namespace kolo {
+namespace kolorun {
+namespace {
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+bool NeedsQuoting(const std::string& arg) {
+  if (arg.empty()) return true;
+  return arg.find_first_not_of(
+             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+             "_-+=./:,@%") != std::string::npos;
+}
+
+std::string Quote(const std::string& arg) {
+  if (!NeedsQuoting(arg)) return arg;
+  std::string quoted = "'";
+  for (char c : arg) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted.push_back(c);
+    }
+  }
+  quoted.push_back('\'');
+  return quoted;
+}
+
+}  // namespace
+
+std::string JoinCommand(const std::vector<std::string>& args) {
+  std::string joined;
+  for (const std::string& arg : args) {
+    if (!joined.empty()) joined.push_back(' ');
+    joined += Quote(arg);
+  }
+  return joined;
+}
+
+Launcher::Launcher(LauncherOptions options, SignalWatcher* signals)
+    : options_(std::move(options)), signals_(signals) {}
+
+int Launcher::Run(const std::vector<ProcessSpec>& specs) {
+  // Process addresses must stay put: streams are drained through pointers.
+  processes_.reserve(specs.size());
+  for (const ProcessSpec& spec : specs) {
+    // A signal or a failed start stops the launch; what started is then
+    // wound down like any failed job.
+    HandleSignals();
+    if (phase_ != Phase::kRunning) break;
+    Start(spec);
+  }
+
+  std::vector<pollfd> fds;
+  std::vector<Stream*> polled;
+  while (AnyRunning() || AnyStreamOpen()) {
+    TimePoint now = steady_clock::now();
+    AdvanceDeadlines(now);
+    if (!AnyRunning() && !AnyStreamOpen()) break;
+
+    fds.clear();
+    polled.clear();
+    fds.push_back({signals_->fd(), POLLIN, 0});
+    for (Process& process : processes_) {
+      for (Stream* stream : {&process.out, &process.err}) {
+        if (stream->fd < 0) continue;
+        fds.push_back({stream->fd, POLLIN, 0});
+        polled.push_back(stream);
+      }
+    }
+    int ready = poll(fds.data(), fds.size(), PollTimeoutMs(now));
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      Message("poll failed: " + std::string(std::strerror(errno)) +
+              "; killing the job");
+      KillAndReapAll();
+      RecordFailure(1);
+      break;
+    }
+    // Output first, so that a process's last lines come before the line
+    // saying how it exited.
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) Drain(polled[i - 1]);
+    }
+    if (fds[0].revents != 0) HandleSignals();
+  }
+  return exit_code_;
+}
+
+void Launcher::Start(const ProcessSpec& spec) {
+  if (options_.verbose) {
+    Message(spec.name + ": " + JoinCommand(spec.child.argv));
+  }
+  StatusOr<Child> child = SpawnChild(spec.child, signals_->original_mask());
+  if (!child.ok()) {
+    Message(spec.name + ": " + child.status().message());
+    RecordFailure(127);
+    if (AnyRunning()) {
+      // Nothing to wait for: the job cannot run without this process.
+      SignalAll(SIGTERM);
+      phase_ = Phase::kTerminating;
+      deadline_ = steady_clock::now() + options_.term_grace;
+    }
+    // Without a running process the loop in Run() simply ends; the phase
+    // still stops the launch of the rest.
+    if (phase_ == Phase::kRunning) phase_ = Phase::kKilled;
+    return;
+  }
+  Process process;
+  process.name = spec.name;
+  process.pid = child->pid;
+  process.running = true;
+  process.out.fd = child->stdout_fd;
+  process.out.out_fd = STDOUT_FILENO;
+  process.out.splitter.emplace(spec.format, spec.stdout_prefix);
+  process.err.fd = child->stderr_fd;
+  process.err.out_fd = STDERR_FILENO;
+  process.err.splitter.emplace(spec.format, spec.stderr_prefix);
+  processes_.push_back(std::move(process));
+}
+
+void Launcher::HandleSignals() {
+  for (int signal : signals_->ReadPending()) {
+    if (signal == SIGCHLD) continue;  // reaped below, whatever arrived
+    if (phase_ == Phase::kTerminating || phase_ == Phase::kKilled) {
+      // The job is stopping already and the user wants it gone now.
+      Message("received signal " + std::to_string(signal) +
+              " while stopping the job; killing it");
+      SignalAll(SIGKILL);
+      phase_ = Phase::kKilled;
+      continue;
+    }
+    Message("received signal " + std::to_string(signal) + " (" +
+            strsignal(signal) + "); forwarding it to the job");
+    // A failure already recorded stays the reason kolorun exits.
+    RecordFailure(128 + signal);
+    SignalAll(signal);
+    phase_ = Phase::kTerminating;
+    deadline_ = steady_clock::now() + options_.signal_grace;
+  }
+  ReapExited();
+}
+
+void Launcher::ReapExited() {
+  for (Process& process : processes_) {
+    if (!process.running) continue;
+    int wait_status = 0;
+    pid_t pid;
+    do {
+      pid = waitpid(process.pid, &wait_status, WNOHANG);
+    } while (pid < 0 && errno == EINTR);
+    if (pid == 0) continue;
+    if (pid < 0) {
+      // Not our child any more; nothing left to wait for.
+      wait_status = 0;
+    }
+    OnExit(&process, wait_status);
+  }
+}
+
+void Launcher::OnExit(Process* process, int wait_status) {
+  process->running = false;
+  // Whatever it wrote is in the pipes already; relay it before its epitaph.
+  Drain(&process->out);
+  Drain(&process->err);
+  bool failed = !(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0);
+  // Exits caused by kolorun's own SIGTERM or SIGKILL are expected; only the
+  // verbose log mentions them.
+  bool expected = phase_ == Phase::kTerminating || phase_ == Phase::kKilled;
+  if (options_.verbose || (failed && !expected)) {
+    Message(process->name + " " + DescribeWaitStatus(wait_status));
+  }
+  if (!failed || expected) return;
+  RecordFailure(ExitCodeOf(wait_status));
+  if (phase_ == Phase::kRunning) {
+    phase_ = Phase::kFailureGrace;
+    deadline_ = steady_clock::now() + options_.failure_grace;
+  }
+}
+
+void Launcher::Drain(Stream* stream) {
+  if (stream->fd < 0) return;
+  // Enough for a full default pipe several times over, yet bounded, so that
+  // one rank printing without pause cannot starve the others or the
+  // signals; what is left is read on the next turn of the loop.
+  constexpr int kMaxReads = 4;
+  char buffer[65536];
+  for (int reads = 0; reads < kMaxReads; ++reads) {
+    ssize_t n = read(stream->fd, buffer, sizeof(buffer));
+    if (n > 0) {
+      WriteAll(stream->out_fd,
+               stream->splitter->Append(buffer, static_cast<size_t>(n)));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    // End of file, or an error that leaves nothing more to read.
+    CloseStream(stream);
+    return;
+  }
+}
+
+void Launcher::CloseStream(Stream* stream) {
+  if (stream->fd < 0) return;
+  WriteAll(stream->out_fd, stream->splitter->Finish());
+  close(stream->fd);
+  stream->fd = -1;
+}
+
+void Launcher::AdvanceDeadlines(TimePoint now) {
+  if (phase_ == Phase::kFailureGrace && now >= deadline_) {
+    SignalAll(SIGTERM);
+    phase_ = Phase::kTerminating;
+    deadline_ = now + options_.term_grace;
+  } else if (phase_ == Phase::kTerminating && now >= deadline_) {
+    SignalAll(SIGKILL);
+    phase_ = Phase::kKilled;
+  }
+  if (AnyRunning() || !AnyStreamOpen()) return;
+  // Every process exited, yet a pipe is open: something they started still
+  // holds it. Kill those groups and give the output a moment to arrive.
+  if (!drain_deadline_) {
+    drain_deadline_ = now + options_.drain_limit;
+    SignalAll(SIGKILL);
+  } else if (now >= *drain_deadline_) {
+    for (Process& process : processes_) {
+      CloseStream(&process.out);
+      CloseStream(&process.err);
+    }
+  }
+}
+
+void Launcher::SignalAll(int signal) {
+  for (const Process& process : processes_) {
+    // An exited leader's group may live on in its children, which hold the
+    // pipes open.
+    if (process.running || process.out.fd >= 0 || process.err.fd >= 0) {
+      SignalGroup(process.pid, signal);
+    }
+  }
+}
+
+void Launcher::KillAndReapAll() {
+  SignalAll(SIGKILL);
+  for (Process& process : processes_) {
+    if (process.running) {
+      int wait_status = 0;
+      while (waitpid(process.pid, &wait_status, 0) < 0 && errno == EINTR) {
+      }
+      process.running = false;
+    }
+    CloseStream(&process.out);
+    CloseStream(&process.err);
+  }
+}
+
+void Launcher::RecordFailure(int exit_code) {
+  if (exit_code_ == 0) exit_code_ = exit_code == 0 ? 1 : exit_code;
+}
+
+bool Launcher::AnyRunning() const {
+  return std::any_of(processes_.begin(), processes_.end(),
+                     [](const Process& p) { return p.running; });
+}
+
+bool Launcher::AnyStreamOpen() const {
+  return std::any_of(
+      processes_.begin(), processes_.end(),
+      [](const Process& p) { return p.out.fd >= 0 || p.err.fd >= 0; });
+}
+
+int Launcher::PollTimeoutMs(TimePoint now) const {
+  std::optional<TimePoint> next;
+  if (phase_ == Phase::kFailureGrace || phase_ == Phase::kTerminating)
+    next = deadline_;
+  if (drain_deadline_ && (!next || *drain_deadline_ < *next))
+    next = drain_deadline_;
+  if (!AnyRunning() && AnyStreamOpen() && !drain_deadline_) return 0;
+  if (!next) return -1;
+  if (*next <= now) return 0;
+  // Round up, so that the loop does not wake just before the deadline.
+  return static_cast<int>(duration_cast<milliseconds>(*next - now).count()) + 1;
+}
+
+void Launcher::Message(const std::string& text) const {
+  WriteAll(STDERR_FILENO, "kolorun: " + text + "\n");
+}
+
+}  // namespace kolorun
+}  // namespace kolo

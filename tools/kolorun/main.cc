@@ -1,0 +1,178 @@
+// kolorun: starts a kolo job of N ranks on this host. See options.h for the
+// command line, job.h for what each rank is told and launcher.h for how the
+// job is supervised and stopped.
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "job.h"
+#include "launcher.h"
+#include "options.h"
+#include "output.h"
+#include "process.h"
+#include "store/tcp_store.h"
+
+namespace kolo {
+namespace kolorun {
+namespace {
+
+constexpr const char* kStoreHost = "127.0.0.1";
+
+void PrintError(const std::string& text) {
+  WriteAll(STDERR_FILENO, "kolorun: " + text + "\n");
+}
+
+// A descriptor kolorun opens must never land on 0, 1 or 2 when its parent
+// closed them, or a pipe meant for a worker would double as kolorun's stdout.
+void EnsureStandardDescriptors() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) >= 0) continue;
+    int null_fd = open("/dev/null", O_RDWR);
+    if (null_fd >= 0 && null_fd != fd) {
+      dup2(null_fd, fd);
+      close(null_fd);
+    }
+  }
+}
+
+// The cores this process may run on (a cpuset or taskset may allow fewer
+// than the machine has).
+int UsableCores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  unsigned int cores = std::thread::hardware_concurrency();
+  return cores > 0 ? static_cast<int>(cores) : 1;
+}
+
+// 128 random bits as 32 hex digits; a new one per job, so that one job's
+// workers cannot join another's store.
+StatusOr<std::string> NewSecret() {
+  const char* kPath = "/dev/urandom";
+  int fd = open(kPath, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return Internal(std::string("cannot open ") + kPath + ": " +
+                    std::strerror(errno));
+  }
+  unsigned char bytes[16];
+  size_t done = 0;
+  while (done < sizeof(bytes)) {
+    ssize_t n = read(fd, bytes + done, sizeof(bytes) - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int error = n < 0 ? errno : EIO;
+      close(fd);
+      return Internal(std::string("cannot read ") + kPath + ": " +
+                      std::strerror(error));
+    }
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  static const char kHex[] = "0123456789abcdef";
+  std::string secret;
+  for (unsigned char byte : bytes) {
+    secret.push_back(kHex[byte >> 4]);
+    secret.push_back(kHex[byte & 0xf]);
+  }
+  return secret;
+}
+
+int Main(int argc, char** argv) {
+  EnsureStandardDescriptors();
+  std::vector<std::string> args(argv, argv + argc);
+  StatusOr<LaunchOptions> parsed = ParseOptions(args, ProcessEnvironment());
+  if (!parsed.ok()) {
+    PrintError(parsed.status().message());
+    return kUsageExitCode;
+  }
+  const LaunchOptions& options = *parsed;
+  if (options.help) {
+    WriteAll(STDOUT_FILENO, Usage());
+    return 0;
+  }
+
+  StatusOr<std::string> program = FindExecutable(options.command[0]);
+  if (!program.ok()) {
+    PrintError(program.status().message());
+    return 127;
+  }
+  std::string mpirun;
+  if (options.backend == BackendKind::kMpi) {
+    StatusOr<std::string> found = FindExecutable("mpirun");
+    if (!found.ok()) {
+      PrintError(
+          "mpirun not found on PATH; --backend mpi starts the job through it");
+      return 127;
+    }
+    mpirun = *found;
+  }
+
+  int cores = UsableCores();
+  if (options.num_ranks > cores) {
+    PrintError("-np " + std::to_string(options.num_ranks) + " oversubscribes " +
+               std::to_string(cores) + (cores == 1 ? " core" : " cores"));
+  }
+
+  // A closed stdout must not kill kolorun while its workers still run.
+  signal(SIGPIPE, SIG_IGN);
+  // Before the store starts its threads; see SignalWatcher.
+  StatusOr<SignalWatcher> signals = SignalWatcher::Create();
+  if (!signals.ok()) {
+    PrintError(signals.status().message());
+    return 1;
+  }
+
+  StatusOr<std::string> secret = NewSecret();
+  if (!secret.ok()) {
+    PrintError(secret.status().message());
+    return 1;
+  }
+  StatusOr<std::unique_ptr<TcpStoreServer>> server =
+      TcpStoreServer::Start(kStoreHost, 0, *secret);
+  if (!server.ok()) {
+    PrintError("cannot start the store on " + std::string(kStoreHost) + ": " +
+               server.status().ToString());
+    return 1;
+  }
+  StoreInfo store;
+  store.address =
+      std::string(kStoreHost) + ":" + std::to_string((*server)->port());
+  store.secret = *secret;
+
+  LauncherOptions launcher_options;
+  launcher_options.verbose = options.verbose;
+  if (options.verbose) {
+    PrintError("store listening on " + store.address + ", backend " +
+               BackendName(options.backend));
+  }
+
+  std::vector<ProcessSpec> specs;
+  std::vector<std::string> base_env = CurrentEnvironment();
+  if (options.backend == BackendKind::kMpi) {
+    specs.push_back(
+        BuildMpiJob(options, mpirun, geteuid() == 0, store, base_env));
+  } else {
+    specs = BuildGlooJob(options, *program, store, base_env);
+  }
+
+  Launcher launcher(launcher_options, &*signals);
+  int exit_code = launcher.Run(specs);
+  (*server)->Stop();
+  if (options.verbose)
+    PrintError("exiting with code " + std::to_string(exit_code));
+  return exit_code;
+}
+
+}  // namespace
+}  // namespace kolorun
+}  // namespace kolo
+
+int main(int argc, char** argv) { return kolo::kolorun::Main(argc, argv); }

@@ -1,0 +1,56 @@
+// kolorun's command line:
+//
+//   kolorun -np N [--backend gloo|mpi] [--env K=V]... [--timeout S]
+//           [--mpi-args "..."] [--verbose] [--] program args...
+//
+// Everything up to the program belongs to kolorun; the program and every
+// argument after it go to the workers untouched, so `kolorun -np 2 prog -np 3`
+// hands `-np 3` to prog.
+#ifndef KOLO_TOOLS_KOLORUN_OPTIONS_H_
+#define KOLO_TOOLS_KOLORUN_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/config.h"
+#include "kolo/kolo.h"
+#include "kolo/status.h"
+
+namespace kolo {
+namespace kolorun {
+
+// The exit status for a command line kolorun cannot use, as getopt-style
+// tools and CLI11 return it.
+inline constexpr int kUsageExitCode = 2;
+
+struct LaunchOptions {
+  bool help = false;  // --help: print Usage() and do nothing else
+  int32_t num_ranks = 0;
+  BackendKind backend = BackendKind::kGloo;
+  // --env K=V in the order given; a later K overrides an earlier one.
+  std::vector<std::pair<std::string, std::string>> env;
+  int64_t timeout_seconds = kDefaultTimeout.count();
+  bool verbose = false;
+  std::vector<std::string> mpi_args;  // --mpi-args, split on whitespace
+  std::vector<std::string> command;   // program and its arguments
+};
+
+// The text --help prints.
+std::string Usage();
+
+// Parses argv (argv[0] is kolorun itself). `env` is kolorun's own
+// environment, which supplies the default backend (KOLO_BACKEND). Every error
+// is kInvalidArgument and its message names the flag or value at fault; the
+// caller prints it and exits with kUsageExitCode.
+StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
+                                     const EnvLookup& env);
+
+// Splits `text` on runs of spaces and tabs, dropping empty pieces.
+std::vector<std::string> SplitOnWhitespace(const std::string& text);
+
+}  // namespace kolorun
+}  // namespace kolo
+
+#endif  // KOLO_TOOLS_KOLORUN_OPTIONS_H_

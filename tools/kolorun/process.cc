@@ -1,0 +1,303 @@
+#include "process.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+extern char** environ;
+
+namespace kolo {
+namespace kolorun {
+namespace {
+
+std::string ErrnoText(int error) { return std::strerror(error); }
+
+bool IsExecutableFile(const std::string& path) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+         access(path.c_str(), X_OK) == 0;
+}
+
+void CloseIfOpen(int* fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+// Marks every descriptor from 3 up close-on-exec, so that a worker inherits
+// none of kolorun's (the store's sockets, other workers' pipes) whatever
+// flags the code that opened them used. Runs in the child between fork and
+// exec, where only async-signal-safe calls are allowed.
+void MarkInheritedDescriptorsCloexec() {
+  if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
+  struct rlimit limit;
+  int max_fd = 1 << 16;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
+      limit.rlim_cur < static_cast<rlim_t>(max_fd)) {
+    max_fd = static_cast<int>(limit.rlim_cur);
+  }
+  for (int fd = 3; fd < max_fd; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+// What the child needs between fork and exec, all prepared before fork.
+struct ChildSetup {
+  pid_t parent = -1;
+  const char* path = nullptr;
+  char* const* argv = nullptr;
+  // /bin/sh, path, argv[1...]: for a script without a "#!" line, which
+  // execve rejects with ENOEXEC and execvp hands to the shell.
+  char* const* shell_argv = nullptr;
+  char* const* envp = nullptr;
+  int null_fd = -1;
+  int out_fd = -1;
+  int err_fd = -1;
+  int exec_error_fd = -1;  // the child writes its errno here if exec fails
+  const sigset_t* mask = nullptr;
+};
+
+// The child's half of SpawnChild. It calls only async-signal-safe
+// functions, since kolorun has threads (the store server's) and fork copied
+// only this one.
+[[noreturn]] void RunChild(const ChildSetup& setup) {
+  auto fail = [&setup](int error) {
+    ssize_t ignored = write(setup.exec_error_fd, &error, sizeof(error));
+    (void)ignored;
+    _exit(127);
+  };
+  if (setpgid(0, 0) != 0) fail(errno);
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(errno);
+  // kolorun may have died between fork and prctl; then nobody would kill us.
+  if (getppid() != setup.parent) _exit(1);
+  if (dup2(setup.null_fd, STDIN_FILENO) < 0 ||
+      dup2(setup.out_fd, STDOUT_FILENO) < 0 ||
+      dup2(setup.err_fd, STDERR_FILENO) < 0) {
+    fail(errno);
+  }
+  MarkInheritedDescriptorsCloexec();
+  // kolorun ignores SIGPIPE and an ignored signal stays ignored across exec;
+  // the program expects the default.
+  struct sigaction action;
+  std::memset(&action, 0, sizeof(action));
+  action.sa_handler = SIG_DFL;
+  for (int signal : {SIGPIPE, SIGINT, SIGTERM, SIGCHLD}) {
+    sigaction(signal, &action, nullptr);
+  }
+  sigprocmask(SIG_SETMASK, setup.mask, nullptr);
+  execve(setup.path, setup.argv, setup.envp);
+  if (errno == ENOEXEC) execve("/bin/sh", setup.shell_argv, setup.envp);
+  fail(errno);
+  _exit(127);  // not reached; fail() does not return
+}
+
+}  // namespace
+
+StatusOr<std::string> FindExecutable(const std::string& program) {
+  if (program.empty()) return InvalidArgument("program name is empty");
+  if (program.find('/') != std::string::npos) {
+    if (access(program.c_str(), F_OK) != 0) {
+      return NotFound("program '" + program + "' not found");
+    }
+    if (!IsExecutableFile(program)) {
+      return InvalidArgument("program '" + program + "' is not executable");
+    }
+    return program;
+  }
+  const char* path_env = std::getenv("PATH");
+  // execvp's default search path when PATH is unset.
+  std::string search = path_env != nullptr ? path_env : "/bin:/usr/bin";
+  size_t begin = 0;
+  while (begin <= search.size()) {
+    size_t end = search.find(':', begin);
+    if (end == std::string::npos) end = search.size();
+    std::string dir = search.substr(begin, end - begin);
+    // An empty entry means the current directory, as in execvp.
+    std::string candidate =
+        (dir.empty() ? std::string(".") : dir) + "/" + program;
+    if (IsExecutableFile(candidate)) return candidate;
+    begin = end + 1;
+  }
+  return NotFound("program '" + program + "' not found");
+}
+
+StatusOr<SignalWatcher> SignalWatcher::Create() {
+  sigset_t watched;
+  sigemptyset(&watched);
+  for (int signal : {SIGINT, SIGTERM, SIGCHLD}) sigaddset(&watched, signal);
+  // A shell starts background jobs with SIGINT ignored, and an ignored signal
+  // is discarded before any signalfd could see it.
+  struct sigaction action;
+  std::memset(&action, 0, sizeof(action));
+  action.sa_handler = SIG_DFL;
+  for (int signal : {SIGINT, SIGTERM}) sigaction(signal, &action, nullptr);
+
+  sigset_t original;
+  if (sigprocmask(SIG_BLOCK, &watched, &original) != 0) {
+    return Internal("cannot block signals: " + ErrnoText(errno));
+  }
+  int fd = signalfd(-1, &watched, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (fd < 0) {
+    int error = errno;
+    sigprocmask(SIG_SETMASK, &original, nullptr);
+    return Internal("cannot create a signalfd: " + ErrnoText(error));
+  }
+  return SignalWatcher(fd, original);
+}
+
+SignalWatcher::SignalWatcher(int fd, const sigset_t& original_mask)
+    : fd_(fd), original_mask_(original_mask) {}
+
+SignalWatcher::SignalWatcher(SignalWatcher&& other) noexcept
+    : fd_(other.fd_), original_mask_(other.original_mask_) {
+  other.fd_ = -1;
+}
+
+SignalWatcher::~SignalWatcher() {
+  if (fd_ >= 0) close(fd_);
+}
+
+std::vector<int> SignalWatcher::ReadPending() {
+  std::vector<int> signals;
+  signalfd_siginfo info;
+  while (true) {
+    ssize_t n = read(fd_, &info, sizeof(info));
+    if (n == static_cast<ssize_t>(sizeof(info))) {
+      signals.push_back(static_cast<int>(info.ssi_signo));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    break;  // EAGAIN: nothing more pending
+  }
+  return signals;
+}
+
+StatusOr<Child> SpawnChild(const ChildSpec& spec, const sigset_t& child_mask) {
+  std::vector<char*> argv;
+  for (const std::string& arg : spec.argv)
+    argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> shell_argv = {const_cast<char*>("/bin/sh"),
+                                   const_cast<char*>(spec.path.c_str())};
+  for (size_t i = 1; i < spec.argv.size(); ++i) shell_argv.push_back(argv[i]);
+  shell_argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const std::string& var : spec.env)
+    envp.push_back(const_cast<char*>(var.c_str()));
+  envp.push_back(nullptr);
+
+  int out_pipe[2] = {-1, -1};
+  int err_pipe[2] = {-1, -1};
+  int exec_pipe[2] = {-1, -1};
+  int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  auto close_all = [&] {
+    for (int* fd : {&out_pipe[0], &out_pipe[1], &err_pipe[0], &err_pipe[1],
+                    &exec_pipe[0], &exec_pipe[1], &null_fd}) {
+      CloseIfOpen(fd);
+    }
+  };
+  if (null_fd < 0 || pipe2(out_pipe, O_CLOEXEC) != 0 ||
+      pipe2(err_pipe, O_CLOEXEC) != 0 || pipe2(exec_pipe, O_CLOEXEC) != 0) {
+    int error = errno;
+    close_all();
+    return Internal("cannot create pipes for '" + spec.path +
+                    "': " + ErrnoText(error));
+  }
+
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    int error = errno;
+    close_all();
+    return Internal("cannot fork for '" + spec.path + "': " + ErrnoText(error));
+  }
+  if (pid == 0) {
+    ChildSetup setup;
+    setup.parent = parent;
+    setup.path = spec.path.c_str();
+    setup.argv = argv.data();
+    setup.shell_argv = shell_argv.data();
+    setup.envp = envp.data();
+    setup.null_fd = null_fd;
+    setup.out_fd = out_pipe[1];
+    setup.err_fd = err_pipe[1];
+    setup.exec_error_fd = exec_pipe[1];
+    setup.mask = &child_mask;
+    RunChild(setup);
+  }
+  // Also set the group here, so that it exists before anyone signals it. The
+  // child may have exec'd already (EACCES); it set its group itself then.
+  setpgid(pid, pid);
+
+  CloseIfOpen(&out_pipe[1]);
+  CloseIfOpen(&err_pipe[1]);
+  CloseIfOpen(&exec_pipe[1]);
+  CloseIfOpen(&null_fd);
+  // The pipe closes on a successful exec; before that, a failing child
+  // writes its errno.
+  int exec_errno = 0;
+  ssize_t n;
+  do {
+    n = read(exec_pipe[0], &exec_errno, sizeof(exec_errno));
+  } while (n < 0 && errno == EINTR);
+  CloseIfOpen(&exec_pipe[0]);
+  if (n > 0) {
+    CloseIfOpen(&out_pipe[0]);
+    CloseIfOpen(&err_pipe[0]);
+    int ignored;
+    while (waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {
+    }
+    return Internal("cannot execute '" + spec.path +
+                    "': " + ErrnoText(exec_errno));
+  }
+
+  for (int fd : {out_pipe[0], err_pipe[0]}) {
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
+  Child child;
+  child.pid = pid;
+  child.stdout_fd = out_pipe[0];
+  child.stderr_fd = err_pipe[0];
+  return child;
+}
+
+void SignalGroup(pid_t pid, int signal) {
+  if (pid > 0) kill(-pid, signal);
+}
+
+std::string DescribeWaitStatus(int wait_status) {
+  if (WIFEXITED(wait_status)) {
+    return "exited with code " + std::to_string(WEXITSTATUS(wait_status));
+  }
+  if (WIFSIGNALED(wait_status)) {
+    int signal = WTERMSIG(wait_status);
+    const char* name = strsignal(signal);
+    return "was killed by signal " + std::to_string(signal) + " (" +
+           (name != nullptr ? name : "unknown") + ")";
+  }
+  return "stopped with status " + std::to_string(wait_status);
+}
+
+int ExitCodeOf(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return 1;
+}
+
+std::vector<std::string> CurrentEnvironment() {
+  std::vector<std::string> vars;
+  for (char** var = environ; var != nullptr && *var != nullptr; ++var) {
+    vars.emplace_back(*var);
+  }
+  return vars;
+}
+
+}  // namespace kolorun
+}  // namespace kolo
