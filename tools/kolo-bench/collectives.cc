@@ -1,0 +1,834 @@
+#include "collectives.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <utility>
+
+#include "common/config.h"
+
+namespace kolo::bench {
+namespace {
+
+// ---- The collectives --------------------------------------------------------
+// Each layout/source pair is one reading of the contract in kolo.h; `c` is the
+// per-rank block of the row's `elements` where the collective splits it.
+
+double RingAllreduceFactor(int32_t n) { return 2.0 * (n - 1) / n; }
+double ShareFactor(int32_t n) { return static_cast<double>(n - 1) / n; }
+double WholeBufferFactor(int32_t) { return 1.0; }
+
+// allreduce and broadcast: send and recv are the whole buffer.
+BufferLayout WholeBufferLayout(int64_t elements, int32_t, int32_t) {
+  BufferLayout layout;
+  layout.call_count = elements;
+  layout.send_elements = elements;
+  layout.recv_elements = elements;
+  layout.in_place_elements = elements;
+  return layout;
+}
+
+// allgather: each rank sends c; recv holds every rank's c in rank order and,
+// in place, this rank's block already sits at rank * c.
+BufferLayout AllgatherLayout(int64_t elements, int32_t rank, int32_t n) {
+  const int64_t c = elements / n;
+  BufferLayout layout;
+  layout.call_count = c;
+  layout.send_elements = c;
+  layout.recv_elements = elements;
+  layout.in_place_elements = elements;
+  layout.in_place_send_offset = rank * c;
+  return layout;
+}
+
+// alltoall: n blocks of c out and n blocks of c back, same pointer in place.
+BufferLayout AlltoallLayout(int64_t elements, int32_t, int32_t n) {
+  BufferLayout layout = WholeBufferLayout(elements, 0, n);
+  layout.call_count = elements / n;
+  return layout;
+}
+
+// reducescatter: send holds n blocks of c; rank r keeps the reduction of
+// block r, which in place lands on block r of the send buffer.
+BufferLayout ReducescatterLayout(int64_t elements, int32_t rank, int32_t n) {
+  const int64_t c = elements / n;
+  BufferLayout layout;
+  layout.call_count = c;
+  layout.send_elements = elements;
+  layout.recv_elements = c;
+  layout.in_place_elements = elements;
+  layout.in_place_recv_offset = rank * c;
+  return layout;
+}
+
+Source AllreduceSource(int64_t k, int64_t, int32_t, int32_t) {
+  return {Source::kEveryRank, k};
+}
+Source AllgatherSource(int64_t k, int64_t c, int32_t, int32_t) {
+  return {static_cast<int32_t>(k / c), k % c};
+}
+Source BroadcastSource(int64_t k, int64_t, int32_t, int32_t root) {
+  return {root, k};
+}
+// Block j of rank r's recv is block r of rank j's send.
+Source AlltoallSource(int64_t k, int64_t c, int32_t rank, int32_t) {
+  return {static_cast<int32_t>(k / c), rank * c + k % c};
+}
+Source ReducescatterSource(int64_t k, int64_t c, int32_t rank, int32_t) {
+  return {Source::kEveryRank, rank * c + k};
+}
+
+Status RunAllreduce(const CollectiveArgs& a) {
+  return Allreduce(a.send, a.recv, a.count, a.type, a.op);
+}
+Status RunAllgather(const CollectiveArgs& a) {
+  return Allgather(a.send, a.recv, a.count, a.type);
+}
+Status RunBroadcast(const CollectiveArgs& a) {
+  return Broadcast(a.send, a.recv, a.count, a.type, a.root);
+}
+Status RunAlltoall(const CollectiveArgs& a) {
+  return Alltoall(a.send, a.recv, a.count, a.type);
+}
+Status RunReducescatter(const CollectiveArgs& a) {
+  return Reducescatter(a.send, a.recv, a.count, a.type, a.op);
+}
+
+// ---- Input values -----------------------------------------------------------
+
+// Data movement: 1..17, and 5 is coprime to 17, so at one index the first 17
+// ranks all differ and a block delivered from the wrong rank shows.
+double MovementValue(int32_t rank, int64_t index) {
+  return static_cast<double>((int64_t{5} * rank + index) % 17 + 1);
+}
+
+// Products: 2 where rank < 4 and (rank + index) % 3 == 0, else 1. At most
+// two of ranks 0..3 match at one index, so every product is 1, 2 or 4.
+double ProductValue(int32_t rank, int64_t index) {
+  return (rank < 4 && (rank + index) % 3 == 0) ? 2.0 : 1.0;
+}
+
+// Sum, avg, min and max: a base of 2..6 chosen by the index plus +1 on even
+// and -1 on odd ranks, pairing them up so the offsets cancel (a lone last
+// rank gets 0). The sum is then n * base, so the average is exact, and min
+// and max differ from it whenever n > 1.
+double ArithmeticValue(int32_t rank, int32_t n, int64_t index) {
+  int64_t offset = 0;
+  if (rank % 2 == 1) {
+    offset = -1;
+  } else if (rank + 1 < n) {
+    offset = 1;
+  }
+  return static_cast<double>(index % 5 + 2 + offset);
+}
+
+double Reduce(ReduceOp op, double a, double b) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage:
+      return a + b;
+    case ReduceOp::kProduct:
+      return a * b;
+    case ReduceOp::kMin:
+      return std::min(a, b);
+    case ReduceOp::kMax:
+      return std::max(a, b);
+  }
+  return a;
+}
+
+// ---- Flags ------------------------------------------------------------------
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    const size_t begin = item.find_first_not_of(" \t");
+    const size_t end = item.find_last_not_of(" \t");
+    if (begin != std::string::npos) {
+      items.push_back(item.substr(begin, end - begin + 1));
+    }
+  }
+  return items;
+}
+
+std::string CollectiveNames() {
+  std::string names;
+  for (const CollectiveDescriptor& collective : AllCollectives()) {
+    if (!names.empty()) names += ", ";
+    names += collective.name;
+  }
+  return names;
+}
+
+// ---- Running ----------------------------------------------------------------
+
+using Clock = std::chrono::steady_clock;
+
+std::string RowName(const CollectiveDescriptor& collective, DataType type,
+                    int64_t bytes) {
+  return fmt::format("{} of {} B {}", collective.name, bytes,
+                     DataTypeName(type));
+}
+
+Status RunOnce(const CollectiveDescriptor& collective,
+               const CollectiveArgs& args, int64_t bytes) {
+  Status status = collective.run(args);
+  if (!status.ok()) {
+    return status.WithContext(RowName(collective, args.type, bytes));
+  }
+  return Status::Ok();
+}
+
+StatusOr<int64_t> SumOverRanks(int64_t local) {
+  KOLO_RETURN_IF_ERROR(
+      Allreduce(&local, &local, 1, DataType::kInt64, ReduceOp::kSum));
+  return local;
+}
+
+// Warms up, then times each iteration on its own; the slowest rank defines
+// an iteration's time, since the collective is not done until every rank
+// is. Returns the mean of those maxima in seconds.
+StatusOr<double> TimeCollective(const CollectiveDescriptor& collective,
+                                const CollectiveArgs& args, int64_t bytes,
+                                int32_t warmup, int32_t iters) {
+  for (int32_t i = 0; i < warmup; ++i) {
+    KOLO_RETURN_IF_ERROR(RunOnce(collective, args, bytes));
+  }
+  KOLO_RETURN_IF_ERROR(Barrier());
+  std::vector<double> seconds(iters);
+  for (int32_t i = 0; i < iters; ++i) {
+    const Clock::time_point start = Clock::now();
+    KOLO_RETURN_IF_ERROR(RunOnce(collective, args, bytes));
+    seconds[i] = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  KOLO_RETURN_IF_ERROR(Allreduce(seconds.data(), seconds.data(), iters,
+                                 DataType::kFloat64, ReduceOp::kMax));
+  double total = 0;
+  for (double s : seconds) total += s;
+  return total / iters;
+}
+
+// One table row: out of place, then in place, each timed and then (with
+// --check) run once more on fresh inputs and zeroed outputs and compared.
+StatusOr<ResultRow> RunRow(const CollectivesConfig& config,
+                           const CollectiveDescriptor& collective,
+                           DataType type, int64_t elements) {
+  const int32_t rank = Rank();
+  const int32_t n = Size();
+  const int64_t element_size = DataTypeSize(type);
+  const int64_t bytes = elements * element_size;
+  const int32_t iters = CappedIterations(config.iters, bytes);
+  const int32_t warmup = CappedIterations(config.warmup, bytes);
+  const BufferLayout layout = collective.layout(elements, rank, n);
+  const double bus_factor = collective.bus_factor(n);
+
+  ResultRow row;
+  row.collective = collective.name;
+  row.bytes = bytes;
+  row.elements = elements;
+  row.type = type;
+  if (collective.reduces) row.op = config.op;
+  if (collective.rooted) row.root = config.root;
+
+  CollectiveArgs args;
+  args.count = layout.call_count;
+  args.type = type;
+  args.op = config.op;
+  args.root = config.root;
+
+  auto count_wrong = [&](const void* recv) {
+    return CountWrong(collective, config.op, type, rank, n, config.root,
+                      layout.call_count, recv, layout.recv_elements);
+  };
+
+  {
+    std::vector<unsigned char> send(layout.send_elements * element_size);
+    std::vector<unsigned char> recv(layout.recv_elements * element_size);
+    FillInputs(collective, config.op, type, rank, n, send.data(),
+               layout.send_elements);
+    args.send = send.data();
+    args.recv = recv.data();
+    KOLO_ASSIGN_OR_RETURN(
+        double seconds, TimeCollective(collective, args, bytes, warmup, iters));
+    std::optional<int64_t> wrong;
+    if (config.check) {
+      std::fill(recv.begin(), recv.end(), 0);
+      KOLO_RETURN_IF_ERROR(RunOnce(collective, args, bytes));
+      KOLO_ASSIGN_OR_RETURN(wrong, SumOverRanks(count_wrong(recv.data())));
+    }
+    row.out_of_place = MakeMeasurement(bytes, seconds, bus_factor, wrong);
+  }
+
+  {
+    std::vector<unsigned char> buffer(layout.in_place_elements * element_size);
+    unsigned char* send =
+        buffer.data() + layout.in_place_send_offset * element_size;
+    unsigned char* recv =
+        buffer.data() + layout.in_place_recv_offset * element_size;
+    auto reset = [&] {
+      std::fill(buffer.begin(), buffer.end(), 0);
+      FillInputs(collective, config.op, type, rank, n, send,
+                 layout.send_elements);
+    };
+    reset();
+    args.send = send;
+    args.recv = recv;
+    KOLO_ASSIGN_OR_RETURN(
+        double seconds, TimeCollective(collective, args, bytes, warmup, iters));
+    std::optional<int64_t> wrong;
+    if (config.check) {
+      reset();
+      KOLO_RETURN_IF_ERROR(RunOnce(collective, args, bytes));
+      KOLO_ASSIGN_OR_RETURN(wrong, SumOverRanks(count_wrong(recv)));
+    }
+    row.in_place = MakeMeasurement(bytes, seconds, bus_factor, wrong);
+  }
+  return row;
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string joined;
+  for (const std::string& name : names) {
+    if (!joined.empty()) joined += ",";
+    joined += name;
+  }
+  return joined;
+}
+
+std::vector<std::string> CollectiveNameList(const CollectivesConfig& config) {
+  std::vector<std::string> names;
+  for (const CollectiveDescriptor* c : config.collectives) {
+    names.push_back(c->name);
+  }
+  return names;
+}
+
+std::vector<std::string> TypeNameList(const CollectivesConfig& config) {
+  std::vector<std::string> names;
+  for (DataType type : config.types) names.push_back(DataTypeName(type));
+  return names;
+}
+
+void PrintHeader(const CollectivesConfig& config, const Table& table) {
+  fmt::print(
+      "# kolo-bench collectives: backend {}, np {}, minbytes {}, maxbytes {}, "
+      "stepfactor {}, iters {}, warmup {}, check {}\n",
+      BackendName(ActiveBackend()), Size(), config.min_bytes, config.max_bytes,
+      config.step_factor, config.iters, config.warmup, config.check ? 1 : 0);
+  fmt::print("# ops {}; dtypes {}; redop {}; root {}\n",
+             JoinNames(CollectiveNameList(config)),
+             JoinNames(TypeNameList(config)), ReduceOpName(config.op),
+             config.root);
+  fmt::print(
+      "# iters and warmup are capped so each size moves at most {} GiB per "
+      "rank; time is the mean over iters of the slowest rank\n#\n",
+      kBytesPerSizeBudget >> 30);
+  for (const std::string& line : table.HeaderLines()) {
+    fmt::print("{}\n", line);
+  }
+  std::fflush(stdout);
+}
+
+Status WriteJsonFile(const std::string& path, const nlohmann::json& json) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream file(tmp, std::ios::out | std::ios::trunc);
+    if (!file) {
+      return InvalidArgument(
+          fmt::format("--json: cannot open {}: {}", tmp, std::strerror(errno)));
+    }
+    file << json.dump(2) << "\n";
+    file.close();
+    if (!file) {
+      return Internal(fmt::format("--json: writing {} failed", tmp));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Internal(fmt::format("--json: renaming {} to {} failed: {}", tmp,
+                                path, std::strerror(errno)));
+  }
+  return Status::Ok();
+}
+
+// Runs the whole sweep on every rank; rank 0 prints. Returns whether every
+// checked value was right.
+StatusOr<bool> RunCollectives(const CollectivesConfig& config) {
+  const int32_t n = Size();
+  const bool printer = Rank() == 0;
+  if (config.root >= n) {
+    return InvalidArgument(fmt::format(
+        "--root {} is not a rank of this {}-rank world", config.root, n));
+  }
+
+  const Table table = CollectivesTable();
+  if (printer) PrintHeader(config, table);
+
+  std::vector<ResultRow> rows;
+  for (const CollectiveDescriptor* collective : config.collectives) {
+    for (DataType type : config.types) {
+      int64_t previous = -1;
+      for (int64_t bytes :
+           SizeSweep(config.min_bytes, config.max_bytes, config.step_factor)) {
+        const int64_t elements = RoundedElements(bytes, type, n);
+        if (elements == 0 || elements == previous) continue;
+        previous = elements;
+        KOLO_ASSIGN_OR_RETURN(ResultRow row,
+                              RunRow(config, *collective, type, elements));
+        if (printer) {
+          fmt::print("{}\n", table.Row(RowCells(row)));
+          std::fflush(stdout);
+        }
+        rows.push_back(std::move(row));
+      }
+    }
+  }
+
+  const int64_t wrong = TotalWrong(rows);
+  if (printer) {
+    fmt::print("# Out of bounds values : {} {}\n", wrong,
+               wrong == 0 ? "OK" : "FAILED");
+    fmt::print("# Avg bus bandwidth    : {}\n#\n",
+               FormatFixed(AverageBusBandwidth(rows), 3));
+    std::fflush(stdout);
+    for (const ResultRow& row : rows) {
+      const int64_t out = row.out_of_place.wrong.value_or(0);
+      const int64_t in = row.in_place.wrong.value_or(0);
+      if (out + in == 0) continue;
+      fmt::print(stderr,
+                 "kolo-bench: wrong results in {} {} size {} B: {} out of "
+                 "place, {} in place\n",
+                 row.collective, DataTypeName(row.type), row.bytes, out, in);
+    }
+    if (!config.json_path.empty()) {
+      KOLO_RETURN_IF_ERROR(WriteJsonFile(
+          config.json_path, ResultsToJson(config, ActiveBackend(), n, rows)));
+    }
+  }
+  return wrong == 0;
+}
+
+int Fail(const Status& status) {
+  fmt::print(stderr, "kolo-bench: {}\n", status.ToString());
+  return 1;
+}
+
+}  // namespace
+
+const std::vector<CollectiveDescriptor>& AllCollectives() {
+  static const std::vector<CollectiveDescriptor> kCollectives = {
+      {"allreduce", true, false, RingAllreduceFactor, WholeBufferLayout,
+       AllreduceSource, RunAllreduce},
+      {"allgather", false, false, ShareFactor, AllgatherLayout, AllgatherSource,
+       RunAllgather},
+      {"broadcast", false, true, WholeBufferFactor, WholeBufferLayout,
+       BroadcastSource, RunBroadcast},
+      {"alltoall", false, false, ShareFactor, AlltoallLayout, AlltoallSource,
+       RunAlltoall},
+      {"reducescatter", true, false, ShareFactor, ReducescatterLayout,
+       ReducescatterSource, RunReducescatter},
+  };
+  return kCollectives;
+}
+
+StatusOr<const CollectiveDescriptor*> FindCollective(const std::string& name) {
+  for (const CollectiveDescriptor& collective : AllCollectives()) {
+    if (name == collective.name) return &collective;
+  }
+  return InvalidArgument(fmt::format("unknown collective '{}' (expected {})",
+                                     name, CollectiveNames()));
+}
+
+std::vector<int64_t> SizeSweep(int64_t min_bytes, int64_t max_bytes,
+                               int64_t step_factor) {
+  std::vector<int64_t> sizes;
+  if (step_factor < 2) step_factor = 2;
+  for (int64_t bytes = std::max<int64_t>(min_bytes, 1); bytes <= max_bytes;) {
+    sizes.push_back(bytes);
+    if (bytes > std::numeric_limits<int64_t>::max() / step_factor) break;
+    bytes *= step_factor;
+  }
+  return sizes;
+}
+
+int64_t RoundedElements(int64_t bytes, DataType type, int32_t world_size) {
+  const int64_t elements = bytes / DataTypeSize(type);
+  return elements - elements % world_size;
+}
+
+int32_t CappedIterations(int32_t requested, int64_t bytes) {
+  if (bytes <= 0) return requested;
+  const int64_t budget = std::max<int64_t>(1, kBytesPerSizeBudget / bytes);
+  return static_cast<int32_t>(std::min<int64_t>(requested, budget));
+}
+
+double InputValue(const CollectiveDescriptor& collective, ReduceOp op,
+                  int32_t rank, int32_t world_size, int64_t index) {
+  if (!collective.reduces) return MovementValue(rank, index);
+  if (op == ReduceOp::kProduct) return ProductValue(rank, index);
+  return ArithmeticValue(rank, world_size, index);
+}
+
+double ExpectedValue(const CollectiveDescriptor& collective, ReduceOp op,
+                     DataType type, int32_t rank, int32_t world_size,
+                     int32_t root, int64_t call_count, int64_t recv_index) {
+  const Source source = collective.source(recv_index, call_count, rank, root);
+  if (source.rank != Source::kEveryRank) {
+    return InputValue(collective, op, source.rank, world_size, source.index);
+  }
+  double result = InputValue(collective, op, 0, world_size, source.index);
+  for (int32_t r = 1; r < world_size; ++r) {
+    result = Reduce(op, result,
+                    InputValue(collective, op, r, world_size, source.index));
+  }
+  if (op == ReduceOp::kAverage) {
+    result /= world_size;
+    if (!IsFloatingPoint(type)) result = std::trunc(result);
+  }
+  return result;
+}
+
+double LoadElement(DataType type, const void* data, int64_t index) {
+  switch (type) {
+    case DataType::kFloat32:
+      return static_cast<const float*>(data)[index];
+    case DataType::kFloat64:
+      return static_cast<const double*>(data)[index];
+    case DataType::kFloat16:
+      return HalfToFloat(static_cast<const uint16_t*>(data)[index]);
+    case DataType::kBFloat16:
+      return BFloat16ToFloat(static_cast<const uint16_t*>(data)[index]);
+    case DataType::kInt8:
+      return static_cast<const int8_t*>(data)[index];
+    case DataType::kUInt8:
+      return static_cast<const uint8_t*>(data)[index];
+    case DataType::kInt32:
+      return static_cast<const int32_t*>(data)[index];
+    case DataType::kInt64:
+      return static_cast<double>(static_cast<const int64_t*>(data)[index]);
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+void StoreElement(DataType type, void* data, int64_t index, double value) {
+  switch (type) {
+    case DataType::kFloat32:
+      static_cast<float*>(data)[index] = static_cast<float>(value);
+      return;
+    case DataType::kFloat64:
+      static_cast<double*>(data)[index] = value;
+      return;
+    case DataType::kFloat16:
+      static_cast<uint16_t*>(data)[index] =
+          FloatToHalf(static_cast<float>(value));
+      return;
+    case DataType::kBFloat16:
+      static_cast<uint16_t*>(data)[index] =
+          FloatToBFloat16(static_cast<float>(value));
+      return;
+    case DataType::kInt8:
+      static_cast<int8_t*>(data)[index] = static_cast<int8_t>(value);
+      return;
+    case DataType::kUInt8:
+      static_cast<uint8_t*>(data)[index] = static_cast<uint8_t>(value);
+      return;
+    case DataType::kInt32:
+      static_cast<int32_t*>(data)[index] = static_cast<int32_t>(value);
+      return;
+    case DataType::kInt64:
+      static_cast<int64_t*>(data)[index] = static_cast<int64_t>(value);
+      return;
+  }
+}
+
+void FillInputs(const CollectiveDescriptor& collective, ReduceOp op,
+                DataType type, int32_t rank, int32_t world_size, void* data,
+                int64_t elements) {
+  for (int64_t i = 0; i < elements; ++i) {
+    StoreElement(type, data, i,
+                 InputValue(collective, op, rank, world_size, i));
+  }
+}
+
+int64_t CountWrong(const CollectiveDescriptor& collective, ReduceOp op,
+                   DataType type, int32_t rank, int32_t world_size,
+                   int32_t root, int64_t call_count, const void* recv,
+                   int64_t elements) {
+  int64_t wrong = 0;
+  for (int64_t k = 0; k < elements; ++k) {
+    const double expected = ExpectedValue(collective, op, type, rank,
+                                          world_size, root, call_count, k);
+    // Every expected value is a small integer, exact in every type, so
+    // anything but equality is a wrong result.
+    if (LoadElement(type, recv, k) != expected) ++wrong;
+  }
+  return wrong;
+}
+
+double Bandwidth(int64_t bytes, double seconds) {
+  if (seconds <= 0) return 0;
+  return static_cast<double>(bytes) / seconds / 1e9;
+}
+
+StatusOr<CollectivesConfig> ParseCollectivesFlags(
+    const CollectivesFlags& flags) {
+  CollectivesConfig config;
+  KOLO_ASSIGN_OR_RETURN(config.min_bytes,
+                        ParseByteSize(flags.min_bytes, "--minbytes"));
+  KOLO_ASSIGN_OR_RETURN(config.max_bytes,
+                        ParseByteSize(flags.max_bytes, "--maxbytes"));
+  if (config.min_bytes > config.max_bytes) {
+    return InvalidArgument(
+        fmt::format("--minbytes {} is larger than --maxbytes {}",
+                    flags.min_bytes, flags.max_bytes));
+  }
+  if (flags.step_factor < 2) {
+    return InvalidArgument(
+        fmt::format("--stepfactor {} must be at least 2", flags.step_factor));
+  }
+  config.step_factor = flags.step_factor;
+
+  for (const std::string& name : SplitList(flags.ops)) {
+    StatusOr<const CollectiveDescriptor*> collective = FindCollective(name);
+    if (!collective.ok()) return collective.status().WithContext("--ops");
+    if (std::find(config.collectives.begin(), config.collectives.end(),
+                  *collective) == config.collectives.end()) {
+      config.collectives.push_back(*collective);
+    }
+  }
+  if (config.collectives.empty()) {
+    return InvalidArgument(
+        fmt::format("--ops '{}' names no collective (expected {})", flags.ops,
+                    CollectiveNames()));
+  }
+
+  if (flags.dtypes == "all") {
+    config.types = AllDataTypes();
+  } else {
+    for (const std::string& name : SplitList(flags.dtypes)) {
+      StatusOr<DataType> type = ParseDataType(name);
+      if (!type.ok()) return type.status().WithContext("--dtype");
+      if (std::find(config.types.begin(), config.types.end(), *type) ==
+          config.types.end()) {
+        config.types.push_back(*type);
+      }
+    }
+  }
+  if (config.types.empty()) {
+    return InvalidArgument(
+        fmt::format("--dtype '{}' names no data type", flags.dtypes));
+  }
+
+  StatusOr<ReduceOp> op = ParseReduceOp(flags.op);
+  if (!op.ok()) return op.status().WithContext("--op");
+  config.op = *op;
+
+  if (flags.root < 0) {
+    return InvalidArgument(
+        fmt::format("--root {} must not be negative", flags.root));
+  }
+  if (flags.iters < 1) {
+    return InvalidArgument(
+        fmt::format("--iters {} must be at least 1", flags.iters));
+  }
+  if (flags.warmup < 0) {
+    return InvalidArgument(
+        fmt::format("--warmup {} must not be negative", flags.warmup));
+  }
+  if (flags.check != 0 && flags.check != 1) {
+    return InvalidArgument(
+        fmt::format("--check {} must be 0 or 1", flags.check));
+  }
+  config.root = flags.root;
+  config.iters = flags.iters;
+  config.warmup = flags.warmup;
+  config.check = flags.check == 1;
+  config.json_path = flags.json_path;
+  return config;
+}
+
+Measurement MakeMeasurement(int64_t bytes, double seconds, double bus_factor,
+                            std::optional<int64_t> wrong) {
+  Measurement m;
+  m.time_us = seconds * 1e6;
+  m.algbw_gbps = Bandwidth(bytes, seconds);
+  m.busbw_gbps = m.algbw_gbps * bus_factor;
+  m.wrong = wrong;
+  return m;
+}
+
+Table CollectivesTable() {
+  std::vector<Table::Column> columns = {
+      {"collective", "", 13, "", true},
+      {"size", "(B)", 12, "", false},
+      {"count", "(elements)", 12, "", false},
+      {"type", "", 8, "", false},
+      {"redop", "", 6, "", false},
+      {"root", "", 5, "", false},
+  };
+  for (const char* group : {"out-of-place", "in-place"}) {
+    columns.push_back({"time", "(us)", 10, group, false});
+    columns.push_back({"algbw", "(GB/s)", 7, group, false});
+    columns.push_back({"busbw", "(GB/s)", 7, group, false});
+    columns.push_back({"#wrong", "", 6, group, false});
+  }
+  return Table(std::move(columns));
+}
+
+std::vector<std::string> RowCells(const ResultRow& row) {
+  std::vector<std::string> cells = {
+      row.collective,
+      std::to_string(row.bytes),
+      std::to_string(row.elements),
+      DataTypeName(row.type),
+      row.op ? ReduceOpName(*row.op) : "none",
+      std::to_string(row.root),
+  };
+  for (const Measurement* m : {&row.out_of_place, &row.in_place}) {
+    cells.push_back(FormatFixed(m->time_us, 2));
+    cells.push_back(FormatFixed(m->algbw_gbps, 2));
+    cells.push_back(FormatFixed(m->busbw_gbps, 2));
+    cells.push_back(m->wrong ? std::to_string(*m->wrong) : "n/a");
+  }
+  return cells;
+}
+
+int64_t TotalWrong(const std::vector<ResultRow>& rows) {
+  int64_t wrong = 0;
+  for (const ResultRow& row : rows) {
+    wrong +=
+        row.out_of_place.wrong.value_or(0) + row.in_place.wrong.value_or(0);
+  }
+  return wrong;
+}
+
+double AverageBusBandwidth(const std::vector<ResultRow>& rows) {
+  if (rows.empty()) return 0;
+  double total = 0;
+  for (const ResultRow& row : rows) {
+    total += row.out_of_place.busbw_gbps + row.in_place.busbw_gbps;
+  }
+  return total / (2.0 * rows.size());
+}
+
+nlohmann::json ResultsToJson(const CollectivesConfig& config,
+                             BackendKind backend, int32_t world_size,
+                             const std::vector<ResultRow>& rows) {
+  auto measurement = [](const Measurement& m) {
+    nlohmann::json json = {{"time_us", m.time_us},
+                           {"algbw_gbps", m.algbw_gbps},
+                           {"busbw_gbps", m.busbw_gbps},
+                           {"wrong", nullptr}};
+    if (m.wrong) json["wrong"] = *m.wrong;
+    return json;
+  };
+  nlohmann::json json_rows = nlohmann::json::array();
+  for (const ResultRow& row : rows) {
+    json_rows.push_back({
+        {"collective", row.collective},
+        {"size", row.bytes},
+        {"count", row.elements},
+        {"type", DataTypeName(row.type)},
+        {"redop", row.op ? ReduceOpName(*row.op) : "none"},
+        {"root", row.root},
+        {"out_of_place", measurement(row.out_of_place)},
+        {"in_place", measurement(row.in_place)},
+    });
+  }
+  return {
+      {"benchmark", "collectives"},
+      {"backend", BackendName(backend)},
+      {"np", world_size},
+      {"config",
+       {
+           {"minbytes", config.min_bytes},
+           {"maxbytes", config.max_bytes},
+           {"stepfactor", config.step_factor},
+           {"ops", CollectiveNameList(config)},
+           {"dtypes", TypeNameList(config)},
+           {"redop", ReduceOpName(config.op)},
+           {"root", config.root},
+           {"iters", config.iters},
+           {"warmup", config.warmup},
+           {"check", config.check},
+       }},
+      {"rows", std::move(json_rows)},
+      {"out_of_bounds", TotalWrong(rows)},
+      {"avg_busbw_gbps", AverageBusBandwidth(rows)},
+  };
+}
+
+CLI::App* AddCollectivesCommand(CLI::App& parent, CollectivesFlags* flags) {
+  CLI::App* command = parent.add_subcommand(
+      "collectives",
+      "Time and check every collective over a sweep of message sizes "
+      "(nccl-tests style). Exit status: 0 all right, 1 error, 2 wrong "
+      "results.");
+  command
+      ->add_option("-b,--minbytes", flags->min_bytes,
+                   "Smallest size in bytes (K/M/G suffixes)")
+      ->capture_default_str();
+  command
+      ->add_option("-e,--maxbytes", flags->max_bytes,
+                   "Largest size in bytes (K/M/G suffixes)")
+      ->capture_default_str();
+  command
+      ->add_option("-f,--stepfactor", flags->step_factor,
+                   "Multiply the size by this between rows")
+      ->capture_default_str();
+  command->add_option("--ops", flags->ops, "Comma-separated collectives to run")
+      ->capture_default_str();
+  command
+      ->add_option("-d,--dtype", flags->dtypes,
+                   "Comma-separated data types, or 'all'")
+      ->capture_default_str();
+  command
+      ->add_option("-o,--op", flags->op,
+                   "Reduction for allreduce and reducescatter: "
+                   "sum|avg|min|max|prod")
+      ->capture_default_str();
+  command->add_option("-r,--root", flags->root, "Root rank of broadcast")
+      ->capture_default_str();
+  command
+      ->add_option("-n,--iters", flags->iters,
+                   "Timed iterations per size (capped at 1 GiB moved)")
+      ->capture_default_str();
+  command
+      ->add_option("-w,--warmup", flags->warmup,
+                   "Untimed iterations per size (capped likewise)")
+      ->capture_default_str();
+  command
+      ->add_option("-c,--check", flags->check,
+                   "Check results against their closed form (0 or 1)")
+      ->capture_default_str();
+  command->add_option("--json", flags->json_path,
+                      "Also write the results as JSON to this file (rank 0)");
+  return command;
+}
+
+int RunCollectivesCommand(const CollectivesFlags& flags) {
+  StatusOr<CollectivesConfig> config = ParseCollectivesFlags(flags);
+  if (!config.ok()) return Fail(config.status());
+  Status init = Init();
+  if (!init.ok()) return Fail(init);
+  StatusOr<bool> all_right = RunCollectives(*config);
+  // Shut down even after an error, so a failed run still leaves the job
+  // cleanly; the first error is the one worth reporting.
+  Status shutdown = Shutdown();
+  if (!all_right.ok()) return Fail(all_right.status());
+  if (!shutdown.ok()) return Fail(shutdown);
+  return *all_right ? 0 : 2;
+}
+
+}  // namespace kolo::bench

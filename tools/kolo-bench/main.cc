@@ -1,0 +1,38 @@
+// kolo-bench: kolo's benchmarks behind one binary, one subcommand each.
+// Run it under a launcher (`kolorun -np 2 kolo-bench collectives`); without
+// one it runs as a single-rank world.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <exception>
+
+#include "collectives.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kolo-bench: benchmarks for kolo's collectives"};
+  app.require_subcommand(1);
+
+  kolo::bench::CollectivesFlags collectives_flags;
+  CLI::App* collectives =
+      kolo::bench::AddCollectivesCommand(app, &collectives_flags);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help exits 0; every flag error exits 1, like the errors found later,
+    // so scripts see only the statuses the subcommands document.
+    return app.exit(e) == 0 ? 0 : 1;
+  }
+
+  // The edge of the program: anything thrown below (running out of memory
+  // for a large --maxbytes, say) becomes an error line and a failed exit.
+  try {
+    if (collectives->parsed()) {
+      return kolo::bench::RunCollectivesCommand(collectives_flags);
+    }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "kolo-bench: {}\n", e.what());
+    return 1;
+  }
+  return 1;
+}
