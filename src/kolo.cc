@@ -1,13 +1,19 @@
-// The process-wide instance behind kolo.h's free functions. Like Horovod's
-// hvd.init(), kolo::Init() gives each process one job membership; this file
-// is the only place that keeps it, guarded by one mutex.
+// The process-wide instance behind kolo.h's and runtime.h's free
+// functions. Like Horovod's hvd.init(), kolo::Init() gives each process one
+// job membership; this file is the only place that keeps it, guarded by one
+// mutex. The synchronous collectives of kolo.h are thin wrappers over the
+// runtime (runtime/synchronous.h).
 #include "kolo/kolo.h"
 
+#include <cstring>
 #include <mutex>
 
-#include "collectives/communicator.h"
+#include "collectives/backend.h"
 #include "common/config.h"
 #include "common/logging.h"
+#include "kolo/runtime.h"
+#include "runtime/runtime.h"
+#include "runtime/synchronous.h"
 #include "store/tcp_store.h"
 
 namespace kolo {
@@ -15,12 +21,13 @@ namespace {
 
 struct Process {
   std::mutex mutex;
-  bool initialized = false;         // guarded by mutex
-  int generation = 0;               // guarded by mutex; Init calls so far
-  JobConfig config;                 // guarded by mutex
-  std::unique_ptr<TcpStoreServer> store_server;   // rank 0 without kolorun
+  bool initialized = false;  // guarded by mutex
+  int generation = 0;        // guarded by mutex; Init calls so far
+  JobConfig config;          // guarded by mutex
+  std::unique_ptr<TcpStoreServer> store_server;  // rank 0 without kolorun
   std::shared_ptr<TcpStoreClient> store_client;
-  std::unique_ptr<Communicator> communicator;
+  std::unique_ptr<Runtime> runtime;
+  std::unique_ptr<SynchronousCollectives> sync;
 };
 
 Process& TheProcess() {
@@ -34,17 +41,22 @@ Status NotInitialized() {
   return FailedPrecondition("kolo::Init() has not been called (or Shutdown() has)");
 }
 
-// Runs `call` on the communicator when initialized.
-template <typename Call>
-Status WithCommunicator(Call&& call) {
+// The runtime of an initialized process, or null.
+Runtime* TheRuntime() {
   Process& p = TheProcess();
-  Communicator* communicator = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(p.mutex);
-    if (!p.initialized) return NotInitialized();
-    communicator = p.communicator.get();
-  }
-  return call(*communicator);
+  std::lock_guard<std::mutex> lock(p.mutex);
+  return p.initialized ? p.runtime.get() : nullptr;
+}
+
+TensorSpec Spec(Collective collective, DataType type, int64_t count,
+                ReduceOp op = ReduceOp::kSum, int32_t root = -1) {
+  TensorSpec spec;
+  spec.collective = collective;
+  spec.type = type;
+  spec.count = count;
+  spec.op = op;
+  spec.root = root;
+  return spec;
 }
 
 }  // namespace
@@ -105,38 +117,59 @@ Status Init() {
     client = std::move(connected);
   }
 
-  CommunicatorOptions options;
-  options.world = world;
-  options.backend = config.backend;
-  options.timeout = config.timeout;
-  options.gloo_hostname = config.gloo_hostname;
-  options.store_prefix = "kolo/init" + std::to_string(p.generation);
-  StatusOr<std::unique_ptr<Communicator>> communicator =
-      Communicator::Create(options, client);
-  if (!communicator.ok()) {
+  BackendOptions backend_options;
+  backend_options.world = world;
+  backend_options.timeout = config.timeout;
+  backend_options.gloo_hostname = config.gloo_hostname;
+  backend_options.store_prefix = "kolo/init" + std::to_string(p.generation) + "/gloo";
+  StatusOr<std::unique_ptr<Backend>> backend = std::unique_ptr<Backend>();
+  if (config.backend == BackendKind::kMpi) {
+    backend = CreateMpiBackend(backend_options);
+  } else if (world.size > 1) {
+    backend = CreateGlooBackend(backend_options, client);
+  }
+  RuntimeOptions runtime_options;
+  runtime_options.world = world;
+  runtime_options.cycle_time = config.cycle_time;
+  runtime_options.fusion_threshold_bytes = config.fusion_threshold_bytes;
+  runtime_options.cache_capacity = config.cache_capacity;
+  runtime_options.timeline_path = config.timeline_path;
+  runtime_options.stall_warning = config.stall_warning;
+  runtime_options.stall_shutdown = config.stall_shutdown;
+  runtime_options.timeout = config.timeout;
+  StatusOr<std::unique_ptr<Runtime>> runtime =
+      backend.ok() ? Runtime::Start(runtime_options, std::move(backend).value(), client)
+                   : StatusOr<std::unique_ptr<Runtime>>(backend.status());
+  if (!runtime.ok()) {
     if (client) (void)client->Close();
-    return communicator.status();
+    return runtime.status();
   }
   ++p.generation;
   p.config = config;
   p.store_server = std::move(server);
   p.store_client = std::move(client);
-  p.communicator = std::move(communicator).value();
+  p.runtime = std::move(runtime).value();
+  p.sync = std::make_unique<SynchronousCollectives>(p.runtime.get());
   p.initialized = true;
   return Status::Ok();
 }
 
 Status Shutdown() {
   Process& p = TheProcess();
+  std::unique_ptr<Runtime> runtime;
+  {
+    std::lock_guard<std::mutex> lock(p.mutex);
+    if (!p.initialized) return Status::Ok();
+    p.initialized = false;
+    runtime = std::move(p.runtime);
+    p.sync.reset();
+  }
+  // Outside the lock: the runtime's last ticks may complete operations
+  // whose callbacks call back into kolo.
+  Status status = runtime->Shutdown();
+  runtime.reset();
   std::lock_guard<std::mutex> lock(p.mutex);
-  if (!p.initialized) return Status::Ok();
-  p.initialized = false;
-  Status status = Status::Ok();
-  // A final barrier so no rank tears down its connections while a peer is
-  // still reading from them; skipped once the job has already failed.
-  if (p.communicator->sticky_error().ok()) status = p.communicator->Barrier();
   if (p.store_client) (void)p.store_client->Close();
-  p.communicator.reset();
   p.store_client.reset();
   p.store_server.reset();
   return status;
@@ -151,7 +184,7 @@ bool IsInitialized() {
 const WorldInfo& World() {
   Process& p = TheProcess();
   std::lock_guard<std::mutex> lock(p.mutex);
-  return p.initialized ? p.communicator->world() : kSingleProcess;
+  return p.initialized ? p.config.world : kSingleProcess;
 }
 
 int32_t Rank() { return World().rank; }
@@ -164,55 +197,154 @@ int32_t CrossSize() { return World().cross_size; }
 BackendKind ActiveBackend() {
   Process& p = TheProcess();
   std::lock_guard<std::mutex> lock(p.mutex);
-  return p.initialized ? p.communicator->backend_kind() : BackendKind::kGloo;
+  return p.initialized ? p.config.backend : BackendKind::kGloo;
 }
+
+// ---------------------------------------------------------------- kolo.h
+
+namespace {
+
+// Runs `call` on the process's synchronous collectives when initialized.
+template <typename Call>
+Status WithSync(Call&& call) {
+  Process& p = TheProcess();
+  SynchronousCollectives* sync = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(p.mutex);
+    if (!p.initialized) return NotInitialized();
+    sync = p.sync.get();
+  }
+  return call(*sync);
+}
+
+}  // namespace
 
 Status Allreduce(const void* send, void* recv, int64_t count, DataType type,
                  ReduceOp op) {
-  return WithCommunicator(
-      [&](Communicator& c) { return c.Allreduce(send, recv, count, type, op); });
+  return WithSync([&](SynchronousCollectives& c) { return c.Allreduce(send, recv, count, type, op); });
 }
 
 Status Allgather(const void* send, void* recv, int64_t count, DataType type) {
-  return WithCommunicator(
-      [&](Communicator& c) { return c.Allgather(send, recv, count, type); });
+  return WithSync([&](SynchronousCollectives& c) { return c.Allgather(send, recv, count, type); });
 }
 
 Status Allgatherv(const void* send, int64_t send_count, void* recv,
                   const std::vector<int64_t>& recv_counts, DataType type) {
-  return WithCommunicator([&](Communicator& c) {
+  return WithSync([&](SynchronousCollectives& c) {
     return c.Allgatherv(send, send_count, recv, recv_counts, type);
   });
 }
 
 Status Broadcast(const void* send, void* recv, int64_t count, DataType type,
                  int32_t root) {
-  return WithCommunicator(
-      [&](Communicator& c) { return c.Broadcast(send, recv, count, type, root); });
+  return WithSync(
+      [&](SynchronousCollectives& c) { return c.Broadcast(send, recv, count, type, root); });
 }
 
 Status Alltoall(const void* send, void* recv, int64_t count, DataType type) {
-  return WithCommunicator(
-      [&](Communicator& c) { return c.Alltoall(send, recv, count, type); });
+  return WithSync([&](SynchronousCollectives& c) { return c.Alltoall(send, recv, count, type); });
 }
 
 Status Alltoallv(const void* send, const std::vector<int64_t>& send_counts,
                  void* recv, const std::vector<int64_t>& recv_counts,
                  DataType type) {
-  return WithCommunicator([&](Communicator& c) {
+  return WithSync([&](SynchronousCollectives& c) {
     return c.Alltoallv(send, send_counts, recv, recv_counts, type);
   });
 }
 
 Status Reducescatter(const void* send, void* recv, int64_t recv_count,
                      DataType type, ReduceOp op) {
-  return WithCommunicator([&](Communicator& c) {
+  return WithSync([&](SynchronousCollectives& c) {
     return c.Reducescatter(send, recv, recv_count, type, op);
   });
 }
 
 Status Barrier() {
-  return WithCommunicator([&](Communicator& c) { return c.Barrier(); });
+  return WithSync([&](SynchronousCollectives& c) { return c.Barrier(); });
+}
+
+// ---------------------------------------------------------------- runtime.h
+
+namespace {
+
+StatusOr<Handle> EnqueueOne(TensorSpec spec, const std::string& name, const void* send,
+                            void* recv, CompletionCallback callback) {
+  Runtime* runtime = TheRuntime();
+  if (runtime == nullptr) return NotInitialized();
+  spec.name = name;
+  return runtime->Enqueue(std::move(spec), send, recv, std::move(callback));
+}
+
+}  // namespace
+
+StatusOr<Handle> EnqueueAllreduce(const std::string& name, const void* send, void* recv,
+                                  int64_t count, DataType type, ReduceOp op,
+                                  CompletionCallback callback) {
+  return EnqueueOne(Spec(Collective::kAllreduce, type, count, op), name, send, recv,
+                    std::move(callback));
+}
+
+StatusOr<std::vector<Handle>> EnqueueGroupedAllreduce(
+    const std::string& group_name, const std::vector<AllreduceTensor>& tensors, DataType type,
+    ReduceOp op, CompletionCallback callback) {
+  Runtime* runtime = TheRuntime();
+  if (runtime == nullptr) return NotInitialized();
+  if (tensors.empty()) return InvalidArgument("group '" + group_name + "' has no tensors");
+  std::vector<TensorSpec> specs;
+  std::vector<const void*> sends;
+  std::vector<void*> recvs;
+  for (const AllreduceTensor& t : tensors) {
+    TensorSpec spec = Spec(Collective::kAllreduce, type, t.count, op);
+    spec.name = t.name;
+    spec.group = group_name;
+    spec.group_size = static_cast<int32_t>(tensors.size());
+    specs.push_back(std::move(spec));
+    sends.push_back(t.send);
+    recvs.push_back(t.recv);
+  }
+  return runtime->EnqueueGroup(std::move(specs), std::move(sends), std::move(recvs),
+                               std::move(callback));
+}
+
+StatusOr<Handle> EnqueueAllgather(const std::string& name, const void* send, int64_t count,
+                                  DataType type, CompletionCallback callback) {
+  return EnqueueOne(Spec(Collective::kAllgather, type, count), name, send, nullptr,
+                    std::move(callback));
+}
+
+StatusOr<Handle> EnqueueBroadcast(const std::string& name, void* buffer, int64_t count,
+                                  DataType type, int32_t root, CompletionCallback callback) {
+  return EnqueueOne(Spec(Collective::kBroadcast, type, count, ReduceOp::kSum, root), name,
+                    buffer, buffer, std::move(callback));
+}
+
+StatusOr<Handle> EnqueueAlltoall(const std::string& name, const void* send,
+                                 const std::vector<int64_t>& send_counts, DataType type,
+                                 CompletionCallback callback) {
+  int64_t total = 0;
+  for (int64_t c : send_counts) total += c;
+  TensorSpec spec = Spec(Collective::kAlltoall, type, total);
+  spec.splits = send_counts;
+  return EnqueueOne(std::move(spec), name, send, nullptr, std::move(callback));
+}
+
+StatusOr<Handle> EnqueueReducescatter(const std::string& name, const void* send,
+                                      int64_t count, DataType type, ReduceOp op,
+                                      CompletionCallback callback) {
+  return EnqueueOne(Spec(Collective::kReducescatter, type, count, op), name, send, nullptr,
+                    std::move(callback));
+}
+
+StatusOr<int32_t> Join() {
+  Runtime* runtime = TheRuntime();
+  if (runtime == nullptr) return NotInitialized();
+  return runtime->Join();
+}
+
+RuntimeStats GetRuntimeStats() {
+  Runtime* runtime = TheRuntime();
+  return runtime == nullptr ? RuntimeStats{} : runtime->stats();
 }
 
 }  // namespace kolo

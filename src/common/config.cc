@@ -136,6 +136,35 @@ Status ReadWorld(const EnvLookup& env, JobConfig* config) {
   return Status::Ok();
 }
 
+Status ReadRuntimeSettings(const EnvLookup& env, JobConfig* config) {
+  if (std::optional<std::string> text = env(env::kCycleTimeMs)) {
+    char* end = nullptr;
+    const double ms = std::strtod(text->c_str(), &end);
+    if (text->empty() || *end != '\0' || !(ms > 0) || ms > 60000) {
+      return InvalidArgument(std::string("environment variable ") + env::kCycleTimeMs +
+                             " must be a number of milliseconds in (0, 60000], got '" +
+                             *text + "'");
+    }
+    config->cycle_time = std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
+  }
+  if (std::optional<std::string> text = env(env::kFusionThreshold)) {
+    KOLO_ASSIGN_OR_RETURN(config->fusion_threshold_bytes,
+                          ParseByteSize(*text, std::string("environment variable ") +
+                                                   env::kFusionThreshold));
+  }
+  KOLO_ASSIGN_OR_RETURN(int64_t capacity,
+                        ReadInt(env, env::kCacheCapacity, 1024, 0, 1 << 20));
+  config->cache_capacity = static_cast<int32_t>(capacity);
+  config->timeline_path = env(env::kTimeline).value_or("");
+  KOLO_ASSIGN_OR_RETURN(int64_t warning,
+                        ReadInt(env, env::kStallWarningSeconds, 60, 1, 7 * 24 * 3600));
+  config->stall_warning = std::chrono::seconds(warning);
+  KOLO_ASSIGN_OR_RETURN(int64_t shutdown,
+                        ReadInt(env, env::kStallShutdownSeconds, 0, 0, 7 * 24 * 3600));
+  config->stall_shutdown = std::chrono::seconds(shutdown);
+  return Status::Ok();
+}
+
 }  // namespace
 
 EnvLookup ProcessEnvironment() {
@@ -223,6 +252,8 @@ StatusOr<JobConfig> ReadJobConfig(const EnvLookup& env) {
         " needs the rendezvous address host:port of rank 0 (kolorun sets it "
         "for you; under mpirun you may also use KOLO_BACKEND=mpi)");
   }
+
+  KOLO_RETURN_IF_ERROR(ReadRuntimeSettings(env, &config));
 
   if (std::optional<std::string> hostname = env(env::kGlooHostname)) {
     config.gloo_hostname = *hostname;

@@ -14,6 +14,12 @@
 // hosts the store at KOLO_STORE_ADDR (host:port), the way torch uses
 // MASTER_ADDR and MASTER_PORT.
 //
+// Runtime settings: KOLO_CYCLE_TIME_MS (default 1, fractions allowed),
+// KOLO_FUSION_THRESHOLD (bytes, K/M/G suffixes; default 128M),
+// KOLO_CACHE_CAPACITY (default 1024; 0 disables the response cache),
+// KOLO_TIMELINE (a file for the Chrome-trace timeline, written by rank 0),
+// KOLO_STALL_WARNING_S (default 60), KOLO_STALL_SHUTDOWN_S (default 0: off).
+//
 // Settings for every launcher: KOLO_BACKEND (gloo|mpi; default gloo, or mpi
 // under mpirun when no store address is given), KOLO_TIMEOUT_S (default 30),
 // KOLO_GLOO_HOSTNAME (the address Gloo listens on; default 127.0.0.1 when
@@ -44,6 +50,12 @@ inline constexpr const char* kStoreHosted = "KOLO_STORE_HOSTED";
 inline constexpr const char* kBackend = "KOLO_BACKEND";
 inline constexpr const char* kTimeoutSeconds = "KOLO_TIMEOUT_S";
 inline constexpr const char* kGlooHostname = "KOLO_GLOO_HOSTNAME";
+inline constexpr const char* kCycleTimeMs = "KOLO_CYCLE_TIME_MS";
+inline constexpr const char* kFusionThreshold = "KOLO_FUSION_THRESHOLD";
+inline constexpr const char* kCacheCapacity = "KOLO_CACHE_CAPACITY";
+inline constexpr const char* kTimeline = "KOLO_TIMELINE";
+inline constexpr const char* kStallWarningSeconds = "KOLO_STALL_WARNING_S";
+inline constexpr const char* kStallShutdownSeconds = "KOLO_STALL_SHUTDOWN_S";
 }  // namespace env
 
 inline constexpr std::chrono::seconds kDefaultTimeout{30};
@@ -59,6 +71,14 @@ struct JobConfig {
   std::string store_secret;
   bool rank0_hosts_store = false;
   std::string gloo_hostname;
+
+  // The runtime (see src/runtime/runtime.h).
+  std::chrono::microseconds cycle_time{1000};
+  int64_t fusion_threshold_bytes = int64_t{128} << 20;
+  int32_t cache_capacity = 1024;
+  std::string timeline_path;
+  std::chrono::seconds stall_warning{60};
+  std::chrono::seconds stall_shutdown{0};  // 0: never
 };
 
 // Returns the value of an environment variable, or nullopt when unset.

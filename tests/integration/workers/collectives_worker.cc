@@ -3,7 +3,8 @@
 //   matrix [counts...]  every collective x type x count, closed-form checks
 //   mismatch            rank 1 calls allreduce with a different count
 //   die                 rank 1 kills itself in the middle of allreduces
-//   hang                rank 1 stops calling collectives (sleeps)
+//   hang                rank 1 never makes the call (its process stays alive)
+//   freeze              rank 1 stops altogether (SIGSTOP)
 // Exit codes: 0 as expected, 1 wrong result or unexpected error, 2 bad
 // usage, 3 the expected error was reported (die, hang).
 #include <signal.h>
@@ -67,8 +68,9 @@ int Die() {
   return 0;
 }
 
-int Hang() {
+int Hang(bool freeze) {
   if (kolo::Rank() == 1) {
+    if (freeze) raise(SIGSTOP);
     sleep(120);
     return 0;
   }
@@ -82,7 +84,7 @@ int Hang() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: collectives_worker matrix|mismatch|die|hang [counts...]\n");
+    std::fprintf(stderr, "usage: collectives_worker matrix|mismatch|die|hang|freeze [counts...]\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -101,8 +103,8 @@ int main(int argc, char** argv) {
     code = Mismatch();
   } else if (scenario == "die") {
     code = Die();
-  } else if (scenario == "hang") {
-    code = Hang();
+  } else if (scenario == "hang" || scenario == "freeze") {
+    code = Hang(scenario == "freeze");
   }
   if (code == 0) {
     kolo::Status down = kolo::Shutdown();

@@ -1,0 +1,53 @@
+#include "kolo/runtime.h"
+#include "runtime/handle_state.h"
+
+namespace kolo {
+
+namespace internal {
+
+void HandleState::Complete(const Status& final_status) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    status = final_status;
+    done = true;
+  }
+  completed.notify_all();
+  if (callback) callback(final_status);
+}
+
+}  // namespace internal
+
+namespace {
+const std::string kNoName;
+const std::vector<char> kNoOutput;
+const std::vector<int64_t> kNoCounts;
+}  // namespace
+
+Handle::Handle(std::shared_ptr<internal::HandleState> state) : state_(std::move(state)) {}
+
+bool Handle::Poll() const {
+  if (!state_) return true;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->done;
+}
+
+Status Handle::Wait(std::chrono::milliseconds timeout) const {
+  if (!state_) return FailedPrecondition("waiting on an empty kolo::Handle");
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  // wait_until on a far deadline overflows; wait_for with a cap does not.
+  const auto cap = std::chrono::hours(24 * 365);
+  if (!state_->completed.wait_for(lock, std::min<std::chrono::milliseconds>(timeout, cap),
+                                  [&] { return state_->done; })) {
+    return Timeout("operation '" + state_->name + "' did not complete within " +
+                   std::to_string(timeout.count()) + " ms");
+  }
+  return state_->status;
+}
+
+const std::string& Handle::name() const { return state_ ? state_->name : kNoName; }
+const std::vector<char>& Handle::output() const { return state_ ? state_->output : kNoOutput; }
+const std::vector<int64_t>& Handle::output_counts() const {
+  return state_ ? state_->output_counts : kNoCounts;
+}
+
+}  // namespace kolo

@@ -1,0 +1,37 @@
+// The state a Handle shares with the runtime: set once by the runtime's
+// thread when the operation completes, read by any number of waiters.
+#ifndef KOLO_RUNTIME_HANDLE_STATE_H_
+#define KOLO_RUNTIME_HANDLE_STATE_H_
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kolo/runtime.h"
+
+namespace kolo::internal {
+
+struct HandleState {
+  explicit HandleState(std::string operation_name, CompletionCallback on_done)
+      : name(std::move(operation_name)), callback(std::move(on_done)) {}
+
+  // Publishes the result, wakes waiters, then runs the callback. The
+  // outputs must be filled before this call.
+  void Complete(const Status& final_status);
+
+  const std::string name;
+  const CompletionCallback callback;
+  // Written by the runtime's thread before Complete(), read after it.
+  std::vector<char> output;
+  std::vector<int64_t> output_counts;
+
+  std::mutex mutex;
+  std::condition_variable completed;
+  bool done = false;  // guarded by mutex
+  Status status;      // guarded by mutex; final once done
+};
+
+}  // namespace kolo::internal
+
+#endif  // KOLO_RUNTIME_HANDLE_STATE_H_

@@ -1,0 +1,453 @@
+#include "runtime/runtime.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "collectives/peer_failure.h"
+#include "common/logging.h"
+#include "runtime/fusion.h"
+#include "runtime/handle_state.h"
+
+namespace kolo {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// An idle rank still ticks this often, so ranks waiting for it keep
+// progressing and its stall inspector keeps watching.
+constexpr std::chrono::milliseconds kIdleTick{100};
+
+constexpr uint32_t kFlagJoined = 1;
+constexpr uint32_t kFlagShuttingDown = 2;
+
+// The fixed-size part of a rank's report; the cache bit vector follows.
+struct ReportHeader {
+  uint32_t flags = 0;
+  uint32_t reserved = 0;
+  uint64_t payload_bytes = 0;
+};
+
+int64_t BitWords(int32_t capacity) { return (capacity + 63) / 64; }
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Runtime>> Runtime::Start(const RuntimeOptions& options,
+                                                  std::unique_ptr<Backend> backend,
+                                                  std::shared_ptr<Store> store) {
+  if (options.world.size > 1 && backend == nullptr) {
+    return InvalidArgument("the runtime needs an engine for " +
+                           std::to_string(options.world.size) + " ranks");
+  }
+  if (options.world.size > 1) {
+    // Ranks that fuse or cache differently would run different engine calls.
+    const int64_t mine[2] = {options.fusion_threshold_bytes, options.cache_capacity};
+    std::vector<int64_t> all(2 * options.world.size);
+    KOLO_RETURN_IF_ERROR(backend->Allgatherv(mine, all.data(),
+                                             std::vector<int64_t>(options.world.size, 2),
+                                             DataType::kInt64));
+    for (int32_t r = 0; r < options.world.size; ++r) {
+      if (all[2 * r] != mine[0] || all[2 * r + 1] != mine[1]) {
+        return InvalidArgument(
+            "rank " + std::to_string(r) + " runs with KOLO_FUSION_THRESHOLD=" +
+            std::to_string(all[2 * r]) + " and KOLO_CACHE_CAPACITY=" +
+            std::to_string(all[2 * r + 1]) + ", rank " + std::to_string(options.world.rank) +
+            " with " + std::to_string(mine[0]) + " and " + std::to_string(mine[1]) +
+            ": every rank needs the same values");
+      }
+    }
+  }
+  std::unique_ptr<Timeline> timeline;
+  if (!options.timeline_path.empty() && options.world.rank == 0) {
+    KOLO_ASSIGN_OR_RETURN(timeline, Timeline::Open(options.timeline_path, options.world.rank));
+  }
+  std::unique_ptr<Runtime> runtime(
+      new Runtime(options, std::move(backend), std::move(store), std::move(timeline)));
+  runtime->thread_ = std::thread([r = runtime.get()] { r->Loop(); });
+  return runtime;
+}
+
+Runtime::Runtime(const RuntimeOptions& options, std::unique_ptr<Backend> backend,
+                 std::shared_ptr<Store> store, std::unique_ptr<Timeline> timeline)
+    : options_(options),
+      backend_(std::move(backend)),
+      store_(std::move(store)),
+      timeline_(std::move(timeline)),
+      cache_(options.cache_capacity),
+      coordinator_(options.world.size, &cache_),
+      executor_(options.world, backend_.get(), timeline_.get(), &loop_stats_) {}
+
+Runtime::~Runtime() { (void)Shutdown(); }
+
+StatusOr<Handle> Runtime::Enqueue(TensorSpec spec, const void* send, void* recv,
+                                  CompletionCallback callback) {
+  StatusOr<std::vector<Handle>> handles =
+      EnqueueGroup({std::move(spec)}, {send}, {recv}, std::move(callback));
+  if (!handles.ok()) return handles.status();
+  return handles->front();
+}
+
+StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<TensorSpec> specs,
+                                                    std::vector<const void*> sends,
+                                                    std::vector<void*> recvs,
+                                                    CompletionCallback callback) {
+  std::vector<std::unique_ptr<LocalOperation>> operations;
+  std::vector<Handle> handles;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].name.empty()) return InvalidArgument("an operation needs a non-empty name");
+    if (specs[i].count < 0) {
+      return InvalidArgument("operation '" + specs[i].name + "': negative element count " +
+                             std::to_string(specs[i].count));
+    }
+    auto local = std::make_unique<LocalOperation>();
+    local->spec = std::move(specs[i]);
+    local->send = sends[i];
+    local->recv = recvs[i];
+    local->handle = std::make_shared<internal::HandleState>(local->spec.name, callback);
+    local->enqueued = Clock::now();
+    handles.emplace_back(local->handle);
+    operations.push_back(std::move(local));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!sticky_error_.ok()) return sticky_error_;
+    if (stopped_ || shutdown_requested_) {
+      return FailedPrecondition("kolo is shutting down; no new operations");
+    }
+    std::set<std::string> names;
+    for (const auto& op : operations) {
+      if (names_in_use_.count(op->spec.name) || !names.insert(op->spec.name).second) {
+        return InvalidArgument("operation '" + op->spec.name +
+                               "' is already pending on rank " +
+                               std::to_string(options_.world.rank) +
+                               "; wait for it before reusing the name");
+      }
+    }
+    for (auto& op : operations) {
+      names_in_use_[op->spec.name] = true;
+      queue_.push_back(std::move(op));
+    }
+  }
+  wake_.notify_all();
+  return handles;
+}
+
+StatusOr<int32_t> Runtime::Join() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!sticky_error_.ok()) return sticky_error_;
+  if (stopped_) return FailedPrecondition("kolo has shut down");
+  join_requested_ = true;
+  last_joined_.reset();
+  wake_.notify_all();
+  joined_all_.wait(lock, [&] { return last_joined_.has_value() || stopped_; });
+  if (!last_joined_) return sticky_error_.ok() ? Aborted("kolo shut down during Join()") : sticky_error_;
+  return *last_joined_;
+}
+
+Status Runtime::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    shutdown_requested_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (timeline_) timeline_->Flush();
+  std::lock_guard<std::mutex> lock(mutex_);
+  return sticky_error_;
+}
+
+RuntimeStats Runtime::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+Status Runtime::sticky_error() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return sticky_error_;
+}
+
+void Runtime::Loop() {
+  pthread_setname_np(pthread_self(), "kolo-runtime");
+  auto last_tick = Clock::now();
+  bool busy = false;
+  while (true) {
+    WaitForWork(busy, last_tick);
+    last_tick = Clock::now();
+    if (!Tick()) break;
+    std::lock_guard<std::mutex> lock(mutex_);
+    busy = !pending_.empty() || join_requested_ || shutdown_requested_;
+  }
+}
+
+void Runtime::WaitForWork(bool busy, Clock::time_point last_tick) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (busy) {
+    // Paced: operations arriving meanwhile join this tick's fusion.
+    wake_.wait_until(lock, last_tick + options_.cycle_time, [] { return false; });
+    return;
+  }
+  // Idle: start at once when work arrives, or tick for the other ranks.
+  wake_.wait_until(lock, last_tick + kIdleTick, [&] {
+    return !queue_.empty() || join_requested_ || shutdown_requested_;
+  });
+}
+
+bool Runtime::Tick() {
+  const SteadyTime start = Clock::now();
+  CycleReport mine;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    while (!queue_.empty()) {
+      std::unique_ptr<LocalOperation> op = std::move(queue_.front());
+      queue_.pop_front();
+      unannounced_.push_back(op.get());
+      const std::string name = op->spec.name;
+      pending_[name] = std::move(op);
+    }
+    mine.joined = join_requested_;
+    mine.shutting_down = shutdown_requested_;
+  }
+  if (mine.shutting_down && shutdown_since_ == SteadyTime()) shutdown_since_ = start;
+
+  // Announce what became ready here.
+  for (LocalOperation* op : unannounced_) {
+    const int32_t bit = cache_.Lookup(op->spec, options_.world.rank);
+    if (bit >= 0) {
+      mine.cached_bits.push_back(bit);
+    } else {
+      mine.specs.push_back(op->spec);
+    }
+    op->announced = start;
+    op->is_announced = true;
+    if (timeline_) {
+      timeline_->Begin(op->spec.name, "NEGOTIATE", op->enqueued);
+      timeline_->End(op->spec.name, start);
+      timeline_->Begin(op->spec.name, "WAIT_FOR_OTHERS", start);
+    }
+  }
+  const bool announced_any = !unannounced_.empty();
+  unannounced_.clear();
+  std::sort(mine.cached_bits.begin(), mine.cached_bits.end());
+
+  StatusOr<std::vector<CycleReport>> reports = Exchange(mine);
+  const SteadyTime decided_at = Clock::now();
+  loop_stats_.negotiation_seconds += std::chrono::duration<double>(decided_at - start).count();
+  ++loop_stats_.cycles;
+  if (!reports.ok()) {
+    FailEverything(NamePeerFailure(reports.status().WithContext("negotiation")));
+    return false;
+  }
+  CycleDecision decision = coordinator_.Decide(*reports, decided_at);
+  loop_stats_.cache_hits += decision.cache_hits;
+  loop_stats_.cache_misses += decision.cache_misses;
+  if (timeline_ && (announced_any || !decision.ready.empty())) {
+    timeline_->Mark("cycle", start);
+  }
+
+  for (const Batch& batch : PlanFusion(decision.ready, options_.fusion_threshold_bytes)) {
+    std::vector<const ReadyOperation*> operations;
+    std::vector<LocalOperation*> locals;
+    for (size_t index : batch.operations) {
+      const ReadyOperation& op = decision.ready[index];
+      auto it = pending_.find(op.name);
+      LocalOperation* local = it == pending_.end() ? nullptr : it->second.get();
+      if (local != nullptr) {
+        loop_stats_.wait_for_others_seconds +=
+            std::chrono::duration<double>(decided_at - local->announced).count();
+        if (timeline_) timeline_->End(op.name, decided_at);
+      }
+      operations.push_back(&op);
+      locals.push_back(local);
+    }
+    if (!operations.front()->error.ok()) {
+      // Failed negotiation: every rank that has the operation reports why.
+      for (LocalOperation* local : locals) {
+        if (local != nullptr) Complete(local, operations.front()->error, 0);
+      }
+      continue;
+    }
+    Status ran = executor_.Run(operations, locals);
+    if (!ran.ok()) {
+      FailEverything(NamePeerFailure(
+          ran.WithContext(std::string(CollectiveName(operations.front()->specs[0].collective)) +
+                          " of '" + operations.front()->name + "'")));
+      return false;
+    }
+    for (size_t i = 0; i < operations.size(); ++i) {
+      coordinator_.Completed(*operations[i]);
+      if (locals[i] != nullptr) {
+        Complete(locals[i], Status::Ok(), operations[i]->specs[options_.world.rank].bytes());
+      }
+    }
+  }
+
+  if (decision.all_joined) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    join_requested_ = false;
+    last_joined_ = decision.last_joined_rank;
+    joined_all_.notify_all();
+  }
+  InspectStalls(decided_at);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_ = loop_stats_;
+    if (!sticky_error_.ok()) return false;
+  }
+  if (decision.all_shutting_down) {
+    FailEverything(Status::Ok());
+    return false;
+  }
+  if (mine.shutting_down && Clock::now() - shutdown_since_ > options_.timeout) {
+    KOLO_LOG(WARNING) << "leaving after waiting " << options_.timeout.count() / 1000
+                      << " s for the other ranks to shut down";
+    FailEverything(Status::Ok());
+    return false;
+  }
+  return true;
+}
+
+StatusOr<std::vector<CycleReport>> Runtime::Exchange(const CycleReport& mine) {
+  const int32_t size = options_.world.size;
+  if (size == 1) return std::vector<CycleReport>{mine};
+
+  // Fixed part: header and cache bits, one record per rank.
+  const int64_t words = BitWords(options_.cache_capacity);
+  const int64_t record_words = 2 + words;  // ReportHeader is two words
+  std::vector<uint64_t> record(record_words, 0);
+  std::string payload;
+  {
+    const uint32_t count = static_cast<uint32_t>(mine.specs.size());
+    payload.append(reinterpret_cast<const char*>(&count), sizeof(count));
+    for (const TensorSpec& spec : mine.specs) SerializeSpec(spec, &payload);
+  }
+  ReportHeader header;
+  header.flags = (mine.joined ? kFlagJoined : 0) | (mine.shutting_down ? kFlagShuttingDown : 0);
+  header.payload_bytes = mine.specs.empty() ? 0 : payload.size();
+  std::memcpy(record.data(), &header, sizeof(header));
+  for (int32_t bit : mine.cached_bits) record[2 + bit / 64] |= uint64_t{1} << (bit % 64);
+
+  std::vector<uint64_t> records(record_words * size);
+  KOLO_RETURN_IF_ERROR(backend_->Allgatherv(record.data(), records.data(),
+                                            std::vector<int64_t>(size, record_words * 8),
+                                            DataType::kUInt8));
+  std::vector<CycleReport> reports(size);
+  std::vector<int64_t> payload_sizes(size, 0);
+  bool any_payload = false;
+  for (int32_t r = 0; r < size; ++r) {
+    const uint64_t* rec = records.data() + r * record_words;
+    ReportHeader h;
+    std::memcpy(static_cast<void*>(&h), rec, sizeof(h));
+    reports[r].joined = h.flags & kFlagJoined;
+    reports[r].shutting_down = h.flags & kFlagShuttingDown;
+    for (int64_t w = 0; w < words; ++w) {
+      for (uint64_t bits = rec[2 + w]; bits != 0; bits &= bits - 1) {
+        reports[r].cached_bits.push_back(static_cast<int32_t>(w * 64 + __builtin_ctzll(bits)));
+      }
+    }
+    payload_sizes[r] = static_cast<int64_t>(h.payload_bytes);
+    any_payload = any_payload || h.payload_bytes > 0;
+  }
+  if (!any_payload) return reports;
+
+  // Full specs: every rank sends at least its 4-byte count.
+  for (int64_t& bytes : payload_sizes) bytes = std::max<int64_t>(bytes, 4);
+  if (mine.specs.empty()) payload.resize(4);
+  int64_t total = 0;
+  for (int64_t bytes : payload_sizes) total += bytes;
+  std::string everything(total, '\0');
+  KOLO_RETURN_IF_ERROR(backend_->Allgatherv(payload.data(), everything.data(), payload_sizes,
+                                            DataType::kUInt8));
+  size_t offset = 0;
+  for (int32_t r = 0; r < size; ++r) {
+    const size_t end = offset + payload_sizes[r];
+    uint32_t count = 0;
+    std::memcpy(&count, everything.data() + offset, sizeof(count));
+    offset += sizeof(count);
+    for (uint32_t i = 0; i < count; ++i) {
+      KOLO_ASSIGN_OR_RETURN(TensorSpec spec, ParseSpec(everything, &offset));
+      reports[r].specs.push_back(std::move(spec));
+    }
+    offset = end;
+  }
+  return reports;
+}
+
+void Runtime::Complete(LocalOperation* local, const Status& status, int64_t bytes) {
+  const std::string name = local->spec.name;
+  {
+    // The name is free again before anyone learns of the completion, so a
+    // callback or waiter may reuse it at once (the next training step).
+    std::lock_guard<std::mutex> lock(mutex_);
+    names_in_use_.erase(name);
+  }
+  if (status.ok()) {
+    ++loop_stats_.operations;
+    loop_stats_.bytes += bytes;
+  } else {
+    ++loop_stats_.errors;
+  }
+  local->handle->Complete(status);
+  pending_.erase(name);
+}
+
+void Runtime::FailEverything(const Status& error) {
+  std::deque<std::unique_ptr<LocalOperation>> queued;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (sticky_error_.ok()) sticky_error_ = error;
+    stopped_ = true;
+    queued.swap(queue_);
+    names_in_use_.clear();
+    stats_ = loop_stats_;
+  }
+  joined_all_.notify_all();
+  const Status reason = error.ok() ? Aborted("kolo shut down before the operation ran") : error;
+  for (auto& op : queued) op->handle->Complete(reason);
+  for (auto& [name, op] : pending_) op->handle->Complete(reason);
+  pending_.clear();
+  unannounced_.clear();
+}
+
+Status Runtime::NamePeerFailure(const Status& status) {
+  return ExplainPeerFailure(status, store_.get(),
+                            "rank " + std::to_string(options_.world.rank));
+}
+
+void Runtime::InspectStalls(SteadyTime now) {
+  const auto warning = std::chrono::duration_cast<Clock::duration>(options_.stall_warning);
+  const auto shutdown = std::chrono::duration_cast<Clock::duration>(options_.stall_shutdown);
+  const auto period = std::min<Clock::duration>(std::chrono::seconds(1), warning / 2);
+  if (now - last_stall_check_ < period) return;
+  last_stall_check_ = now;
+  std::vector<WaitingOperation> waiting = coordinator_.Waiting(now, warning);
+  std::string worst;
+  for (const WaitingOperation& w : waiting) {
+    std::string missing;
+    for (int32_t r : w.missing_ranks) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+    const double seconds = std::chrono::duration<double>(w.waited).count();
+    const std::string line = "tensor '" + w.name + "' has waited " +
+                             std::to_string(static_cast<int64_t>(seconds)) + " s for rank" +
+                             (w.missing_ranks.size() > 1 ? "s " : " ") + missing;
+    auto warned = stall_warned_.find(w.name);
+    if (warned == stall_warned_.end() || now - warned->second >= warning) {
+      KOLO_LOG(WARNING) << "stall: " << line
+                        << " (the other ranks announced it; a rank that never does hangs "
+                           "the job)";
+      stall_warned_[w.name] = now;
+    }
+    if (shutdown.count() > 0 && w.waited >= shutdown && worst.empty()) worst = line;
+  }
+  for (auto it = stall_warned_.begin(); it != stall_warned_.end();) {
+    const bool still_waiting = std::any_of(waiting.begin(), waiting.end(),
+                                           [&](const WaitingOperation& w) { return w.name == it->first; });
+    it = still_waiting ? std::next(it) : stall_warned_.erase(it);
+  }
+  if (!worst.empty()) {
+    FailEverything(Aborted("stall: " + worst + " (KOLO_STALL_SHUTDOWN_S=" +
+                           std::to_string(options_.stall_shutdown.count()) + ")"));
+  }
+}
+
+}  // namespace kolo

@@ -1,0 +1,145 @@
+// Runtime: kolo's asynchronous collectives, the way Horovod's core runs
+// them, in one object that owns all of their state.
+//
+// Threads. Any user thread may enqueue operations, join, read statistics or
+// shut down; those calls touch only the queue and the flags under mutex_.
+// One background thread ("kolo-runtime") owns everything else: the
+// announced operations, the coordinator, the response cache, the executor,
+// the engine and the timeline. Completion runs on that thread.
+//
+// One tick of the background thread:
+//   1. drain    take new operations from the queue;
+//   2. announce tell every rank what became ready here (a cache bit or a
+//               full spec) and learn what became ready everywhere, with one
+//               allgather of fixed-size bit vectors, plus one of the full
+//               specs when some rank has any (see coordinator.h);
+//   3. decide   the coordinator lists the operations ready on all ranks,
+//               in one order;
+//   4. fuse     PlanFusion packs them into batches;
+//   5. execute  the executor runs each batch and fills the outputs;
+//   6. complete handles, callbacks, statistics, the cache, Join() waiters;
+//               then the stall inspector looks for operations some ranks
+//               announced long ago and others never did.
+// Ticks are collective: every rank runs the same number, in lockstep. A
+// rank with work ticks every cycle time (KOLO_CYCLE_TIME_MS); an idle one
+// sleeps until an operation arrives, but at least every kIdleTick so that
+// ranks waiting for it keep progressing and can report a stall.
+//
+// Errors. A failed engine call ends the runtime: every pending and future
+// operation fails with that error, which names the dead rank when the
+// store knows it. A negotiation error (mismatch) fails only that operation.
+#ifndef KOLO_RUNTIME_RUNTIME_H_
+#define KOLO_RUNTIME_RUNTIME_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/backend.h"
+#include "kolo/kolo.h"
+#include "kolo/runtime.h"
+#include "runtime/coordinator.h"
+#include "runtime/executor.h"
+#include "runtime/response_cache.h"
+#include "runtime/timeline.h"
+#include "store/store.h"
+
+namespace kolo {
+
+struct RuntimeOptions {
+  WorldInfo world;
+  std::chrono::microseconds cycle_time{1000};
+  int64_t fusion_threshold_bytes = int64_t{128} << 20;
+  int32_t cache_capacity = 1024;
+  std::string timeline_path;  // empty: no timeline (rank 0 writes it)
+  std::chrono::seconds stall_warning{60};
+  std::chrono::seconds stall_shutdown{0};  // 0: never
+  std::chrono::milliseconds timeout{30000};
+};
+
+class Runtime {
+ public:
+  // Starts the background thread. `backend` may be null only in a one-rank
+  // world; `store` (may be null) is asked which rank died when the engine
+  // loses a peer. The options must be equal on every rank (checked).
+  static StatusOr<std::unique_ptr<Runtime>> Start(const RuntimeOptions& options,
+                                                  std::unique_ptr<Backend> backend,
+                                                  std::shared_ptr<Store> store);
+  // Shuts down if Shutdown() was not called.
+  ~Runtime();
+
+  // Enqueues one operation. `send`/`recv` stay the caller's; see
+  // kolo/runtime.h for what each collective reads and writes.
+  StatusOr<Handle> Enqueue(TensorSpec spec, const void* send, void* recv,
+                           CompletionCallback callback);
+  StatusOr<std::vector<Handle>> EnqueueGroup(std::vector<TensorSpec> specs,
+                                             std::vector<const void*> sends,
+                                             std::vector<void*> recvs,
+                                             CompletionCallback callback);
+  StatusOr<int32_t> Join();
+  // Leaves together with the other ranks (bounded by the timeout), fails
+  // whatever is still pending, and stops the thread. Idempotent.
+  Status Shutdown();
+
+  RuntimeStats stats() const;
+  const WorldInfo& world() const { return options_.world; }
+  // The error that ended the runtime, or ok.
+  Status sticky_error() const;
+
+ private:
+  Runtime(const RuntimeOptions& options, std::unique_ptr<Backend> backend,
+          std::shared_ptr<Store> store, std::unique_ptr<Timeline> timeline);
+
+  void Loop();
+  // One tick; false when the runtime should stop.
+  bool Tick();
+  // Waits until there is a reason to tick.
+  void WaitForWork(bool busy, std::chrono::steady_clock::time_point last_tick);
+  // Allgathers this rank's report and parses everyone's.
+  StatusOr<std::vector<CycleReport>> Exchange(const CycleReport& mine);
+  void Complete(LocalOperation* local, const Status& status, int64_t bytes);
+  void FailEverything(const Status& error);
+  Status NamePeerFailure(const Status& status);
+  void InspectStalls(SteadyTime now);
+
+  const RuntimeOptions options_;
+  std::unique_ptr<Backend> backend_;
+  std::shared_ptr<Store> store_;
+  std::unique_ptr<Timeline> timeline_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;        // new work, join or shutdown
+  std::condition_variable joined_all_;  // Join() waiters
+  std::deque<std::unique_ptr<LocalOperation>> queue_;  // guarded by mutex_
+  std::map<std::string, bool> names_in_use_;           // guarded by mutex_
+  bool join_requested_ = false;                        // guarded by mutex_
+  std::optional<int32_t> last_joined_;                 // guarded by mutex_
+  bool shutdown_requested_ = false;                    // guarded by mutex_
+  bool stopped_ = false;                               // guarded by mutex_
+  Status sticky_error_;                                // guarded by mutex_
+  RuntimeStats stats_;                                 // guarded by mutex_
+
+  // Owned by the background thread.
+  std::map<std::string, std::unique_ptr<LocalOperation>> pending_;
+  std::vector<LocalOperation*> unannounced_;  // in enqueue order
+  ResponseCache cache_;
+  Coordinator coordinator_;
+  Executor executor_;
+  RuntimeStats loop_stats_;  // copied into stats_ after each tick
+  SteadyTime shutdown_since_;
+  SteadyTime last_stall_check_;
+  std::map<std::string, SteadyTime> stall_warned_;
+
+  std::thread thread_;
+};
+
+}  // namespace kolo
+
+#endif  // KOLO_RUNTIME_RUNTIME_H_
