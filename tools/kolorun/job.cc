@@ -22,6 +22,7 @@ void SetJobSettings(const LaunchOptions& options, const StoreInfo& store,
   SetEnv(env, env::kStoreHosted, "1");
   SetEnv(env, env::kBackend, BackendName(options.backend));
   SetEnv(env, env::kTimeoutSeconds, std::to_string(options.timeout_seconds));
+  if (!options.timeline_path.empty()) SetEnv(env, env::kTimeline, options.timeline_path);
 }
 
 void SetUserEnv(const LaunchOptions& options, std::vector<std::string>* env) {
@@ -108,6 +109,10 @@ ProcessSpec BuildMpiJob(const LaunchOptions& options,
         env::kTimeoutSeconds}) {
     argv.push_back("-x");
     argv.push_back(name);
+  }
+  if (!options.timeline_path.empty()) {
+    argv.push_back("-x");
+    argv.push_back(env::kTimeline);
   }
   for (const auto& assignment : options.env) {
     argv.push_back("-x");

@@ -50,6 +50,8 @@ std::string Usage() {
          "default " +
          std::to_string(kDefaultTimeout.count()) +
          ")\n"
+         "  --timeline-filename F  rank 0 writes a Chrome-trace timeline of\n"
+         "                      the runtime to F (KOLO_TIMELINE)\n"
          "  --mpi-args \"...\"    extra arguments for mpirun (--backend mpi)\n"
          "  --verbose           print the store address, each rank's command\n"
          "                      and each rank's exit\n"
@@ -88,6 +90,7 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
   app.add_option("--env", env_texts)->allow_extra_args(false);
   app.add_option("--timeout", timeout_text)->allow_extra_args(false);
   app.add_option("--mpi-args", mpi_args_text)->allow_extra_args(false);
+  app.add_option("--timeline-filename", options.timeline_path)->allow_extra_args(false);
   app.add_flag("--verbose", options.verbose);
   // Parsing stops at the first argument that is not kolorun's: the program.
   app.prefix_command();
@@ -169,6 +172,10 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
           timeout_text + "'");
     }
     options.timeout_seconds = *timeout;
+  }
+
+  if (app.count("--timeline-filename") > 0 && options.timeline_path.empty()) {
+    return InvalidArgument("--timeline-filename expects a file name");
   }
 
   if (app.count("--mpi-args") > 0) {

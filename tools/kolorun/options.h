@@ -1,7 +1,8 @@
 // kolorun's command line:
 //
 //   kolorun -np N [--backend gloo|mpi] [--env K=V]... [--timeout S]
-//           [--mpi-args "..."] [--verbose] [--] program args...
+//           [--timeline-filename F] [--mpi-args "..."] [--verbose]
+//           [--] program args...
 //
 // Everything up to the program belongs to kolorun; the program and every
 // argument after it go to the workers untouched, so `kolorun -np 2 prog -np 3`
@@ -33,6 +34,7 @@ struct LaunchOptions {
   std::vector<std::pair<std::string, std::string>> env;
   int64_t timeout_seconds = kDefaultTimeout.count();
   bool verbose = false;
+  std::string timeline_path;          // --timeline-filename: KOLO_TIMELINE
   std::vector<std::string> mpi_args;  // --mpi-args, split on whitespace
   std::vector<std::string> command;   // program and its arguments
 };
