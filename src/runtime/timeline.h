@@ -5,10 +5,12 @@
 //
 // The runtime's thread only appends events to a queue; a writer thread
 // formats and writes them, so tracing costs the loop a lock and a push.
-// The file is valid JSON at every moment after Open(): each write lands
-// the new events together with the closing bracket in one pwrite() at the
-// offset where the previous closing bracket began, so a job killed at any
-// point leaves a file that parses.
+// The file is valid JSON after every write: each write lands the new events
+// together with the closing bracket in one pwrite() at the offset where the
+// previous closing bracket began, so a job killed between writes leaves a
+// file that parses. (A SIGKILL inside a write that spans a page boundary can
+// still cut it; timeline.cc explains why no in-place layout avoids that and
+// how rare it is.)
 //
 // Thread-safety: all methods may be called from any thread.
 #ifndef KOLO_RUNTIME_TIMELINE_H_
