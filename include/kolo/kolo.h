@@ -8,7 +8,8 @@
 //
 // Every collective must be called by every rank of the world in the same
 // order with matching arguments; when the arguments differ, every rank gets
-// a kMismatch Status naming the ranks and what differed instead of a hang.
+// a kMismatch Status naming the ranks and what differed instead of a hang,
+// and the job carries on.
 // When a peer dies, the survivors get kPeerFailure naming it within the
 // configured timeout (KOLO_TIMEOUT_S, default 30 s). Errors are sticky: after
 // a peer failure every later collective returns the same Status.
@@ -17,8 +18,14 @@
 // broadcast), recv + rank * count as send (allgather), or send + rank *
 // recv_count as recv (reducescatter), as MPI and NCCL define it.
 //
-// Thread-safety: Init/Shutdown from one thread; collectives from one thread
-// at a time (the asynchronous runtime of a later release lifts this).
+// These calls are thin wrappers over the asynchronous runtime
+// (kolo/runtime.h): each is enqueued under the name "sync call #N", N
+// counting this process's synchronous calls, and waited for.
+//
+// Thread-safety: Init/Shutdown from one thread, not concurrently with other
+// calls; synchronous collectives from one thread (their numbering must match
+// across ranks). For collectives from many threads use the named,
+// asynchronous API of kolo/runtime.h.
 #ifndef KOLO_KOLO_H_
 #define KOLO_KOLO_H_
 
