@@ -5,6 +5,7 @@
 // runtime (runtime/synchronous.h).
 #include "kolo/kolo.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -151,6 +152,11 @@ Status Init() {
   p.runtime = std::move(runtime).value();
   p.sync = std::make_unique<SynchronousCollectives>(p.runtime.get());
   p.initialized = true;
+  // A program that returns from main without Shutdown() still leaves the job
+  // in step with its peers (and before MPI ends, whose own exit handler was
+  // registered earlier and so runs later).
+  static const bool shutdown_at_exit = [] { return std::atexit([] { (void)Shutdown(); }) == 0; }();
+  (void)shutdown_at_exit;
   return Status::Ok();
 }
 

@@ -73,11 +73,18 @@ TEST_P(CollectivesErrorTest, MismatchedCountsGiveTheNamedErrorOnEveryRank) {
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   for (const char* rank : {"0", "1", "2"}) {
     EXPECT_THAT(r.out, HasSubstr(std::string("[") + rank + "]<stdout>: rank " + rank +
-                                 ": mismatch: tensor 'sync call #1': ranks disagree on the "
+                                 ": mismatch: synchronous call #1: tensor 'kolo.sync': ranks disagree on the "
                                  "element count: ranks 0,2 have 10; rank 1 has 12"))
         << Describe(r);
   }
   EXPECT_EQ(CountMatches(r.out, "recovered after the mismatch"), 3);
+}
+
+TEST_P(CollectivesErrorTest, InitAfterShutdownStartsAFreshJob) {
+  RunResult r = RunProgram({kKolorun, "-np", "2", "--backend", GetParam(), kWorker, "reinit"}, {},
+                           std::chrono::seconds(60));
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(CountMatches(r.out, "three rounds of init and shutdown"), 2) << Describe(r);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, CollectivesErrorTest, ::testing::Values("gloo", "mpi"));
@@ -95,7 +102,7 @@ TEST(CollectivesFailureTest, SurvivorsNameTheRankThatDied) {
     EXPECT_TRUE(std::regex_search(
         r.err, std::regex(std::string("\\[") + rank +
                           "\\]<stderr>: rank " + rank + ": step \\d+: (peer failure|timeout): "
-                          "rank " + rank + ": rank 1 is gone")))
+                          "synchronous call #\\d+: rank " + rank + ": rank 1 is gone")))
         << Describe(r);
   }
 }
@@ -114,10 +121,10 @@ TEST(CollectivesFailureTest, RankThatNeverCallsIsReportedAsAStall) {
                            {}, std::chrono::seconds(60));
   EXPECT_NE(r.exit_code, 0) << Describe(r);
   EXPECT_LT(r.seconds, 20) << Describe(r);
-  EXPECT_THAT(r.err, HasSubstr("[0]<stderr>: kolo rank 0 warning: stall: tensor 'sync call #1' "
+  EXPECT_THAT(r.err, HasSubstr("[0]<stderr>: kolo rank 0 warning: stall: tensor 'kolo.sync' "
                                "has waited 1 s for rank 1"))
       << Describe(r);
-  EXPECT_THAT(r.err, HasSubstr("[0]<stderr>: rank 0: aborted: stall: tensor 'sync call #1' has "
+  EXPECT_THAT(r.err, HasSubstr("[0]<stderr>: rank 0: aborted: synchronous call #1: stall: tensor 'kolo.sync' has "
                                "waited 3 s for rank 1"))
       << Describe(r);
 }
@@ -128,7 +135,7 @@ TEST(CollectivesFailureTest, FrozenPeerTimesOutInsteadOfHanging) {
                            {}, std::chrono::seconds(60));
   EXPECT_NE(r.exit_code, 0) << Describe(r);
   EXPECT_LT(r.seconds, 20) << Describe(r);
-  EXPECT_TRUE(std::regex_search(r.err, std::regex("\\[0\\]<stderr>: rank 0: timeout: rank 0: ")))
+  EXPECT_TRUE(std::regex_search(r.err, std::regex("\\[0\\]<stderr>: rank 0: timeout: synchronous call #1: rank 0: ")))
       << Describe(r);
 }
 

@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 
 #include "collectives/backend.h"
@@ -99,8 +100,7 @@ std::vector<int> Displacements(const std::vector<int>& counts) {
 
 class MpiBackend : public Backend {
  public:
-  MpiBackend(const WorldInfo& world, MPI_Comm comm, bool finalize_on_exit)
-      : world_(world), comm_(comm), finalize_on_exit_(finalize_on_exit) {
+  MpiBackend(const WorldInfo& world, MPI_Comm comm) : world_(world), comm_(comm) {
     for (ReduceOp op : AllReduceOps()) {
       MPI_Op_create(HalfLikeFunction<DataType::kFloat16>(op), 1,
                     &half_ops_[static_cast<int>(op)]);
@@ -113,7 +113,6 @@ class MpiBackend : public Backend {
     for (MPI_Op& op : half_ops_) MPI_Op_free(&op);
     for (MPI_Op& op : bfloat_ops_) MPI_Op_free(&op);
     MPI_Comm_free(&comm_);
-    if (finalize_on_exit_) MPI_Finalize();
   }
 
   Status Allreduce(const void* send, void* recv, int64_t count, DataType type,
@@ -192,7 +191,6 @@ class MpiBackend : public Backend {
 
   const WorldInfo world_;
   MPI_Comm comm_;
-  const bool finalize_on_exit_;
   MPI_Op half_ops_[5];
   MPI_Op bfloat_ops_[5];
 };
@@ -203,14 +201,20 @@ StatusOr<std::unique_ptr<Backend>> CreateMpiBackend(
     const BackendOptions& options) {
   int initialized = 0;
   MPI_Initialized(&initialized);
-  bool we_initialized = false;
   if (!initialized) {
     int provided = 0;
     if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) !=
         MPI_SUCCESS) {
       return Internal("MPI_Init_thread failed");
     }
-    we_initialized = true;
+    // MPI starts once per process and cannot start again after it ends, so
+    // kolo::Shutdown() leaves it running (a later kolo::Init() reuses it)
+    // and it ends when the process does.
+    std::atexit([] {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Finalize();
+    });
   }
   MPI_Comm comm;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
@@ -221,7 +225,6 @@ StatusOr<std::unique_ptr<Backend>> CreateMpiBackend(
   MPI_Comm_size(comm, &size);
   if (rank != options.world.rank || size != options.world.size) {
     MPI_Comm_free(&comm);
-    if (we_initialized) MPI_Finalize();
     return InvalidArgument(
         "the mpi backend sees rank " + std::to_string(rank) + " of " +
         std::to_string(size) + " but the launcher said rank " +
@@ -229,7 +232,7 @@ StatusOr<std::unique_ptr<Backend>> CreateMpiBackend(
         std::to_string(options.world.size) +
         ": start MPI jobs with mpirun or kolorun --backend mpi");
   }
-  return std::unique_ptr<Backend>(new MpiBackend(options.world, comm, we_initialized));
+  return std::unique_ptr<Backend>(new MpiBackend(options.world, comm));
 }
 
 }  // namespace kolo

@@ -5,6 +5,7 @@
 //   die                 rank 1 kills itself in the middle of allreduces
 //   hang                rank 1 never makes the call (its process stays alive)
 //   freeze              rank 1 stops altogether (SIGSTOP)
+//   reinit              Init, allreduce, Shutdown, three times over
 // Exit codes: 0 as expected, 1 wrong result or unexpected error, 2 bad
 // usage, 3 the expected error was reported (die, hang).
 #include <signal.h>
@@ -80,11 +81,34 @@ int Hang(bool freeze) {
   return s.ok() ? 1 : 3;
 }
 
+int Reinit() {
+  for (int round = 0; round < 3; ++round) {
+    if (round > 0) {
+      if (kolo::Status s = kolo::Init(); !s.ok()) {
+        std::fprintf(stderr, "round %d: init: %s\n", round, s.ToString().c_str());
+        return 1;
+      }
+    }
+    float x = static_cast<float>(kolo::Rank() + round);
+    kolo::Status s = kolo::Allreduce(&x, &x, 1, kolo::DataType::kFloat32, kolo::ReduceOp::kSum);
+    const int32_t n = kolo::Size();
+    if (!s.ok() || x != static_cast<float>(n * (n - 1) / 2 + n * round)) {
+      std::fprintf(stderr, "round %d: %s, got %g\n", round, s.ToString().c_str(), x);
+      return 1;
+    }
+    if (round < 2) {
+      if (kolo::Status down = kolo::Shutdown(); !down.ok()) return 1;
+    }
+  }
+  std::printf("rank %d: three rounds of init and shutdown\n", kolo::Rank());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: collectives_worker matrix|mismatch|die|hang|freeze [counts...]\n");
+    std::fprintf(stderr, "usage: collectives_worker matrix|mismatch|die|hang|freeze|reinit [counts...]\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -103,6 +127,8 @@ int main(int argc, char** argv) {
     code = Mismatch();
   } else if (scenario == "die") {
     code = Die();
+  } else if (scenario == "reinit") {
+    code = Reinit();
   } else if (scenario == "hang" || scenario == "freeze") {
     code = Hang(scenario == "freeze");
   }
