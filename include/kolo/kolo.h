@@ -19,8 +19,9 @@
 // recv_count as recv (reducescatter), as MPI and NCCL define it.
 //
 // These calls are thin wrappers over the asynchronous runtime
-// (kolo/runtime.h): each is enqueued under the name "sync call #N", N
-// counting this process's synchronous calls, and waited for.
+// (kolo/runtime.h): each is enqueued under the name "kolo.sync" and waited
+// for, so the k-th call of each rank meets the k-th call of the others;
+// errors name the call ("synchronous call #k").
 //
 // Thread-safety: Init/Shutdown from one thread, not concurrently with other
 // calls; synchronous collectives from one thread (their numbering must match

@@ -20,11 +20,13 @@ TensorSpec Spec(Collective collective, DataType type, int64_t count,
 
 Status SynchronousCollectives::Run(TensorSpec spec, const void* send, void* recv,
                                    void* output_to) {
-  spec.name = "sync call #" + std::to_string(++calls_);
-  KOLO_ASSIGN_OR_RETURN(Handle handle, runtime_->Enqueue(std::move(spec), send, recv, nullptr));
-  KOLO_RETURN_IF_ERROR(handle.Wait());
-  if (output_to != nullptr && !handle.output().empty()) {
-    std::memmove(output_to, handle.output().data(), handle.output().size());
+  spec.name = kSyncName;
+  const std::string call = "synchronous call #" + std::to_string(++calls_);
+  StatusOr<Handle> handle = runtime_->Enqueue(std::move(spec), send, recv, nullptr);
+  if (!handle.ok()) return handle.status().WithContext(call);
+  KOLO_RETURN_IF_ERROR(handle->Wait().WithContext(call));
+  if (output_to != nullptr && !handle->output().empty()) {
+    std::memmove(output_to, handle->output().data(), handle->output().size());
   }
   return Status::Ok();
 }

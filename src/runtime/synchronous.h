@@ -1,13 +1,14 @@
 // SynchronousCollectives: kolo.h's blocking collectives as thin wrappers
-// over the runtime. Each call is enqueued under the name "sync call #N",
-// N counting this object's calls, so calls match across ranks when every
-// rank makes them in the same order, and a mismatched call is caught by the
-// same negotiation as any named operation. Outputs the runtime allocates
-// are copied into the caller's buffer.
+// over the runtime. Every call is enqueued under the one name kSyncName and
+// waited for, so the k-th call of every rank meets the k-th call of the
+// others, a mismatched call is caught by the same negotiation as any named
+// operation, and a steady loop of identical calls hits the response cache
+// like any training step. Errors say which call failed ("synchronous call
+// #N"). Outputs the runtime allocates are copied into the caller's buffer.
 //
-// Thread-safety: calls from several threads are safe but get numbers in
-// the order they arrive, which other ranks cannot reproduce; use one thread
-// (or the named, asynchronous API) for concurrent collectives.
+// Thread-safety: one call at a time. A second thread calling while one
+// waits gets kInvalidArgument (the name is pending); use the named,
+// asynchronous API for concurrent collectives.
 #ifndef KOLO_RUNTIME_SYNCHRONOUS_H_
 #define KOLO_RUNTIME_SYNCHRONOUS_H_
 
@@ -19,6 +20,8 @@
 #include "runtime/runtime.h"
 
 namespace kolo {
+
+inline constexpr const char* kSyncName = "kolo.sync";
 
 class SynchronousCollectives {
  public:

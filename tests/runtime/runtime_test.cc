@@ -133,7 +133,8 @@ TEST(RuntimeTest, DifferentCountsFailOnEveryRankNamingTheRanks) {
   for (const Status& s : results) {
     EXPECT_EQ(s.code(), StatusCode::kMismatch) << s.ToString();
     EXPECT_EQ(s.message(),
-              "tensor 'sync call #1': ranks disagree on the element count: ranks 0,2 have 10; "
+              "synchronous call #1: tensor 'kolo.sync': ranks disagree on the element count: "
+              "ranks 0,2 have 10; "
               "rank 1 has 12");
   }
   // Only that operation failed; the runtime carries on.
