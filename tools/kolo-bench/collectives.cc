@@ -1,4 +1,5 @@
 #include "collectives.h"
+#include "json_file.h"
 
 #include <fmt/format.h>
 
@@ -341,26 +342,6 @@ void PrintHeader(const CollectivesConfig& config, const Table& table) {
   std::fflush(stdout);
 }
 
-Status WriteJsonFile(const std::string& path, const nlohmann::json& json) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream file(tmp, std::ios::out | std::ios::trunc);
-    if (!file) {
-      return InvalidArgument(
-          fmt::format("--json: cannot open {}: {}", tmp, std::strerror(errno)));
-    }
-    file << json.dump(2) << "\n";
-    file.close();
-    if (!file) {
-      return Internal(fmt::format("--json: writing {} failed", tmp));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return Internal(fmt::format("--json: renaming {} to {} failed: {}", tmp,
-                                path, std::strerror(errno)));
-  }
-  return Status::Ok();
-}
 
 // Runs the whole sweep on every rank; rank 0 prints. Returns whether every
 // checked value was right.

@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "collectives.h"
+#include "fusion.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kolo-bench: benchmarks for kolo's collectives"};
@@ -15,6 +16,8 @@ int main(int argc, char** argv) {
   kolo::bench::CollectivesFlags collectives_flags;
   CLI::App* collectives =
       kolo::bench::AddCollectivesCommand(app, &collectives_flags);
+  kolo::bench::FusionFlags fusion_flags;
+  CLI::App* fusion = kolo::bench::AddFusionCommand(app, &fusion_flags);
 
   try {
     app.parse(argc, argv);
@@ -29,6 +32,9 @@ int main(int argc, char** argv) {
   try {
     if (collectives->parsed()) {
       return kolo::bench::RunCollectivesCommand(collectives_flags);
+    }
+    if (fusion->parsed()) {
+      return kolo::bench::RunFusionCommand(fusion_flags);
     }
   } catch (const std::exception& e) {
     fmt::print(stderr, "kolo-bench: {}\n", e.what());

@@ -1,0 +1,33 @@
+#include "json_file.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+namespace kolo::bench {
+
+Status WriteJsonFile(const std::string& path, const nlohmann::json& json) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream file(tmp, std::ios::out | std::ios::trunc);
+    if (!file) {
+      return InvalidArgument(
+          fmt::format("--json: cannot open {}: {}", tmp, std::strerror(errno)));
+    }
+    file << json.dump(2) << "\n";
+    file.close();
+    if (!file) {
+      return Internal(fmt::format("--json: writing {} failed", tmp));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Internal(fmt::format("--json: renaming {} to {} failed: {}", tmp,
+                                path, std::strerror(errno)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace kolo::bench
