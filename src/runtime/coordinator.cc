@@ -120,7 +120,13 @@ CycleDecision Coordinator::Decide(const std::vector<CycleReport>& reports,
   }
   for (const std::string& name : stale) cache_->Erase(name);
 
-  // Group members ready so far, by group, in announcement order.
+  // Ready operations in announcement order; a group holds the place of its
+  // first member and is filled in once all of its members are ready.
+  struct Slot {
+    std::string group;  // empty: `operation` itself
+    ReadyOperation operation;
+  };
+  std::vector<Slot> slots;
   std::map<std::string, std::vector<ReadyOperation>> groups;
   std::vector<uint64_t> done;
   for (const auto& [order, name] : order_) {
@@ -140,13 +146,20 @@ CycleDecision Coordinator::Decide(const std::vector<CycleReport>& reports,
                              .first->second;
         if (++f.members_failed >= reference.group_size) failed_groups_.erase(reference.group);
       }
-      decision.ready.push_back(std::move(op));
       done.push_back(order);
+      slots.push_back(Slot{"", std::move(op)});
     } else {
-      groups[reference.group].push_back(std::move(op));
+      std::vector<ReadyOperation>& members = groups[reference.group];
+      if (members.empty()) slots.push_back(Slot{reference.group, ReadyOperation()});
+      members.push_back(std::move(op));
     }
   }
-  for (auto& [group, members] : groups) {
+  for (Slot& slot : slots) {
+    if (slot.group.empty()) {
+      decision.ready.push_back(std::move(slot.operation));
+      continue;
+    }
+    std::vector<ReadyOperation>& members = groups[slot.group];
     if (static_cast<int32_t>(members.size()) < members.front().specs[0].group_size) continue;
     for (ReadyOperation& op : members) {
       done.push_back(entries_.at(op.name).order);

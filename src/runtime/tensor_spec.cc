@@ -199,6 +199,11 @@ Status CheckSpecsAgree(const std::vector<const TensorSpec*>& by_rank,
     }
     for (const auto& [rank, spec] : present) {
       if (spec->expected.empty()) continue;
+      if (static_cast<int32_t>(spec->expected.size()) != world_size) {
+        return InvalidArgument(tensor + " on rank " + std::to_string(rank) + ": " +
+                               std::to_string(spec->expected.size()) + " receive counts for " +
+                               std::to_string(world_size) + " ranks");
+      }
       for (const auto& [from, from_spec] : present) {
         if (spec->expected[from] != from_spec->splits[rank]) {
           return Mismatch(tensor + ": rank " + std::to_string(from) + " sends " +
