@@ -44,6 +44,12 @@ class Backend {
                                int64_t recv_count, DataType type,
                                ReduceOp op) = 0;
   virtual Status Barrier() = 0;
+
+  // Tensors of at least this many bytes run alone even when they could be
+  // fused: on this engine the copies into and out of the fusion buffer
+  // would cost more than the engine call they save. Must be the same on
+  // every rank (it is a constant of the engine).
+  virtual int64_t FusionCutoffBytes() const = 0;
 };
 
 struct BackendOptions {

@@ -58,12 +58,13 @@ void ReduceTyped(ReduceOp op, void* out, const void* a, const void* b,
 }
 
 template <typename Traits>
-void DivideTyped(void* data, int64_t count, int64_t divisor) {
+void DivideTyped(void* out, const void* in, int64_t count, int64_t divisor) {
   using T = typename Traits::StorageType;
-  auto* d = static_cast<T*>(data);
+  auto* o = static_cast<T*>(out);
+  const auto* x = static_cast<const T*>(in);
   for (int64_t i = 0; i < count; ++i) {
-    auto value = Traits::Load(d[i]);
-    d[i] = Traits::Store(value / static_cast<decltype(value)>(divisor));
+    auto value = Traits::Load(x[i]);
+    o[i] = Traits::Store(value / static_cast<decltype(value)>(divisor));
   }
 }
 
@@ -94,8 +95,13 @@ void ReduceInto(DataType type, ReduceOp op, void* out, const void* a,
 }
 
 void DivideInPlace(DataType type, void* data, int64_t count, int64_t divisor) {
+  DivideInto(type, data, data, count, divisor);
+}
+
+void DivideInto(DataType type, void* out, const void* in, int64_t count,
+                int64_t divisor) {
   DispatchType(type, [&](auto traits) {
-    DivideTyped<decltype(traits)>(data, count, divisor);
+    DivideTyped<decltype(traits)>(out, in, count, divisor);
   });
 }
 

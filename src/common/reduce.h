@@ -17,6 +17,9 @@ void ReduceInto(DataType type, ReduceOp op, void* out, const void* a,
 
 // data[i] /= divisor; integer types truncate toward zero.
 void DivideInPlace(DataType type, void* data, int64_t count, int64_t divisor);
+// out[i] = in[i] / divisor, in one pass (out may equal in).
+void DivideInto(DataType type, void* out, const void* in, int64_t count,
+                int64_t divisor);
 
 }  // namespace kolo
 

@@ -98,14 +98,18 @@ Status Executor::RunAllreduce(const std::vector<const ReadyOperation*>& operatio
                                first.op);
   }));
   Phase(operations, "COPY_OUT", true);
-  if (first.op == ReduceOp::kAverage) {
-    DivideInPlace(type, fusion_buffer_.data(), total, contributors);
-  }
   offset = 0;
   for (size_t i = 0; i < operations.size(); ++i) {
-    const int64_t bytes = operations[i]->specs[world_.rank].count * element;
-    if (locals[i] != nullptr) std::memcpy(locals[i]->recv, fusion_buffer_.data() + offset, bytes);
-    offset += bytes;
+    const int64_t count = operations[i]->specs[world_.rank].count;
+    if (locals[i] != nullptr) {
+      // An average divides on the way out: one pass over the data, not two.
+      if (first.op == ReduceOp::kAverage) {
+        DivideInto(type, locals[i]->recv, fusion_buffer_.data() + offset, count, contributors);
+      } else {
+        std::memcpy(locals[i]->recv, fusion_buffer_.data() + offset, count * element);
+      }
+    }
+    offset += count * element;
   }
   Phase(operations, "COPY_OUT", false);
   return Status::Ok();

@@ -246,7 +246,8 @@ bool Runtime::Tick() {
     timeline_->Mark("cycle", start);
   }
 
-  for (const Batch& batch : PlanFusion(decision.ready, options_.fusion_threshold_bytes)) {
+  const int64_t cutoff = backend_ ? backend_->FusionCutoffBytes() : 0;
+  for (const Batch& batch : PlanFusion(decision.ready, options_.fusion_threshold_bytes, cutoff)) {
     std::vector<const ReadyOperation*> operations;
     std::vector<LocalOperation*> locals;
     for (size_t index : batch.operations) {

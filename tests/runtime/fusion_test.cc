@@ -10,6 +10,7 @@ namespace kolo {
 namespace {
 
 constexpr int32_t kWorldSize = 3;
+constexpr int64_t kNoCutoff = INT64_MAX;
 
 struct OpOptions {
   DataType type = DataType::kFloat32;
@@ -52,13 +53,13 @@ std::vector<std::vector<size_t>> Operations(const std::vector<Batch>& batches) {
 
 using Plan = std::vector<std::vector<size_t>>;
 
-TEST(FusionTest, NothingReadyPlansNothing) { EXPECT_TRUE(PlanFusion({}, 100).empty()); }
+TEST(FusionTest, NothingReadyPlansNothing) { EXPECT_TRUE(PlanFusion({}, 100, kNoCutoff).empty()); }
 
 TEST(FusionTest, SameKindAllreducesFuseUpToTheThreshold) {
   // float32: 40, 40, 20, 20 bytes; the first three fill 100 exactly.
   const std::vector<ReadyOperation> ready = {Op("a", 10), Op("b", 10), Op("c", 5),
                                              Op("d", 5)};
-  const std::vector<Batch> batches = PlanFusion(ready, 100);
+  const std::vector<Batch> batches = PlanFusion(ready, 100, kNoCutoff);
   EXPECT_EQ(Operations(batches), (Plan{{0, 1, 2}, {3}}));
   ASSERT_EQ(batches.size(), 2u);
   EXPECT_EQ(batches[0].bytes, 100);
@@ -71,7 +72,7 @@ TEST(FusionTest, ByteCountUsesTheElementSize) {
   // 8 * (6 + 6) = 96 bytes fit under 100; a third would not.
   const std::vector<ReadyOperation> ready = {Op("a", 6, float64), Op("b", 6, float64),
                                              Op("c", 1, float64)};
-  const std::vector<Batch> batches = PlanFusion(ready, 100);
+  const std::vector<Batch> batches = PlanFusion(ready, 100, kNoCutoff);
   EXPECT_EQ(Operations(batches), (Plan{{0, 1}, {2}}));
   EXPECT_EQ(batches[0].bytes, 96);
   EXPECT_EQ(batches[1].bytes, 8);
@@ -80,13 +81,13 @@ TEST(FusionTest, ByteCountUsesTheElementSize) {
 TEST(FusionTest, TensorLargerThanTheThresholdRunsAlone) {
   // 40, 120, 40 bytes.
   std::vector<ReadyOperation> ready = {Op("a", 10), Op("big", 30), Op("c", 10)};
-  std::vector<Batch> batches = PlanFusion(ready, 100);
+  std::vector<Batch> batches = PlanFusion(ready, 100, kNoCutoff);
   EXPECT_EQ(Operations(batches), (Plan{{0, 2}, {1}}));
   EXPECT_EQ(batches[0].bytes, 80);
   EXPECT_EQ(batches[1].bytes, 120);
 
   ready = {Op("big", 30), Op("a", 10)};
-  batches = PlanFusion(ready, 100);
+  batches = PlanFusion(ready, 100, kNoCutoff);
   EXPECT_EQ(Operations(batches), (Plan{{0}, {1}}));
   EXPECT_EQ(batches[0].bytes, 120);
 }
@@ -94,7 +95,7 @@ TEST(FusionTest, TensorLargerThanTheThresholdRunsAlone) {
 TEST(FusionTest, LaterSmallerTensorsFillTheBatch) {
   // 80, 40, 20 bytes: 80 + 40 overflows, 80 + 20 fits.
   const std::vector<ReadyOperation> ready = {Op("a", 20), Op("b", 10), Op("c", 5)};
-  const std::vector<Batch> batches = PlanFusion(ready, 100);
+  const std::vector<Batch> batches = PlanFusion(ready, 100, kNoCutoff);
   EXPECT_EQ(Operations(batches), (Plan{{0, 2}, {1}}));
   EXPECT_EQ(batches[0].bytes, 100);
   EXPECT_EQ(batches[1].bytes, 40);
@@ -111,7 +112,7 @@ TEST(FusionTest, DifferentTypeOpOrJoinedRanksSplitBatches) {
       Op("f32", 10),          Op("f64", 10, float64), Op("max", 10, max),
       Op("joined", 10, joined), Op("f32.2", 10),      Op("f64.2", 10, float64),
       Op("max.2", 10, max),   Op("joined.2", 10, joined)};
-  const std::vector<Batch> batches = PlanFusion(ready, 1000);
+  const std::vector<Batch> batches = PlanFusion(ready, 1000, kNoCutoff);
   EXPECT_EQ(Operations(batches), (Plan{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
   ASSERT_EQ(batches.size(), 4u);
   EXPECT_EQ(batches[0].bytes, 80);
@@ -126,7 +127,7 @@ TEST(FusionTest, DifferentJoinedSetsDoNotFuse) {
   OpOptions joined2;
   joined2.joined = {false, false, true};
   const std::vector<ReadyOperation> ready = {Op("a", 1, joined1), Op("b", 1, joined2)};
-  EXPECT_EQ(Operations(PlanFusion(ready, 1000)), (Plan{{0}, {1}}));
+  EXPECT_EQ(Operations(PlanFusion(ready, 1000, kNoCutoff)), (Plan{{0}, {1}}));
 }
 
 TEST(FusionTest, OtherCollectivesRunAlone) {
@@ -140,7 +141,7 @@ TEST(FusionTest, OtherCollectivesRunAlone) {
     ready.push_back(Op(std::string(CollectiveName(kind)) + ".1", 3, options));
     ready.push_back(Op(std::string(CollectiveName(kind)) + ".2", 3, options));
   }
-  const std::vector<Batch> batches = PlanFusion(ready, 1000);
+  const std::vector<Batch> batches = PlanFusion(ready, 1000, kNoCutoff);
   ASSERT_EQ(batches.size(), ready.size());
   for (size_t i = 0; i < batches.size(); ++i) {
     EXPECT_EQ(batches[i].operations, std::vector<size_t>{i});
@@ -156,7 +157,7 @@ TEST(FusionTest, FailedOperationsRunAlone) {
   ReadyOperation mismatch = Op("mismatch", 1);
   mismatch.error = Mismatch("tensor 'mismatch': ...");
   const std::vector<ReadyOperation> ready = {Op("a", 1), gone, mismatch, Op("b", 1)};
-  EXPECT_EQ(Operations(PlanFusion(ready, 1000)), (Plan{{0, 3}, {1}, {2}}));
+  EXPECT_EQ(Operations(PlanFusion(ready, 1000, kNoCutoff)), (Plan{{0, 3}, {1}, {2}}));
 }
 
 TEST(FusionTest, GroupMembersShareOneBatchWhateverItsSize) {
@@ -164,7 +165,7 @@ TEST(FusionTest, GroupMembersShareOneBatchWhateverItsSize) {
   const std::vector<ReadyOperation> ready = {GroupMember("g.0", 100, "g", 3),
                                              GroupMember("g.1", 100, "g", 3),
                                              GroupMember("g.2", 100, "g", 3)};
-  const std::vector<Batch> batches = PlanFusion(ready, 100);
+  const std::vector<Batch> batches = PlanFusion(ready, 100, kNoCutoff);
   EXPECT_EQ(Operations(batches), (Plan{{0, 1, 2}}));
   EXPECT_EQ(batches[0].bytes, 1200);
 }
@@ -173,7 +174,7 @@ TEST(FusionTest, GroupsAndUngroupedOperationsDoNotMix) {
   const std::vector<ReadyOperation> ready = {
       Op("u.0", 1), GroupMember("g.0", 1, "g", 2), GroupMember("h.0", 1, "h", 2),
       Op("u.1", 1), GroupMember("g.1", 1, "g", 2), GroupMember("h.1", 1, "h", 2)};
-  const std::vector<Batch> batches = PlanFusion(ready, 1000);
+  const std::vector<Batch> batches = PlanFusion(ready, 1000, kNoCutoff);
   EXPECT_EQ(Operations(batches), (Plan{{0, 3}, {1, 4}, {2, 5}}));
   for (const Batch& batch : batches) EXPECT_EQ(batch.bytes, 8);
 }
@@ -196,7 +197,7 @@ TEST(FusionTest, EveryOperationIsPlannedOnceInOrderOfItsFirstOperation) {
       default: ready.push_back(Op(name, count)); break;
     }
   }
-  const std::vector<Batch> batches = PlanFusion(ready, 64);
+  const std::vector<Batch> batches = PlanFusion(ready, 64, kNoCutoff);
 
   std::vector<int> times_planned(ready.size(), 0);
   size_t previous_first = 0;
@@ -242,6 +243,14 @@ TEST(FusionTest, EveryOperationIsPlannedOnceInOrderOfItsFirstOperation) {
   }
   EXPECT_TRUE(found_g);
   EXPECT_TRUE(found_h);
+}
+
+TEST(FusionTest, TensorsAtTheCutoffRunAloneButGroupsStillFuse) {
+  // Floats: 4 bytes each; cutoff 40 bytes = 10 floats.
+  const std::vector<ReadyOperation> ready = {Op("small", 9), Op("big", 10), Op("small2", 2),
+                                             GroupMember("g0", 50, "g", 2),
+                                             GroupMember("g1", 1, "g", 2)};
+  EXPECT_EQ(Operations(PlanFusion(ready, 1000, 40)), (Plan{{0, 2}, {1}, {3, 4}}));
 }
 
 }  // namespace

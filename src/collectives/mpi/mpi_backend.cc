@@ -182,6 +182,10 @@ class MpiBackend : public Backend {
 
   Status Barrier() override { return CheckMpi(MPI_Barrier(comm_), "barrier"); }
 
+  // An MPI call costs microseconds in shared memory: fusing pays only for
+  // small tensors.
+  int64_t FusionCutoffBytes() const override { return int64_t{64} << 10; }
+
  private:
   MPI_Op OpFor(DataType type, ReduceOp op) const {
     if (type == DataType::kFloat16) return half_ops_[static_cast<int>(op)];
