@@ -49,17 +49,6 @@ Runtime* TheRuntime() {
   return p.initialized ? p.runtime.get() : nullptr;
 }
 
-TensorSpec Spec(Collective collective, DataType type, int64_t count,
-                ReduceOp op = ReduceOp::kSum, int32_t root = -1) {
-  TensorSpec spec;
-  spec.collective = collective;
-  spec.type = type;
-  spec.count = count;
-  spec.op = op;
-  spec.root = root;
-  return spec;
-}
-
 }  // namespace
 
 const char* BackendName(BackendKind kind) {
@@ -287,7 +276,7 @@ StatusOr<Handle> EnqueueOne(TensorSpec spec, const std::string& name, const void
 StatusOr<Handle> EnqueueAllreduce(const std::string& name, const void* send, void* recv,
                                   int64_t count, DataType type, ReduceOp op,
                                   CompletionCallback callback) {
-  return EnqueueOne(Spec(Collective::kAllreduce, type, count, op), name, send, recv,
+  return EnqueueOne(MakeSpec(Collective::kAllreduce, type, count, op), name, send, recv,
                     std::move(callback));
 }
 
@@ -301,7 +290,7 @@ StatusOr<std::vector<Handle>> EnqueueGroupedAllreduce(
   std::vector<const void*> sends;
   std::vector<void*> recvs;
   for (const AllreduceTensor& t : tensors) {
-    TensorSpec spec = Spec(Collective::kAllreduce, type, t.count, op);
+    TensorSpec spec = MakeSpec(Collective::kAllreduce, type, t.count, op);
     spec.name = t.name;
     spec.group = group_name;
     spec.group_size = static_cast<int32_t>(tensors.size());
@@ -315,13 +304,13 @@ StatusOr<std::vector<Handle>> EnqueueGroupedAllreduce(
 
 StatusOr<Handle> EnqueueAllgather(const std::string& name, const void* send, int64_t count,
                                   DataType type, CompletionCallback callback) {
-  return EnqueueOne(Spec(Collective::kAllgather, type, count), name, send, nullptr,
+  return EnqueueOne(MakeSpec(Collective::kAllgather, type, count), name, send, nullptr,
                     std::move(callback));
 }
 
 StatusOr<Handle> EnqueueBroadcast(const std::string& name, void* buffer, int64_t count,
                                   DataType type, int32_t root, CompletionCallback callback) {
-  return EnqueueOne(Spec(Collective::kBroadcast, type, count, ReduceOp::kSum, root), name,
+  return EnqueueOne(MakeSpec(Collective::kBroadcast, type, count, ReduceOp::kSum, root), name,
                     buffer, buffer, std::move(callback));
 }
 
@@ -330,7 +319,7 @@ StatusOr<Handle> EnqueueAlltoall(const std::string& name, const void* send,
                                  CompletionCallback callback) {
   int64_t total = 0;
   for (int64_t c : send_counts) total += c;
-  TensorSpec spec = Spec(Collective::kAlltoall, type, total);
+  TensorSpec spec = MakeSpec(Collective::kAlltoall, type, total);
   spec.splits = send_counts;
   return EnqueueOne(std::move(spec), name, send, nullptr, std::move(callback));
 }
@@ -338,7 +327,7 @@ StatusOr<Handle> EnqueueAlltoall(const std::string& name, const void* send,
 StatusOr<Handle> EnqueueReducescatter(const std::string& name, const void* send,
                                       int64_t count, DataType type, ReduceOp op,
                                       CompletionCallback callback) {
-  return EnqueueOne(Spec(Collective::kReducescatter, type, count, op), name, send, nullptr,
+  return EnqueueOne(MakeSpec(Collective::kReducescatter, type, count, op), name, send, nullptr,
                     std::move(callback));
 }
 

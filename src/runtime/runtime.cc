@@ -377,17 +377,19 @@ StatusOr<std::vector<CycleReport>> Runtime::Exchange(const CycleReport& mine) {
 
 void Runtime::Complete(LocalOperation* local, const Status& status, int64_t bytes) {
   const std::string name = local->spec.name;
-  {
-    // The name is free again before anyone learns of the completion, so a
-    // callback or waiter may reuse it at once (the next training step).
-    std::lock_guard<std::mutex> lock(mutex_);
-    names_in_use_.erase(name);
-  }
   if (status.ok()) {
     ++loop_stats_.operations;
     loop_stats_.bytes += bytes;
   } else {
     ++loop_stats_.errors;
+  }
+  {
+    // The name is free again, and the statistics count the operation,
+    // before anyone learns of the completion: a waiter may read them or
+    // reuse the name at once (the next training step).
+    std::lock_guard<std::mutex> lock(mutex_);
+    names_in_use_.erase(name);
+    stats_ = loop_stats_;
   }
   local->handle->Complete(status);
   pending_.erase(name);

@@ -3,21 +3,6 @@
 #include <cstring>
 
 namespace kolo {
-namespace {
-
-TensorSpec Spec(Collective collective, DataType type, int64_t count,
-                ReduceOp op = ReduceOp::kSum, int32_t root = -1) {
-  TensorSpec spec;
-  spec.collective = collective;
-  spec.type = type;
-  spec.count = count;
-  spec.op = op;
-  spec.root = root;
-  return spec;
-}
-
-}  // namespace
-
 Status SynchronousCollectives::Run(TensorSpec spec, const void* send, void* recv,
                                    void* output_to) {
   spec.name = kSyncName;
@@ -33,12 +18,12 @@ Status SynchronousCollectives::Run(TensorSpec spec, const void* send, void* recv
 
 Status SynchronousCollectives::Allreduce(const void* send, void* recv, int64_t count,
                                          DataType type, ReduceOp op) {
-  return Run(Spec(Collective::kAllreduce, type, count, op), send, recv, nullptr);
+  return Run(MakeSpec(Collective::kAllreduce, type, count, op), send, recv, nullptr);
 }
 
 Status SynchronousCollectives::Allgather(const void* send, void* recv, int64_t count,
                                          DataType type) {
-  TensorSpec spec = Spec(Collective::kAllgather, type, count);
+  TensorSpec spec = MakeSpec(Collective::kAllgather, type, count);
   spec.splits.assign(runtime_->world().size, count);
   return Run(std::move(spec), send, nullptr, recv);
 }
@@ -46,7 +31,7 @@ Status SynchronousCollectives::Allgather(const void* send, void* recv, int64_t c
 Status SynchronousCollectives::Allgatherv(const void* send, int64_t send_count, void* recv,
                                           const std::vector<int64_t>& recv_counts,
                                           DataType type) {
-  TensorSpec spec = Spec(Collective::kAllgather, type, send_count);
+  TensorSpec spec = MakeSpec(Collective::kAllgather, type, send_count);
   spec.splits = recv_counts;
   return Run(std::move(spec), send, nullptr, recv);
 }
@@ -56,14 +41,14 @@ Status SynchronousCollectives::Broadcast(const void* send, void* recv, int64_t c
   if (runtime_->world().rank == root && send != recv && count > 0) {
     std::memmove(recv, send, count * DataTypeSize(type));
   }
-  return Run(Spec(Collective::kBroadcast, type, count, ReduceOp::kSum, root), recv, recv,
+  return Run(MakeSpec(Collective::kBroadcast, type, count, ReduceOp::kSum, root), recv, recv,
              nullptr);
 }
 
 Status SynchronousCollectives::Alltoall(const void* send, void* recv, int64_t count,
                                         DataType type) {
   const int32_t size = runtime_->world().size;
-  TensorSpec spec = Spec(Collective::kAlltoall, type, count * size);
+  TensorSpec spec = MakeSpec(Collective::kAlltoall, type, count * size);
   spec.splits.assign(size, count);
   spec.expected = spec.splits;
   return Run(std::move(spec), send, nullptr, recv);
@@ -75,7 +60,7 @@ Status SynchronousCollectives::Alltoallv(const void* send,
                                          DataType type) {
   int64_t total = 0;
   for (int64_t c : send_counts) total += c;
-  TensorSpec spec = Spec(Collective::kAlltoall, type, total);
+  TensorSpec spec = MakeSpec(Collective::kAlltoall, type, total);
   spec.splits = send_counts;
   spec.expected = recv_counts;
   return Run(std::move(spec), send, nullptr, recv);
@@ -83,12 +68,12 @@ Status SynchronousCollectives::Alltoallv(const void* send,
 
 Status SynchronousCollectives::Reducescatter(const void* send, void* recv, int64_t recv_count,
                                              DataType type, ReduceOp op) {
-  return Run(Spec(Collective::kReducescatter, type, recv_count * runtime_->world().size, op),
+  return Run(MakeSpec(Collective::kReducescatter, type, recv_count * runtime_->world().size, op),
              send, nullptr, recv);
 }
 
 Status SynchronousCollectives::Barrier() {
-  return Run(Spec(Collective::kBarrier, DataType::kUInt8, 0), nullptr, nullptr, nullptr);
+  return Run(MakeSpec(Collective::kBarrier, DataType::kUInt8, 0), nullptr, nullptr, nullptr);
 }
 
 }  // namespace kolo

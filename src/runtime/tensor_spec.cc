@@ -99,6 +99,17 @@ bool TensorSpec::operator==(const TensorSpec& o) const {
          expected == o.expected && group == o.group && group_size == o.group_size;
 }
 
+TensorSpec MakeSpec(Collective collective, DataType type, int64_t count, ReduceOp op,
+                    int32_t root) {
+  TensorSpec spec;
+  spec.collective = collective;
+  spec.type = type;
+  spec.count = count;
+  spec.op = op;
+  spec.root = root;
+  return spec;
+}
+
 void SerializeSpec(const TensorSpec& spec, std::string* out) {
   PutString(out, spec.name);
   Put<int32_t>(out, static_cast<int32_t>(spec.collective));

@@ -36,6 +36,11 @@ struct TensorSpec {
   int64_t bytes() const { return count * DataTypeSize(type); }
 };
 
+// A spec with the fields every collective has; name and the per-rank
+// vectors are left for the caller.
+TensorSpec MakeSpec(Collective collective, DataType type, int64_t count,
+                    ReduceOp op = ReduceOp::kSum, int32_t root = -1);
+
 // Appends `spec` to `out` / reads one back from data[*offset...]; Parse
 // returns kInternal on a malformed record instead of reading past the end.
 void SerializeSpec(const TensorSpec& spec, std::string* out);

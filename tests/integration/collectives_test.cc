@@ -13,6 +13,7 @@ namespace kolo {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::Describe;
 using testing::RunProgram;
 using testing::RunResult;
 
@@ -23,11 +24,6 @@ int CountMatches(const std::string& text, const std::string& pattern) {
   std::regex re(pattern);
   return static_cast<int>(std::distance(
       std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
-}
-
-std::string Describe(const RunResult& r) {
-  return "exit " + std::to_string(r.exit_code) + " signal " + std::to_string(r.signal) +
-         (r.timed_out ? " (timed out)" : "") + "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
 }
 
 struct MatrixCase {

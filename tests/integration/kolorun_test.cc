@@ -40,6 +40,7 @@ constexpr const char* kWorker = KOLORUN_WORKER_PATH;
 
 using kolo::testing::ChildProcess;
 using kolo::testing::Lines;
+using kolo::testing::OnPath;
 using kolo::testing::RunResult;
 
 // kolorun with `args`, KOLO_BACKEND cleared unless `env` sets it.
@@ -66,16 +67,6 @@ int UsableCores() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
   return static_cast<int>(std::thread::hardware_concurrency());
-}
-
-bool OnPath(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path != nullptr ? path : "");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    if (access((dir + "/" + program).c_str(), X_OK) == 0) return true;
-  }
-  return false;
 }
 
 // Alive and not a zombie: a worker's orphaned child may wait a moment for

@@ -17,16 +17,12 @@ namespace kolo {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::Describe;
 using testing::RunProgram;
 using testing::RunResult;
 
 constexpr const char* kKolorun = KOLORUN_PATH;
 constexpr const char* kWorker = RUNTIME_WORKER_PATH;
-
-std::string Describe(const RunResult& r) {
-  return "exit " + std::to_string(r.exit_code) + (r.timed_out ? " (timed out)" : "") +
-         "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
-}
 
 struct Case {
   const char* backend;

@@ -55,6 +55,12 @@ inline RunResult RunProgram(const std::vector<std::string>& argv,
 
 std::vector<std::string> Lines(const std::string& text);
 
+// "exit 3 (timed out)" and both outputs, for failure messages.
+std::string Describe(const RunResult& result);
+
+// Whether `program` is an executable file in a directory of $PATH.
+bool OnPath(const std::string& program);
+
 }  // namespace kolo::testing
 
 #endif  // KOLO_TESTS_TESTING_CHILD_PROCESS_H_

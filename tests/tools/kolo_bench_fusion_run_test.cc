@@ -19,20 +19,11 @@
 
 namespace {
 
+using kolo::testing::OnPath;
 using kolo::testing::RunProgram;
 using kolo::testing::RunResult;
 
 constexpr int kTensors = 161;
-
-bool OnPath(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path != nullptr ? path : "");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    if (access((dir + "/" + program).c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
 
 class FusionRunTest : public ::testing::TestWithParam<std::string> {
  protected:
