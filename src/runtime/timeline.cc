@@ -39,6 +39,11 @@ namespace {
 // Cap on one pwrite, so a writer that fell far behind does not format its
 // whole backlog into one buffer.
 constexpr size_t kMaxWriteBytes = size_t{1} << 20;
+
+// How long the writer lets events gather after the first one, and how many
+// end the wait early.
+constexpr std::chrono::milliseconds kGatherTime{20};
+constexpr size_t kGatherEvents = 8192;
 // Tensor rows are numbered from 1 in order of first use.
 constexpr int32_t kCyclesRow = 0;
 
@@ -139,20 +144,24 @@ class Timeline::Impl {
 
   void Push(Event event) {
     bool was_empty;
+    bool full;
     {
       std::lock_guard<std::mutex> lock(mu_);
       was_empty = queue_.empty();
       queue_.push_back(std::move(event));
+      full = queue_.size() == kGatherEvents;
       ++queued_;
     }
-    // The writer sleeps only on an empty queue, so only the first event of a
-    // batch needs to wake it.
-    if (was_empty) queued_cv_.notify_one();
+    // The writer waits for a first event, then for a burst to gather; only
+    // those two moments need to wake it.
+    if (was_empty || full) queued_cv_.notify_one();
   }
 
   void Flush() {
     std::unique_lock<std::mutex> lock(mu_);
     const uint64_t target = queued_;
+    flush_requested_ = true;
+    queued_cv_.notify_one();
     written_cv_.wait(lock, [&] { return written_ >= target; });
   }
 
@@ -164,6 +173,13 @@ class Timeline::Impl {
     while (true) {
       queued_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping, and everything is written
+      // Let the rest of a burst (a training step's events) arrive, so the
+      // writer wakes and writes once per burst, not once per event, and
+      // takes no CPU from the ranks while they communicate.
+      queued_cv_.wait_for(lock, kGatherTime, [&] {
+        return stopping_ || flush_requested_ || queue_.size() >= kGatherEvents;
+      });
+      flush_requested_ = false;
       batch.swap(queue_);
       lock.unlock();
       if (!failed_) WriteBatch(batch);
@@ -239,6 +255,7 @@ class Timeline::Impl {
   std::mutex mu_;
   std::condition_variable queued_cv_;   // the writer waits: events or stop
   std::condition_variable written_cv_;  // Flush() waits: written_ advanced
+  bool flush_requested_ = false;  // guarded by mu_
   std::vector<Event> queue_;            // guarded by mu_
   uint64_t queued_ = 0;                 // guarded by mu_; events ever pushed
   uint64_t written_ = 0;   // guarded by mu_; events written or dropped
