@@ -10,6 +10,7 @@ packages=(
   libgloo-dev libopenmpi-dev openmpi-bin
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libtorch-dev dataset-fashion-mnist
 )
 
 missing=()
@@ -26,8 +27,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-if [ ! -f build/build.ninja ]; then
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DKOLO_WITH_GLOO=ON -DKOLO_WITH_MPI=ON -DKOLO_BUILD_TESTS=ON -DKOLO_BUILD_BENCH=ON
-fi
+# Configuring an existing build directory again is quick, and it keeps the
+# options right when a checkout gains a part (LibTorch) after its first build.
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DKOLO_WITH_GLOO=ON -DKOLO_WITH_MPI=ON -DKOLO_WITH_TORCH=ON \
+  -DKOLO_BUILD_TESTS=ON -DKOLO_BUILD_BENCH=ON > build-configure.log || {
+  cat build-configure.log; exit 1; }
 cmake --build build -- -j"$(nproc)"

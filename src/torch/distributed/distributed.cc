@@ -1,0 +1,419 @@
+#include <cstring>
+#include <numeric>
+
+#include "kolo/torch.h"
+
+namespace kolo::torch {
+namespace {
+
+Status CheckCpu(const std::string& name, const ::torch::Tensor& tensor) {
+  if (!tensor.defined()) return InvalidArgument("tensor '" + name + "' is undefined");
+  if (!tensor.device().is_cpu()) {
+    return InvalidArgument("tensor '" + name + "' is on " + tensor.device().str() +
+                           "; kolo moves CPU tensors (copy it with .cpu() first)");
+  }
+  return Status::Ok();
+}
+
+std::vector<int64_t> Trailing(const ::torch::Tensor& tensor) {
+  if (tensor.dim() <= 1) return {};
+  return std::vector<int64_t>(tensor.sizes().begin() + 1, tensor.sizes().end());
+}
+
+int64_t RowElements(const ::torch::Tensor& tensor) {
+  int64_t elements = 1;
+  for (int64_t d : Trailing(tensor)) elements *= d;
+  return elements;
+}
+
+int64_t Rows(const ::torch::Tensor& tensor) { return tensor.dim() == 0 ? 1 : tensor.size(0); }
+
+// The optimizer-state key LibTorch uses for a parameter.
+std::string StateKey(const ::torch::Tensor& parameter) {
+  return c10::guts::to_string(parameter.unsafeGetTensorImpl());
+}
+
+}  // namespace
+
+StatusOr<DataType> ToDataType(c10::ScalarType type) {
+  switch (type) {
+    case ::torch::kFloat32: return DataType::kFloat32;
+    case ::torch::kFloat64: return DataType::kFloat64;
+    case ::torch::kFloat16: return DataType::kFloat16;
+    case ::torch::kBFloat16: return DataType::kBFloat16;
+    case ::torch::kInt8: return DataType::kInt8;
+    case ::torch::kUInt8: return DataType::kUInt8;
+    case ::torch::kInt32: return DataType::kInt32;
+    case ::torch::kInt64: return DataType::kInt64;
+    default:
+      return InvalidArgument(std::string("kolo cannot move tensors of type ") +
+                             c10::toString(type));
+  }
+}
+
+TensorHandle::TensorHandle(Handle handle, ::torch::Tensor input, ::torch::Tensor output,
+                           std::vector<int64_t> trailing_shape)
+    : handle_(std::move(handle)),
+      input_(std::move(input)),
+      output_(std::move(output)),
+      trailing_shape_(std::move(trailing_shape)) {}
+
+StatusOr<::torch::Tensor> TensorHandle::Wait(std::chrono::milliseconds timeout) const {
+  KOLO_RETURN_IF_ERROR(handle_.Wait(timeout));
+  if (output_.defined()) return output_;
+  // The runtime allocated the result: give it the input's row shape.
+  const std::vector<char>& bytes = handle_.output();
+  const int64_t element = static_cast<int64_t>(input_.element_size());
+  int64_t row = 1;
+  for (int64_t d : trailing_shape_) row *= d;
+  const int64_t elements = static_cast<int64_t>(bytes.size()) / element;
+  std::vector<int64_t> shape = {row == 0 ? 0 : elements / row};
+  shape.insert(shape.end(), trailing_shape_.begin(), trailing_shape_.end());
+  ::torch::Tensor result = ::torch::empty(shape, input_.options());
+  if (!bytes.empty()) std::memcpy(result.data_ptr(), bytes.data(), bytes.size());
+  return result;
+}
+
+StatusOr<TensorHandle> AllreduceAsync(const std::string& name, const ::torch::Tensor& tensor,
+                                      ReduceOp op) {
+  KOLO_RETURN_IF_ERROR(CheckCpu(name, tensor));
+  KOLO_ASSIGN_OR_RETURN(DataType type, ToDataType(tensor.scalar_type()));
+  ::torch::Tensor input = tensor.contiguous();
+  ::torch::Tensor output = ::torch::empty_like(input);
+  KOLO_ASSIGN_OR_RETURN(Handle handle, EnqueueAllreduce(name, input.data_ptr(), output.data_ptr(),
+                                                        input.numel(), type, op));
+  return TensorHandle(std::move(handle), input, output, {});
+}
+
+StatusOr<TensorHandle> AllgatherAsync(const std::string& name, const ::torch::Tensor& tensor) {
+  KOLO_RETURN_IF_ERROR(CheckCpu(name, tensor));
+  KOLO_ASSIGN_OR_RETURN(DataType type, ToDataType(tensor.scalar_type()));
+  ::torch::Tensor input = tensor.contiguous();
+  KOLO_ASSIGN_OR_RETURN(Handle handle,
+                        EnqueueAllgather(name, input.data_ptr(), input.numel(), type));
+  return TensorHandle(std::move(handle), input, ::torch::Tensor(), Trailing(input));
+}
+
+StatusOr<TensorHandle> BroadcastAsync(const std::string& name, const ::torch::Tensor& tensor,
+                                      int32_t root) {
+  KOLO_RETURN_IF_ERROR(CheckCpu(name, tensor));
+  KOLO_ASSIGN_OR_RETURN(DataType type, ToDataType(tensor.scalar_type()));
+  ::torch::Tensor buffer = tensor.clone(at::MemoryFormat::Contiguous);
+  KOLO_ASSIGN_OR_RETURN(Handle handle, EnqueueBroadcast(name, buffer.data_ptr(), buffer.numel(),
+                                                        type, root));
+  return TensorHandle(std::move(handle), buffer, buffer, {});
+}
+
+StatusOr<TensorHandle> AlltoallAsync(const std::string& name, const ::torch::Tensor& tensor,
+                                     std::vector<int64_t> splits) {
+  KOLO_RETURN_IF_ERROR(CheckCpu(name, tensor));
+  KOLO_ASSIGN_OR_RETURN(DataType type, ToDataType(tensor.scalar_type()));
+  ::torch::Tensor input = tensor.contiguous();
+  const int64_t rows = Rows(input);
+  const int32_t size = Size();
+  if (splits.empty()) {
+    if (rows % size != 0) {
+      return InvalidArgument("tensor '" + name + "': " + std::to_string(rows) +
+                             " rows do not split evenly over " + std::to_string(size) +
+                             " ranks; pass splits");
+    }
+    splits.assign(size, rows / size);
+  }
+  if (std::accumulate(splits.begin(), splits.end(), int64_t{0}) != rows) {
+    return InvalidArgument("tensor '" + name + "': splits add up to " +
+                           std::to_string(std::accumulate(splits.begin(), splits.end(),
+                                                          int64_t{0})) +
+                           ", not its " + std::to_string(rows) + " rows");
+  }
+  const int64_t row = RowElements(input);
+  std::vector<int64_t> counts;
+  for (int64_t s : splits) counts.push_back(s * row);
+  KOLO_ASSIGN_OR_RETURN(Handle handle, EnqueueAlltoall(name, input.data_ptr(), counts, type));
+  return TensorHandle(std::move(handle), input, ::torch::Tensor(), Trailing(input));
+}
+
+StatusOr<TensorHandle> ReducescatterAsync(const std::string& name,
+                                          const ::torch::Tensor& tensor, ReduceOp op) {
+  KOLO_RETURN_IF_ERROR(CheckCpu(name, tensor));
+  KOLO_ASSIGN_OR_RETURN(DataType type, ToDataType(tensor.scalar_type()));
+  ::torch::Tensor input = tensor.contiguous();
+  if (Rows(input) % Size() != 0) {
+    return InvalidArgument("tensor '" + name + "': " + std::to_string(Rows(input)) +
+                           " rows do not split evenly over " + std::to_string(Size()) +
+                           " ranks");
+  }
+  KOLO_ASSIGN_OR_RETURN(Handle handle, EnqueueReducescatter(name, input.data_ptr(),
+                                                            input.numel(), type, op));
+  return TensorHandle(std::move(handle), input, ::torch::Tensor(), Trailing(input));
+}
+
+StatusOr<::torch::Tensor> Allreduce(const ::torch::Tensor& tensor, const std::string& name,
+                                    ReduceOp op) {
+  KOLO_ASSIGN_OR_RETURN(TensorHandle handle, AllreduceAsync(name, tensor, op));
+  return handle.Wait();
+}
+
+StatusOr<::torch::Tensor> Allgather(const ::torch::Tensor& tensor, const std::string& name) {
+  KOLO_ASSIGN_OR_RETURN(TensorHandle handle, AllgatherAsync(name, tensor));
+  return handle.Wait();
+}
+
+StatusOr<::torch::Tensor> Broadcast(const ::torch::Tensor& tensor, const std::string& name,
+                                    int32_t root) {
+  KOLO_ASSIGN_OR_RETURN(TensorHandle handle, BroadcastAsync(name, tensor, root));
+  return handle.Wait();
+}
+
+StatusOr<::torch::Tensor> Alltoall(const ::torch::Tensor& tensor, const std::string& name,
+                                   std::vector<int64_t> splits) {
+  KOLO_ASSIGN_OR_RETURN(TensorHandle handle, AlltoallAsync(name, tensor, std::move(splits)));
+  return handle.Wait();
+}
+
+StatusOr<::torch::Tensor> Reducescatter(const ::torch::Tensor& tensor, const std::string& name,
+                                        ReduceOp op) {
+  KOLO_ASSIGN_OR_RETURN(TensorHandle handle, ReducescatterAsync(name, tensor, op));
+  return handle.Wait();
+}
+
+// ------------------------------------------------------------ state broadcast
+
+namespace {
+
+// Broadcasts every tensor of `named` and copies root's values into it.
+Status BroadcastInPlace(const std::vector<std::pair<std::string, ::torch::Tensor>>& named,
+                        int32_t root) {
+  std::vector<TensorHandle> handles;
+  for (const auto& [name, tensor] : named) {
+    KOLO_ASSIGN_OR_RETURN(TensorHandle h, BroadcastAsync(name, tensor.detach(), root));
+    handles.push_back(std::move(h));
+  }
+  ::torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < handles.size(); ++i) {
+    KOLO_ASSIGN_OR_RETURN(::torch::Tensor value, handles[i].Wait());
+    named[i].second.copy_(value);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status BroadcastParameters(::torch::nn::Module& module, int32_t root) {
+  std::vector<std::pair<std::string, ::torch::Tensor>> named;
+  for (const auto& item : module.named_parameters()) {
+    named.emplace_back("kolo.parameter." + item.key(), item.value());
+  }
+  for (const auto& item : module.named_buffers()) {
+    named.emplace_back("kolo.buffer." + item.key(), item.value());
+  }
+  return BroadcastInPlace(named, root);
+}
+
+Status BroadcastOptimizerState(::torch::optim::Optimizer& optimizer, int32_t root) {
+  auto* sgd = dynamic_cast<::torch::optim::SGD*>(&optimizer);
+  auto* adam = dynamic_cast<::torch::optim::Adam*>(&optimizer);
+  auto* adamw = dynamic_cast<::torch::optim::AdamW*>(&optimizer);
+  if (sgd == nullptr && adam == nullptr && adamw == nullptr) {
+    return InvalidArgument("BroadcastOptimizerState supports SGD, Adam and AdamW");
+  }
+  std::vector<::torch::Tensor> parameters;
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& p : group.params()) parameters.push_back(p);
+  }
+  auto& state = optimizer.state();
+  // Which parameters have state on root; ranks follow root.
+  ::torch::Tensor has_state = ::torch::zeros({static_cast<int64_t>(parameters.size())},
+                                             ::torch::kInt64);
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    has_state[i] = state.count(StateKey(parameters[i])) ? 1 : 0;
+  }
+  KOLO_ASSIGN_OR_RETURN(has_state, Broadcast(has_state, "kolo.optimizer.has_state", root));
+
+  std::vector<std::pair<std::string, ::torch::Tensor>> named;
+  ::torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (has_state[i].item<int64_t>() == 0) continue;
+    const ::torch::Tensor& p = parameters[i];
+    const std::string key = StateKey(p);
+    const std::string prefix = "kolo.optimizer." + std::to_string(i) + ".";
+    if (sgd != nullptr) {
+      if (!state.count(key)) {
+        auto fresh = std::make_unique<::torch::optim::SGDParamState>();
+        fresh->momentum_buffer(::torch::zeros_like(p));
+        state[key] = std::move(fresh);
+      }
+      auto& s = static_cast<::torch::optim::SGDParamState&>(*state[key]);
+      if (!s.momentum_buffer().defined()) s.momentum_buffer(::torch::zeros_like(p));
+      named.emplace_back(prefix + "momentum", s.momentum_buffer());
+      continue;
+    }
+    // Adam and AdamW keep the same state under different types.
+    auto broadcast_adam_like = [&](auto* fresh_state_type) {
+      using State = std::remove_pointer_t<decltype(fresh_state_type)>;
+      if (!state.count(key)) {
+        auto fresh = std::make_unique<State>();
+        fresh->exp_avg(::torch::zeros_like(p));
+        fresh->exp_avg_sq(::torch::zeros_like(p));
+        state[key] = std::move(fresh);
+      }
+      auto& s = static_cast<State&>(*state[key]);
+      named.emplace_back(prefix + "exp_avg", s.exp_avg());
+      named.emplace_back(prefix + "exp_avg_sq", s.exp_avg_sq());
+      if (s.max_exp_avg_sq().defined()) named.emplace_back(prefix + "max_exp_avg_sq", s.max_exp_avg_sq());
+      ::torch::Tensor step = ::torch::full({1}, s.step(), ::torch::kInt64);
+      return step;
+    };
+    ::torch::Tensor step = adam != nullptr
+                               ? broadcast_adam_like(static_cast<::torch::optim::AdamParamState*>(nullptr))
+                               : broadcast_adam_like(static_cast<::torch::optim::AdamWParamState*>(nullptr));
+    KOLO_ASSIGN_OR_RETURN(step, Broadcast(step, prefix + "step", root));
+    if (adam != nullptr) {
+      static_cast<::torch::optim::AdamParamState&>(*state[key]).step(step.item<int64_t>());
+    } else {
+      static_cast<::torch::optim::AdamWParamState&>(*state[key]).step(step.item<int64_t>());
+    }
+  }
+  return BroadcastInPlace(named, root);
+}
+
+StatusOr<double> AverageMetric(double value, const std::string& name) {
+  ::torch::Tensor t = ::torch::full({1}, value, ::torch::kFloat64);
+  KOLO_ASSIGN_OR_RETURN(::torch::Tensor mean, Allreduce(t, name, ReduceOp::kAverage));
+  return mean.item<double>();
+}
+
+// ------------------------------------------------------------ optimizer
+
+struct DistributedOptimizer::Parameter {
+  std::string name;
+  ::torch::Tensor tensor;
+  int32_t passes_seen = 0;    // hook calls since the last step
+  ::torch::Tensor wire;       // what travels (compressed gradient)
+  TensorHandle handle;        // the outstanding allreduce, if any
+  bool enqueued = false;
+};
+
+DistributedOptimizer::DistributedOptimizer(
+    ::torch::optim::Optimizer& optimizer,
+    const ::torch::OrderedDict<std::string, ::torch::Tensor>& named_parameters,
+    DistributedOptimizerOptions options)
+    : optimizer_(optimizer), options_(options) {
+  for (const auto& item : named_parameters) {
+    if (!item.value().requires_grad()) continue;
+    auto parameter = std::make_unique<Parameter>();
+    parameter->name = "kolo.grad." + item.key();
+    parameter->tensor = item.value();
+    Parameter* raw = parameter.get();
+    // The hook sees each gradient as autograd produces it, before it is
+    // accumulated into .grad, and returns it unchanged.
+    parameter->tensor.register_hook([this, raw](const ::torch::Tensor& grad) {
+      OnGradient(*raw, grad);
+      return grad;
+    });
+    parameters_.push_back(std::move(parameter));
+  }
+}
+
+DistributedOptimizer::~DistributedOptimizer() {
+  // Outstanding reductions write into our wire tensors: let them finish.
+  for (auto& p : parameters_) {
+    if (p->enqueued) (void)p->handle.Wait();
+  }
+}
+
+void DistributedOptimizer::OnGradient(Parameter& parameter, const ::torch::Tensor& grad) {
+  ++parameter.passes_seen;
+  if (parameter.passes_seen < options_.backward_passes_per_step) return;
+  // The last pass of a step: what .grad will hold once autograd adds this
+  // pass's gradient to what the earlier passes left there.
+  ::torch::Tensor sum = grad.detach();
+  if (parameter.tensor.grad().defined()) sum = sum + parameter.tensor.grad().detach();
+  Status status = Enqueue(parameter, sum);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!status.ok() && hook_error_.ok()) hook_error_ = status;
+}
+
+Status DistributedOptimizer::Enqueue(Parameter& parameter, ::torch::Tensor gradient_sum) {
+  const double passes = options_.backward_passes_per_step;
+  ::torch::Tensor wire = gradient_sum.to(::torch::kFloat32, /*non_blocking=*/false, /*copy=*/true);
+  if (passes > 1) wire.div_(passes);
+  ReduceOp op = options_.op;
+  if (op == ReduceOp::kAverage && options_.gradient_predivide_factor != 1.0) {
+    wire.div_(options_.gradient_predivide_factor);
+    op = ReduceOp::kSum;
+  }
+  if (options_.compression == Compression::kFloat16) wire = wire.to(::torch::kFloat16);
+  if (options_.compression == Compression::kBFloat16) wire = wire.to(::torch::kBFloat16);
+  parameter.wire = wire;
+  KOLO_ASSIGN_OR_RETURN(parameter.handle, AllreduceAsync(parameter.name, wire, op));
+  parameter.enqueued = true;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto now = std::chrono::steady_clock::now();
+  if (first_enqueue_ == std::chrono::steady_clock::time_point() || first_enqueue_ > now) {
+    first_enqueue_ = now;
+  }
+  last_enqueue_ = now;
+  return Status::Ok();
+}
+
+Status DistributedOptimizer::Step() {
+  if (++passes_ < options_.backward_passes_per_step) return Status::Ok();
+  passes_ = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!hook_error_.ok()) {
+      Status error = hook_error_;
+      hook_error_ = Status::Ok();
+      return error;
+    }
+  }
+  // Parameters whose hook did not fire (an unused branch on this rank) are
+  // reduced now, so every rank enqueues every name every step.
+  for (auto& p : parameters_) {
+    if (p->enqueued) continue;
+    ::torch::Tensor grad = p->tensor.grad().defined()
+                               ? p->tensor.grad().detach()
+                               : ::torch::zeros_like(p->tensor).detach();
+    // Only the last pass was missing: .grad holds the k-pass sum already.
+    KOLO_RETURN_IF_ERROR(Enqueue(*p, grad));
+  }
+  ::torch::NoGradGuard no_grad;
+  const double post_scale = options_.op == ReduceOp::kAverage &&
+                                    options_.gradient_predivide_factor != 1.0
+                                ? options_.gradient_predivide_factor / Size()
+                                : 1.0;
+  Status first_error;
+  for (auto& p : parameters_) {
+    StatusOr<::torch::Tensor> reduced = p->handle.Wait();
+    p->enqueued = false;
+    p->passes_seen = 0;
+    if (!reduced.ok()) {
+      if (first_error.ok()) first_error = reduced.status();
+      continue;
+    }
+    ::torch::Tensor g = reduced->to(p->tensor.scalar_type());
+    if (post_scale != 1.0) g.mul_(post_scale);
+    if (p->tensor.grad().defined()) {
+      p->tensor.mutable_grad().copy_(g.view_as(p->tensor));
+    } else {
+      p->tensor.mutable_grad() = g.view_as(p->tensor).clone();
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    first_enqueue_ = last_enqueue_ = std::chrono::steady_clock::time_point();
+  }
+  KOLO_RETURN_IF_ERROR(first_error);
+  optimizer_.step();
+  return Status::Ok();
+}
+
+void DistributedOptimizer::ZeroGrad() { optimizer_.zero_grad(); }
+
+std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>
+DistributedOptimizer::last_enqueue_window() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {first_enqueue_, last_enqueue_};
+}
+
+}  // namespace kolo::torch

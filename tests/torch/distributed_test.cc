@@ -1,0 +1,95 @@
+// kolo_torch in real processes under kolorun: tensor collectives, the
+// equivalence of N workers with batch b and one worker with batch N*b, the
+// overlap of communication with the backward pass, and unused branches.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+
+#include "kolo/torch.h"
+#include "testing/child_process.h"
+
+namespace kolo {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::Describe;
+using testing::RunProgram;
+using testing::RunResult;
+
+constexpr const char* kKolorun = KOLORUN_PATH;
+constexpr const char* kWorker = DISTRIBUTED_WORKER_PATH;
+
+RunResult RunWorker(int np, const std::string& backend, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {kKolorun, "-np", std::to_string(np), "--backend", backend,
+                                   kWorker};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunProgram(argv, {}, std::chrono::seconds(240));
+}
+
+TEST(TorchTypesTest, EveryKoloTypeMapsAndOthersAreRefused) {
+  EXPECT_EQ(*torch::ToDataType(::torch::kFloat16), DataType::kFloat16);
+  EXPECT_EQ(*torch::ToDataType(::torch::kBFloat16), DataType::kBFloat16);
+  EXPECT_EQ(*torch::ToDataType(::torch::kUInt8), DataType::kUInt8);
+  EXPECT_THAT(torch::ToDataType(::torch::kBool).status().message(), HasSubstr("Bool"));
+}
+
+TEST(TorchCollectivesTest, EveryCollectiveAndTypeOnBothBackends) {
+  for (const char* backend : {"gloo", "mpi"}) {
+    RunResult r = RunWorker(3, backend, {"tensors"});
+    ASSERT_EQ(r.exit_code, 0) << backend << "\n" << Describe(r);
+    EXPECT_THAT(r.out, HasSubstr("[2]<stdout>: rank 2: tensor collectives correct"));
+  }
+}
+
+struct EquivalenceCase {
+  int np;
+  const char* optimizer;
+  const char* compression;
+  int passes;
+};
+
+void PrintTo(const EquivalenceCase& c, std::ostream* os) {
+  *os << c.optimizer << " np " << c.np << " " << c.compression << " passes " << c.passes;
+}
+
+class EquivalenceTest : public ::testing::TestWithParam<EquivalenceCase> {};
+
+// N ranks of batch b reach the parameters of one process with batch N*b:
+// float32 within 1e-5; compressed gradients within a stated 2e-2.
+TEST_P(EquivalenceTest, DistributedTrainingMatchesTheWholeBatch) {
+  const EquivalenceCase& c = GetParam();
+  RunResult r = RunWorker(c.np, "gloo",
+                          {"equivalence", c.optimizer, c.compression, std::to_string(c.passes), "5"});
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  std::regex line("max parameter difference ([0-9.e+-]+)");
+  int ranks = 0;
+  for (std::sregex_iterator it(r.out.begin(), r.out.end(), line), end; it != end; ++it) ++ranks;
+  EXPECT_EQ(ranks, c.np) << Describe(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, EquivalenceTest,
+    ::testing::Values(EquivalenceCase{2, "sgd", "none", 1}, EquivalenceCase{4, "sgd", "none", 1},
+                      EquivalenceCase{2, "adam", "none", 1}, EquivalenceCase{4, "adam", "none", 1},
+                      EquivalenceCase{2, "sgd", "fp16", 1}, EquivalenceCase{2, "sgd", "none", 2}),
+    [](const ::testing::TestParamInfo<EquivalenceCase>& info) {
+      return std::string(info.param.optimizer) + "_np" + std::to_string(info.param.np) + "_" +
+             info.param.compression + "_passes" + std::to_string(info.param.passes);
+    });
+
+TEST(DistributedOptimizerTest, GradientsAreEnqueuedWhileBackwardRuns) {
+  RunResult r = RunWorker(2, "gloo", {"overlap"});
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.out, HasSubstr("first gradient enqueued at")) << Describe(r);
+}
+
+TEST(DistributedOptimizerTest, UnusedBranchesDoNotHangTheStep) {
+  RunResult r = RunWorker(2, "gloo", {"unused"});
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.out, HasSubstr("rank 1: unused branches reduced as zeros"));
+}
+
+}  // namespace
+}  // namespace kolo
