@@ -1,0 +1,24 @@
+# kolo-train: its arithmetic directly, and the program end to end under
+# kolorun on Fashion-MNIST (tests that need the data skip without it).
+# Included from tests/CMakeLists.txt; a build without LibTorch has no
+# kolo-train and skips it.
+if(TARGET kolo-train AND TARGET kolorun AND TARGET kolo_testing)
+  if(NOT TARGET GTest::gtest_main)
+    find_package(GTest REQUIRED)
+  endif()
+  find_package(nlohmann_json REQUIRED)
+  include(GoogleTest)
+  add_executable(kolo_train_test ${CMAKE_CURRENT_LIST_DIR}/kolo_train_test.cc)
+  # plan.h only: the test needs neither LibTorch nor the trainer.
+  target_include_directories(kolo_train_test PRIVATE ${PROJECT_SOURCE_DIR}/tools/kolo-train)
+  target_sources(kolo_train_test PRIVATE ${PROJECT_SOURCE_DIR}/tools/kolo-train/plan.cc)
+  target_link_libraries(kolo_train_test PRIVATE
+    kolo_testing nlohmann_json::nlohmann_json GTest::gmock GTest::gtest_main)
+  target_compile_definitions(kolo_train_test PRIVATE
+    KOLORUN_PATH="$<TARGET_FILE:kolorun>"
+    KOLO_TRAIN_PATH="$<TARGET_FILE:kolo-train>"
+    KOLO_FASHION_MNIST_DIR="/usr/share/datasets/fashion-mnist")
+  add_dependencies(kolo_train_test kolorun kolo-train)
+  gtest_discover_tests(kolo_train_test TEST_PREFIX kolo_train. DISCOVERY_TIMEOUT 60
+    PROPERTIES TIMEOUT 300)
+endif()

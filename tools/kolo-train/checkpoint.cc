@@ -1,0 +1,158 @@
+#include "checkpoint.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+
+namespace kolo::train {
+namespace {
+
+// Keys of the archive.
+constexpr char kModelKey[] = "model";
+constexpr char kOptimizerKey[] = "optimizer";
+constexpr char kEpochsDoneKey[] = "epochs_done";
+constexpr char kSeedKey[] = "seed";
+constexpr char kModelNameKey[] = "model_name";
+constexpr char kDatasetKey[] = "dataset";
+constexpr char kOptimizerNameKey[] = "optimizer_name";
+constexpr char kHistoryKey[] = "history";
+
+// fsync() on a path; a file that the rename makes visible must be on disk
+// before the rename is.
+Status SyncPath(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return Internal(fmt::format("checkpoint: cannot open {} to sync it: {}",
+                                path, std::strerror(errno)));
+  }
+  const int rc = ::fsync(fd);
+  const int saved_errno = errno;
+  ::close(fd);
+  if (rc != 0) {
+    return Internal(fmt::format("checkpoint: fsync of {} failed: {}", path,
+                                std::strerror(saved_errno)));
+  }
+  return Status::Ok();
+}
+
+std::string ReadString(::torch::serialize::InputArchive& archive,
+                       const char* key) {
+  c10::IValue value;
+  archive.read(key, value);
+  return value.toStringRef();
+}
+
+int64_t ReadInt(::torch::serialize::InputArchive& archive, const char* key) {
+  c10::IValue value;
+  archive.read(key, value);
+  return value.toInt();
+}
+
+}  // namespace
+
+std::string CheckpointPath(const std::string& dir) {
+  return (std::filesystem::path(dir) / "checkpoint.pt").string();
+}
+
+Status SaveCheckpoint(const std::string& dir, ::torch::nn::Module& model,
+                      ::torch::optim::Optimizer& optimizer,
+                      const CheckpointInfo& info) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    return InvalidArgument(fmt::format("--checkpoint-dir: cannot create {}: {}",
+                                       dir, error.message()));
+  }
+  const std::string path = CheckpointPath(dir);
+  const std::string tmp = path + ".tmp";
+  try {
+    ::torch::serialize::OutputArchive archive;
+    ::torch::serialize::OutputArchive model_archive;
+    model.save(model_archive);
+    archive.write(kModelKey, model_archive);
+    ::torch::serialize::OutputArchive optimizer_archive;
+    optimizer.save(optimizer_archive);
+    archive.write(kOptimizerKey, optimizer_archive);
+    archive.write(kEpochsDoneKey, c10::IValue(info.epochs_done));
+    // IValue holds signed integers; the seed's bits travel unchanged.
+    archive.write(kSeedKey, c10::IValue(static_cast<int64_t>(info.seed)));
+    archive.write(kModelNameKey, c10::IValue(info.model));
+    archive.write(kDatasetKey, c10::IValue(info.dataset));
+    archive.write(kOptimizerNameKey, c10::IValue(info.optimizer));
+    archive.write(kHistoryKey, c10::IValue(info.history_json));
+    archive.save_to(tmp);
+  } catch (const std::exception& e) {
+    return Internal(
+        fmt::format("checkpoint: writing {} failed: {}", tmp, e.what()));
+  }
+  KOLO_RETURN_IF_ERROR(SyncPath(tmp));
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Internal(fmt::format("checkpoint: renaming {} to {} failed: {}", tmp,
+                                path, std::strerror(errno)));
+  }
+  // The rename itself lives in the directory.
+  return SyncPath(dir);
+}
+
+StatusOr<CheckpointInfo> LoadCheckpoint(const std::string& dir,
+                                        const CheckpointInfo& expected,
+                                        ::torch::nn::Module& model,
+                                        ::torch::optim::Optimizer& optimizer) {
+  const std::string path = CheckpointPath(dir);
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) {
+    return NotFound(fmt::format("no checkpoint at {}", path));
+  }
+  CheckpointInfo info;
+  try {
+    ::torch::serialize::InputArchive archive;
+    archive.load_from(path);
+    info.epochs_done = ReadInt(archive, kEpochsDoneKey);
+    info.seed = static_cast<uint64_t>(ReadInt(archive, kSeedKey));
+    info.model = ReadString(archive, kModelNameKey);
+    info.dataset = ReadString(archive, kDatasetKey);
+    info.optimizer = ReadString(archive, kOptimizerNameKey);
+    info.history_json = ReadString(archive, kHistoryKey);
+    auto differs = [&](const char* flag, const std::string& found,
+                       const std::string& wanted) -> StatusOr<CheckpointInfo> {
+      return InvalidArgument(fmt::format(
+          "checkpoint {} was written with {} {}, not {}; resume with the "
+          "same flags or use another --checkpoint-dir",
+          path, flag, found, wanted));
+    };
+    if (info.model != expected.model) {
+      return differs("--model", info.model, expected.model);
+    }
+    if (info.dataset != expected.dataset) {
+      return differs("--dataset", info.dataset, expected.dataset);
+    }
+    if (info.optimizer != expected.optimizer) {
+      return differs("--optimizer", info.optimizer, expected.optimizer);
+    }
+    if (info.seed != expected.seed) {
+      return differs("--seed", std::to_string(info.seed),
+                     std::to_string(expected.seed));
+    }
+    ::torch::serialize::InputArchive model_archive;
+    archive.read(kModelKey, model_archive);
+    model.load(model_archive);
+    ::torch::serialize::InputArchive optimizer_archive;
+    archive.read(kOptimizerKey, optimizer_archive);
+    optimizer.load(optimizer_archive);
+  } catch (const std::exception& e) {
+    // c10::Error messages carry a C++ backtrace after the first line.
+    std::string message = e.what();
+    message = message.substr(0, message.find('\n'));
+    return InvalidArgument(
+        fmt::format("cannot read checkpoint {}: {}", path, message));
+  }
+  return info;
+}
+
+}  // namespace kolo::train

@@ -1,0 +1,105 @@
+#include "flags.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+
+#include "kolo/models.h"
+
+namespace kolo::train {
+
+std::vector<std::string> ModelChoices() { return models::ModelNames(); }
+
+std::vector<std::string> DatasetChoices() {
+  return {"fashion-mnist", "mnist", "cifar10", "synthetic"};
+}
+
+void AddFlags(CLI::App& app, Flags* f) {
+  app.add_option("--model", f->model, "network to train")
+      ->check(CLI::IsMember(ModelChoices()))
+      ->capture_default_str();
+  app.add_option("--dataset", f->dataset, "dataset to train on")
+      ->check(CLI::IsMember(DatasetChoices()))
+      ->capture_default_str();
+  app.add_option("--data-dir", f->data_dir,
+                 "directory of the dataset's files "
+                 "(default /usr/share/datasets/<dataset>)");
+  app.add_option("--epochs", f->epochs, "passes over the training set")
+      ->capture_default_str();
+  app.add_option("--batch-size", f->batch_size, "batch size per worker")
+      ->capture_default_str();
+  app.add_option("--lr", f->lr, "learning rate of one worker")
+      ->capture_default_str();
+  app.add_flag("--no-lr-scaling", f->no_lr_scaling,
+               "do not multiply --lr by the number of workers");
+  app.add_option("--warmup-epochs", f->warmup_epochs,
+                 "epochs over which the rate climbs from --lr to the scaled "
+                 "rate")
+      ->capture_default_str();
+  app.add_option("--optimizer", f->optimizer, "sgd or adam")
+      ->check(CLI::IsMember({"sgd", "adam"}))
+      ->capture_default_str();
+  app.add_option("--momentum", f->momentum, "SGD momentum")
+      ->capture_default_str();
+  app.add_option("--weight-decay", f->weight_decay, "L2 penalty")
+      ->capture_default_str();
+  app.add_option(
+      "--threads", f->threads,
+      "LibTorch threads per worker (default: cores / local workers)");
+  app.add_option("--seed", f->seed,
+                 "seed of the weights, the shuffle and the dropout masks")
+      ->capture_default_str();
+  app.add_option("--compression", f->compression,
+                 "how gradients travel: none, fp16 or bf16")
+      ->check(CLI::IsMember({"none", "fp16", "bf16"}))
+      ->capture_default_str();
+  app.add_option("--backward-passes-per-step", f->backward_passes_per_step,
+                 "batches whose gradients are summed locally per allreduce")
+      ->capture_default_str();
+  app.add_option("--checkpoint-dir", f->checkpoint_dir,
+                 "rank 0 writes checkpoint.pt here after every epoch");
+  app.add_flag("--resume", f->resume,
+               "continue from the checkpoint in --checkpoint-dir, if any");
+  app.add_option("--train-subset", f->train_subset,
+                 "train on the first N training images (0: all)");
+  app.add_option("--test-subset", f->test_subset,
+                 "evaluate on the first N test images (0: all)");
+  app.add_option("--json", f->json_path, "write the results to this file");
+}
+
+Status Validate(const Flags& f) {
+  auto at_least = [](const char* flag, int64_t value, int64_t min) -> Status {
+    if (value >= min) return Status::Ok();
+    return InvalidArgument(
+        fmt::format("{} must be at least {}, got {}", flag, min, value));
+  };
+  KOLO_RETURN_IF_ERROR(at_least("--epochs", f.epochs, 1));
+  KOLO_RETURN_IF_ERROR(at_least("--batch-size", f.batch_size, 1));
+  KOLO_RETURN_IF_ERROR(at_least("--warmup-epochs", f.warmup_epochs, 0));
+  KOLO_RETURN_IF_ERROR(at_least("--threads", f.threads, 0));
+  KOLO_RETURN_IF_ERROR(
+      at_least("--backward-passes-per-step", f.backward_passes_per_step, 1));
+  KOLO_RETURN_IF_ERROR(at_least("--train-subset", f.train_subset, 0));
+  KOLO_RETURN_IF_ERROR(at_least("--test-subset", f.test_subset, 0));
+  if (!(f.lr > 0)) {
+    return InvalidArgument(fmt::format("--lr must be positive, got {}", f.lr));
+  }
+  if (!(f.momentum >= 0)) {
+    return InvalidArgument(
+        fmt::format("--momentum must not be negative, got {}", f.momentum));
+  }
+  if (!(f.weight_decay >= 0)) {
+    return InvalidArgument(fmt::format(
+        "--weight-decay must not be negative, got {}", f.weight_decay));
+  }
+  if (f.resume && f.checkpoint_dir.empty()) {
+    return InvalidArgument("--resume needs --checkpoint-dir");
+  }
+  return Status::Ok();
+}
+
+std::string DefaultDataDir(const std::string& dataset) {
+  return "/usr/share/datasets/" + dataset;
+}
+
+}  // namespace kolo::train

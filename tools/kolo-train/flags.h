@@ -1,0 +1,63 @@
+// kolo-train's command line:
+//
+//   kolorun -np 2 kolo-train --model lenet --dataset fashion-mnist
+//       --epochs 5 --batch-size 128 --lr 0.01 [--checkpoint-dir D [--resume]]
+//       [--json FILE] ...
+//
+// Every rank parses the same argv, so every rank reaches the same verdict on
+// a bad command line before any of them joins the job; only rank 0 prints it.
+#ifndef KOLO_TOOLS_KOLO_TRAIN_FLAGS_H_
+#define KOLO_TOOLS_KOLO_TRAIN_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kolo/status.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace kolo::train {
+
+struct Flags {
+  std::string model = "lenet";
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;  // empty: DefaultDataDir(dataset)
+  int64_t epochs = 5;
+  int64_t batch_size = 128;  // per worker
+  double lr = 0.01;          // for one worker; scaled by the world size
+  bool no_lr_scaling = false;
+  int64_t warmup_epochs = 1;
+  std::string optimizer = "sgd";  // sgd | adam
+  double momentum = 0.9;          // sgd only
+  double weight_decay = 5e-4;     // L2 penalty, sgd and adam
+  int32_t threads = 0;            // LibTorch threads per worker; 0: auto
+  uint64_t seed = 42;
+  std::string compression = "none";  // none | fp16 | bf16
+  int32_t backward_passes_per_step = 1;
+  std::string checkpoint_dir;
+  bool resume = false;
+  int64_t train_subset = 0;  // 0: the whole training set
+  int64_t test_subset = 0;   // 0: the whole test set
+  std::string json_path;
+};
+
+// The --model, --dataset, --optimizer and --compression choices.
+std::vector<std::string> ModelChoices();
+std::vector<std::string> DatasetChoices();
+
+// Registers every flag on `app`, writing into `flags`.
+void AddFlags(CLI::App& app, Flags* flags);
+
+// The checks CLI11 does not make: ranges and flags that need each other.
+// kInvalidArgument naming the flag and the value.
+Status Validate(const Flags& flags);
+
+// Where --dataset looks without --data-dir: /usr/share/datasets/<name>.
+std::string DefaultDataDir(const std::string& dataset);
+
+}  // namespace kolo::train
+
+#endif  // KOLO_TOOLS_KOLO_TRAIN_FLAGS_H_

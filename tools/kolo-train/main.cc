@@ -1,0 +1,82 @@
+// kolo-train: data-parallel training of kolo's model zoo, one process per
+// worker under a launcher:
+//
+//   kolorun -np 2 kolo-train --model lenet --dataset fashion-mnist
+//       --epochs 5 --batch-size 128 --lr 0.01 --json result.json
+//
+// Without a launcher it trains as a one-worker world. Exit status: 0 when
+// training finished, 1 for any error (bad flag, missing data, a failed
+// rank), after one line on stderr saying what failed.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "common/config.h"
+#include "flags.h"
+#include "kolo/kolo.h"
+#include "trainer.h"
+
+namespace {
+
+// Every rank parses the same command line and fails alike before the job
+// forms; only rank 0 (or a process whose rank cannot be told) says so.
+bool PrintsCommandLineErrors() {
+  kolo::StatusOr<kolo::JobConfig> config =
+      kolo::ReadJobConfig(kolo::ProcessEnvironment());
+  return !config.ok() || config->world.rank == 0;
+}
+
+int CommandLineError(const std::string& message) {
+  if (PrintsCommandLineErrors()) {
+    fmt::print(stderr, "kolo-train: {}\n", message);
+    std::fflush(stderr);
+  }
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "kolo-train: data-parallel training of kolo's models (run it under "
+      "kolorun)"};
+  kolo::train::Flags flags;
+  kolo::train::AddFlags(app, &flags);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 would add a second line ("Run with --help ..."); one is enough.
+    return CommandLineError(e.what());
+  }
+  kolo::Status valid = kolo::train::Validate(flags);
+  if (!valid.ok()) return CommandLineError(valid.message());
+
+  kolo::Status init = kolo::Init();
+  if (!init.ok()) {
+    fmt::print(stderr, "kolo-train: cannot join the job: {}\n",
+               init.ToString());
+    return 1;
+  }
+  int exit_code = 1;
+  // The edge of the program: LibTorch reports errors (out of memory, a
+  // shape it cannot take) by throwing; each becomes one line and exit 1.
+  try {
+    exit_code = kolo::train::RunTraining(flags);
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    fmt::print(stderr, "kolo-train: {}\n",
+               message.substr(0, message.find('\n')));
+  }
+  kolo::Status shutdown = kolo::Shutdown();
+  if (!shutdown.ok() && exit_code == 0) {
+    fmt::print(stderr, "kolo-train: leaving the job: {}\n",
+               shutdown.ToString());
+    exit_code = 1;
+  }
+  return exit_code;
+}

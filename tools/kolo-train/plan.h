@@ -1,0 +1,48 @@
+// The arithmetic of a kolo-train run, kept free of LibTorch so that it can be
+// tested alone: the learning rate at each iteration, the rows of the test set
+// each rank evaluates, and the seeds that make a run a function of its flags.
+//
+// Learning rate. Data-parallel training on W workers with a per-worker batch
+// b takes steps over W·b samples, so it scales the single-worker rate by W
+// (the linear scaling rule of Goyal et al. 2017, "Accurate, Large Minibatch
+// SGD"). Starting at W times the rate can diverge while the weights are still
+// random, so the rate climbs linearly from the base rate to the scaled one
+// over the first warm-up iterations and stays there:
+//
+//   lr(i) = base + (scaled - base) · i / warmup_iterations   for i < warmup
+//   lr(i) = scaled                                           afterwards
+//
+// Iterations count batches from the start of training (epoch · batches per
+// epoch + batch), so the rate at any point depends only on where training
+// is, and a resumed run continues the ramp where the checkpoint left it.
+//
+// Thread-safety: pure functions.
+#ifndef KOLO_TOOLS_KOLO_TRAIN_PLAN_H_
+#define KOLO_TOOLS_KOLO_TRAIN_PLAN_H_
+
+#include <cstdint>
+
+namespace kolo::train {
+
+double LearningRate(double base_lr, double scaled_lr, int64_t iteration,
+                    int64_t warmup_iterations);
+
+// How many rows of an unshuffled DistributedSampler shard are real rather
+// than padding. The sampler pads [0, N) to a multiple of W by repeating its
+// start and gives rank r the positions r, r + W, r + 2W, ...; position p is
+// padding exactly when p >= N, so the real rows are the first
+// ceil((N - r) / W) of the shard (none when r >= N). Counting only those
+// makes every test image count once across the ranks.
+int64_t UnpaddedShardSize(int64_t dataset_size, int32_t rank,
+                          int32_t world_size);
+
+// The seed of LibTorch's generator for one rank's epoch (dropout masks):
+// a function of (seed, epoch, rank) alone, so an epoch draws the same masks
+// whether the run was interrupted before it or not. The three are mixed by a
+// hash rather than a linear formula so that no two (epoch, rank) pairs of a
+// run share a seed however many ranks there are.
+uint64_t EpochSeed(uint64_t seed, int64_t epoch, int32_t rank);
+
+}  // namespace kolo::train
+
+#endif  // KOLO_TOOLS_KOLO_TRAIN_PLAN_H_

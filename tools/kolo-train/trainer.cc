@@ -1,0 +1,678 @@
+#include "trainer.h"
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "checkpoint.h"
+#include "json_file.h"
+#include "kolo/data.h"
+#include "kolo/kolo.h"
+#include "kolo/models.h"
+#include "kolo/torch.h"
+#include "plan.h"
+#include "table.h"
+
+namespace kolo::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+// Evaluation keeps no activations for backprop, so it can take larger
+// batches than training; the size changes nothing but speed.
+constexpr int64_t kEvalBatchSize = 512;
+constexpr int64_t kSyntheticTrainSize = 8192;
+constexpr int64_t kSyntheticTestSize = 2048;
+// Loader threads per rank. Building a batch is one index_select, far
+// cheaper than a training step, and the cores belong to LibTorch.
+constexpr int32_t kLoaderWorkers = 1;
+
+// The message of an error that another rank has printed already (see
+// AgreeAcrossRanks); RunTraining exits with it silently.
+constexpr char kReportedByAnotherRank[] = "reported by another rank";
+
+double Seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+void PrintError(const Status& status) {
+  std::string message = status.message();
+  if (message.empty()) message = status.ToString();
+  fmt::print(stderr, "kolo-train: {}\n", message);
+  std::fflush(stderr);
+}
+
+// Every rank learns whether `status` failed on any rank, so that no rank
+// goes on into a collective that a failed rank will never join. The first
+// failed rank gets its own error back and prints it; the other ranks, failed
+// or not, get kReportedByAnotherRank: under the same flags on one host the
+// ranks fail alike, and one line says it.
+Status AgreeAcrossRanks(const Status& status, int32_t rank, int32_t size) {
+  const int32_t failed = status.ok() ? 0 : 1;
+  std::vector<int32_t> all(static_cast<size_t>(size), 0);
+  Status gathered = Allgather(&failed, all.data(), 1, DataType::kInt32);
+  if (!gathered.ok()) {
+    return status.ok() ? gathered.WithContext("agreeing on setup") : status;
+  }
+  const auto first = std::find(all.begin(), all.end(), 1);
+  if (first == all.end()) return Status::Ok();
+  if (first - all.begin() == rank) return status;
+  return Aborted(kReportedByAnotherRank);
+}
+
+// ------------------------------------------------------------------ setup
+
+struct Data {
+  data::Dataset train;
+  data::Dataset test;
+  data::Augmentation augmentation;
+  std::string source;  // where it came from, for the header line
+};
+
+data::Dataset Rows(const data::Dataset& d, int64_t begin, int64_t count) {
+  data::Dataset out;
+  out.images = d.images.narrow(0, begin, count);
+  out.labels = d.labels.narrow(0, begin, count);
+  out.num_classes = d.num_classes;
+  return out;
+}
+
+StatusOr<data::Dataset> FirstRows(data::Dataset d, int64_t n, const char* flag,
+                                  const char* split, const std::string& dir) {
+  if (n == 0) return d;
+  if (n > d.size()) {
+    return InvalidArgument(
+        fmt::format("{} {} is more than the {} {} images in {}", flag, n,
+                    d.size(), split, dir));
+  }
+  return Rows(d, 0, n);
+}
+
+StatusOr<Data> LoadData(const Flags& f) {
+  Data out;
+  if (f.dataset == "synthetic") {
+    const int64_t n_train =
+        f.train_subset > 0 ? f.train_subset : kSyntheticTrainSize;
+    const int64_t n_test =
+        f.test_subset > 0 ? f.test_subset : kSyntheticTestSize;
+    // One draw, split in two, so that both halves share the class
+    // prototypes and the test set measures what training learned.
+    data::Dataset all =
+        data::Synthetic(n_train + n_test, {3, 32, 32}, 10, f.seed);
+    out.train = Rows(all, 0, n_train);
+    out.test = Rows(all, n_train, n_test);
+    out.source = "synthetic 3x32x32";
+    return out;
+  }
+  const std::string dir =
+      f.data_dir.empty() ? DefaultDataDir(f.dataset) : f.data_dir;
+  auto read = [&](bool train) -> StatusOr<data::Dataset> {
+    if (f.dataset == "fashion-mnist") return data::ReadFashionMnist(dir, train);
+    if (f.dataset == "mnist") return data::ReadMnist(dir, train);
+    return data::ReadCifar10(dir, train);
+  };
+  const std::string context = "--dataset " + f.dataset;
+  StatusOr<data::Dataset> train = read(true);
+  if (!train.ok()) return train.status().WithContext(context);
+  StatusOr<data::Dataset> test = read(false);
+  if (!test.ok()) return test.status().WithContext(context);
+  KOLO_ASSIGN_OR_RETURN(
+      out.train, FirstRows(*std::move(train), f.train_subset, "--train-subset",
+                           "training", dir));
+  KOLO_ASSIGN_OR_RETURN(out.test, FirstRows(*std::move(test), f.test_subset,
+                                            "--test-subset", "test", dir));
+  if (f.dataset == "cifar10") out.augmentation = data::Cifar10Augmentation();
+  out.source = dir;
+  return out;
+}
+
+struct Setup {
+  Data data;
+  std::shared_ptr<models::Model> model;
+  std::unique_ptr<::torch::optim::Optimizer> optimizer;
+  // Rank 0, when resuming from a checkpoint: what it holds.
+  int64_t epochs_done = 0;
+  json history = json::array();
+  std::string resumed_from;  // the checkpoint's path; empty when fresh
+};
+
+Status Prepare(const Flags& f, int32_t rank, Setup* s) {
+  KOLO_ASSIGN_OR_RETURN(s->data, LoadData(f));
+  // The same seed on every rank gives the same initial weights; the
+  // broadcast from rank 0 that follows makes sure of it.
+  ::torch::manual_seed(f.seed);
+  KOLO_ASSIGN_OR_RETURN(s->model,
+                        models::CreateModel(f.model, s->data.train.num_classes,
+                                            s->data.train.images.size(1)));
+  if (f.optimizer == "sgd") {
+    s->optimizer = std::make_unique<::torch::optim::SGD>(
+        s->model->parameters(), ::torch::optim::SGDOptions(f.lr)
+                                    .momentum(f.momentum)
+                                    .weight_decay(f.weight_decay));
+  } else {
+    s->optimizer = std::make_unique<::torch::optim::Adam>(
+        s->model->parameters(),
+        ::torch::optim::AdamOptions(f.lr).weight_decay(f.weight_decay));
+  }
+  if (!f.resume || rank != 0) return Status::Ok();
+
+  CheckpointInfo expected;
+  expected.seed = f.seed;
+  expected.model = f.model;
+  expected.dataset = f.dataset;
+  expected.optimizer = f.optimizer;
+  StatusOr<CheckpointInfo> info =
+      LoadCheckpoint(f.checkpoint_dir, expected, *s->model, *s->optimizer);
+  if (!info.ok()) {
+    if (info.status().code() != StatusCode::kNotFound) return info.status();
+    fmt::print("kolo-train: --resume: {}; starting from epoch 1\n",
+               info.status().message());
+    return Status::Ok();
+  }
+  s->epochs_done = info->epochs_done;
+  s->history =
+      json::parse(info->history_json, nullptr, /*allow_exceptions=*/false);
+  if (s->history.is_discarded() || !s->history.is_array()) {
+    return InvalidArgument(
+        fmt::format("checkpoint {}: its history is not a JSON array",
+                    CheckpointPath(f.checkpoint_dir)));
+  }
+  s->resumed_from = CheckpointPath(f.checkpoint_dir);
+  return Status::Ok();
+}
+
+// --------------------------------------------------------------- progress
+
+// Rank 0's report on the epoch in flight. On a terminal, one line redrawn in
+// place at most every kRedraw; elsewhere (a file, a pipe, kolorun's relay)
+// nothing, since there only the line per epoch is worth keeping.
+class Progress {
+ public:
+  explicit Progress(bool on_terminal) : on_terminal_(on_terminal) {}
+
+  void Update(const std::string& line) {
+    if (!on_terminal_) return;
+    const Clock::time_point now = Clock::now();
+    if (now - last_ < kRedraw) return;
+    last_ = now;
+    // "\033[K" clears what a longer previous line left behind.
+    fmt::print("\r{}\033[K", line);
+    std::fflush(stdout);
+  }
+
+  void EndEpoch(const std::string& line) {
+    if (on_terminal_)
+      fmt::print("\r{}\033[K\n", line);
+    else
+      fmt::print("{}\n", line);
+    std::fflush(stdout);
+  }
+
+ private:
+  static constexpr std::chrono::milliseconds kRedraw{250};
+  const bool on_terminal_;
+  Clock::time_point last_;
+};
+
+std::string FormatDuration(double seconds) {
+  const int64_t s = static_cast<int64_t>(seconds + 0.5);
+  if (s >= 3600)
+    return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
+  return fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+// ------------------------------------------------------------- evaluation
+
+struct Evaluation {
+  int64_t correct = 0;
+  int64_t total = 0;
+  double accuracy() const {
+    return total > 0 ? static_cast<double>(correct) / total : 0.0;
+  }
+};
+
+// Each rank classifies the real rows of its unshuffled DistributedSampler
+// shard (UnpaddedShardSize: the padding would count some images twice); the
+// counts are summed across ranks, and their total must be the test set.
+StatusOr<Evaluation> Evaluate(models::Model& model, const data::Dataset& test,
+                              int32_t rank, int32_t size) {
+  data::DistributedSampler::Options options;
+  options.rank = rank;
+  options.world_size = size;
+  options.shuffle = false;
+  KOLO_ASSIGN_OR_RETURN(data::DistributedSampler sampler,
+                        data::DistributedSampler::Create(test.size(), options));
+  std::vector<int64_t> rows = sampler.Indices(0);
+  rows.resize(static_cast<size_t>(UnpaddedShardSize(test.size(), rank, size)));
+  const int64_t local_total = static_cast<int64_t>(rows.size());
+
+  ::torch::NoGradGuard no_grad;
+  model.eval();
+  int64_t correct = 0;
+  if (!rows.empty()) {
+    data::LoaderOptions loader_options;
+    loader_options.batch_size = kEvalBatchSize;
+    loader_options.num_workers = kLoaderWorkers;
+    KOLO_ASSIGN_OR_RETURN(
+        std::unique_ptr<data::DataLoader> loader,
+        data::DataLoader::Create(test, std::move(rows), loader_options));
+    while (true) {
+      KOLO_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, loader->Next());
+      if (!batch) break;
+      ::torch::Tensor predicted = model.forward(batch->images).argmax(1);
+      correct += predicted.eq(batch->labels).sum().item<int64_t>();
+    }
+  }
+  ::torch::Tensor counts =
+      ::torch::tensor({correct, local_total}, ::torch::kInt64);
+  KOLO_ASSIGN_OR_RETURN(
+      ::torch::Tensor sums,
+      kolo::torch::Allreduce(counts, "kolo-train.eval", ReduceOp::kSum));
+  Evaluation result;
+  result.correct = sums[0].item<int64_t>();
+  result.total = sums[1].item<int64_t>();
+  if (result.total != test.size()) {
+    return Internal(fmt::format(
+        "evaluation counted {} test images across the ranks, not {}",
+        result.total, test.size()));
+  }
+  return result;
+}
+
+// ---------------------------------------------------------------- summary
+
+// FNV-1a over the bytes of every parameter, in named_parameters() order:
+// equal on two ranks (or two runs) only when the weights are bit-identical.
+uint64_t ParameterChecksum(models::Model& model) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (const auto& item : model.named_parameters()) {
+    ::torch::Tensor t = item.value().detach().contiguous();
+    const auto* bytes = static_cast<const unsigned char*>(t.data_ptr());
+    const size_t n = static_cast<size_t>(t.numel()) * t.element_size();
+    for (size_t i = 0; i < n; ++i) {
+      hash ^= bytes[i];
+      hash *= 0x100000001b3ULL;
+    }
+  }
+  return hash;
+}
+
+int64_t PeakRssBytes() {
+  struct rusage usage {};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux: KiB
+}
+
+bench::Table::Column Column(const char* title, const char* unit, int width) {
+  bench::Table::Column column;
+  column.title = title;
+  column.unit = unit;
+  column.width = width;
+  return column;
+}
+
+kolo::torch::Compression ParseCompression(const std::string& name) {
+  if (name == "fp16") return kolo::torch::Compression::kFloat16;
+  if (name == "bf16") return kolo::torch::Compression::kBFloat16;
+  return kolo::torch::Compression::kNone;
+}
+
+// What a finished run reports, besides its flags and setup.
+struct Outcome {
+  int64_t resumed_after_epoch = 0;  // 0: a fresh run
+  int32_t threads = 1;
+  double scaled_lr = 0;
+  int64_t warmup_epochs = 0;   // 0 when no warm-up ran
+  json history;                // one record per epoch, resumed ones included
+  Evaluation evaluation;       // of the final model
+  double train_loss = 0;       // of the last epoch
+  double wall_seconds = 0;     // from joining the job to the end of training
+  double train_seconds = 0;    // in training loops, without evaluation
+  int64_t images_trained = 0;  // by all ranks, in this process's epochs
+  std::vector<int64_t> peak_rss_bytes;  // per rank
+  uint64_t checksum = 0;                // ParameterChecksum(), every rank's
+};
+
+// Rank 0's summary table and --json file. Images per second count the
+// images all ranks trained on (sampler padding included) over the time
+// spent in training loops.
+Status Report(const Flags& f, const Setup& s, int32_t size, const Outcome& o) {
+  const double rate =
+      o.train_seconds > 0
+          ? static_cast<double>(o.images_trained) / o.train_seconds
+          : 0;
+  const std::string checksum_text = fmt::format("{:#018x}", o.checksum);
+  bench::Table table(
+      {Column("wall", "(s)", 8), Column("train", "(s)", 8),
+       Column("images/s", "(total)", 10), Column("images/s", "(worker)", 10),
+       Column("test acc", "(%)", 8), Column("train loss", "", 10)});
+  fmt::print(
+      "# kolo-train: {} on {}, {} worker{}, {} epoch{}, batch {} per worker\n",
+      f.model, f.dataset, size, size == 1 ? "" : "s", f.epochs,
+      f.epochs == 1 ? "" : "s", f.batch_size);
+  for (const std::string& line : table.HeaderLines()) fmt::print("{}\n", line);
+  fmt::print("{}\n",
+             table.Row({bench::FormatFixed(o.wall_seconds, 1),
+                        bench::FormatFixed(o.train_seconds, 1),
+                        bench::FormatFixed(rate, 1),
+                        bench::FormatFixed(rate / size, 1),
+                        bench::FormatFixed(100.0 * o.evaluation.accuracy(), 2),
+                        bench::FormatFixed(o.train_loss, 4)}));
+  bench::Table memory({Column("rank", "", 6), Column("peak RSS", "(MiB)", 10)});
+  for (const std::string& line : memory.HeaderLines()) fmt::print("{}\n", line);
+  for (int32_t r = 0; r < size; ++r) {
+    fmt::print(
+        "{}\n",
+        memory.Row({std::to_string(r),
+                    bench::FormatFixed(o.peak_rss_bytes[r] / 1048576.0, 1)}));
+  }
+  fmt::print("# parameter checksum {} (equal on all ranks)\n", checksum_text);
+  std::fflush(stdout);
+
+  if (f.json_path.empty()) return Status::Ok();
+  json out;
+  out["tool"] = "kolo-train";
+  out["config"] = {
+      {"model", f.model},
+      {"parameters", models::CountParameters(*s.model)},
+      {"dataset", f.dataset},
+      {"data", s.data.source},
+      {"train_images", s.data.train.size()},
+      {"test_images", s.data.test.size()},
+      {"workers", size},
+      {"epochs", f.epochs},
+      {"batch_size", f.batch_size},
+      {"global_batch_size", f.batch_size * size * f.backward_passes_per_step},
+      {"lr", f.lr},
+      {"scaled_lr", o.scaled_lr},
+      {"warmup_epochs", o.warmup_epochs},
+      {"optimizer", f.optimizer},
+      {"momentum", f.momentum},
+      {"weight_decay", f.weight_decay},
+      {"compression", f.compression},
+      {"backward_passes_per_step", f.backward_passes_per_step},
+      {"threads", o.threads},
+      {"seed", f.seed},
+      {"resumed_after_epoch", o.resumed_after_epoch}};
+  out["history"] = o.history;
+  out["result"] = {{"test_accuracy", o.evaluation.accuracy()},
+                   {"test_correct", o.evaluation.correct},
+                   {"test_total", o.evaluation.total},
+                   {"train_loss", o.train_loss},
+                   {"wall_seconds", o.wall_seconds},
+                   {"train_seconds", o.train_seconds},
+                   {"images_trained", o.images_trained},
+                   {"images_per_second", rate},
+                   {"images_per_second_per_worker", rate / size},
+                   {"peak_rss_bytes", o.peak_rss_bytes},
+                   {"parameter_checksum", checksum_text}};
+  return bench::WriteJsonFile(f.json_path, out);
+}
+
+// ---------------------------------------------------------------- training
+
+Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
+             Clock::time_point start, Setup& s) {
+  models::Model& model = *s.model;
+  ::torch::optim::Optimizer& inner = *s.optimizer;
+  const data::Dataset& train = s.data.train;
+  const data::Dataset& test = s.data.test;
+
+  // Every rank starts from rank 0's weights, optimizer state and epoch.
+  KOLO_RETURN_IF_ERROR(kolo::torch::BroadcastParameters(model, 0));
+  KOLO_RETURN_IF_ERROR(kolo::torch::BroadcastOptimizerState(inner, 0));
+  int64_t epochs_done = s.epochs_done;
+  KOLO_RETURN_IF_ERROR(
+      Broadcast(&epochs_done, &epochs_done, 1, DataType::kInt64, 0));
+
+  kolo::torch::DistributedOptimizerOptions optimizer_options;
+  optimizer_options.compression = ParseCompression(f.compression);
+  optimizer_options.backward_passes_per_step = f.backward_passes_per_step;
+  kolo::torch::DistributedOptimizer optimizer(inner, model.named_parameters(),
+                                              optimizer_options);
+
+  data::DistributedSampler::Options sampler_options;
+  sampler_options.rank = rank;
+  sampler_options.world_size = size;
+  sampler_options.seed = f.seed;
+  KOLO_ASSIGN_OR_RETURN(
+      data::DistributedSampler sampler,
+      data::DistributedSampler::Create(train.size(), sampler_options));
+  data::LoaderOptions loader_options;
+  loader_options.batch_size = f.batch_size;
+  loader_options.num_workers = kLoaderWorkers;
+  loader_options.augmentation = s.data.augmentation;
+  loader_options.augmentation_seed = f.seed;
+  const int64_t batches_per_epoch =
+      (sampler.num_samples() + f.batch_size - 1) / f.batch_size;
+  const int64_t images_per_epoch = sampler.num_samples() * size;
+
+  const double scaled_lr = f.no_lr_scaling ? f.lr : f.lr * size;
+  const int64_t warmup_iterations =
+      scaled_lr == f.lr ? 0 : f.warmup_epochs * batches_per_epoch;
+  const bool has_buffers = !model.buffers().empty();
+
+  if (rank == 0) {
+    fmt::print(
+        "kolo-train: {} ({} parameters) on {} ({}: {} training, {} test "
+        "images)\n",
+        f.model, models::CountParameters(model), f.dataset, s.data.source,
+        train.size(), test.size());
+    std::string lr_text = fmt::format("{} lr {}", f.optimizer, f.lr);
+    if (scaled_lr != f.lr) lr_text += fmt::format(" scaled to {}", scaled_lr);
+    if (warmup_iterations > 0) {
+      lr_text += fmt::format(" with {} warm-up epoch{}", f.warmup_epochs,
+                             f.warmup_epochs == 1 ? "" : "s");
+    }
+    const int64_t steps = batches_per_epoch / f.backward_passes_per_step;
+    fmt::print(
+        "kolo-train: {} workers x batch {} (global {}), {} LibTorch "
+        "thread{} per worker; {}; {} step{} per epoch\n",
+        size, f.batch_size, f.batch_size * size * f.backward_passes_per_step,
+        threads, threads == 1 ? "" : "s", lr_text, steps,
+        steps == 1 ? "" : "s");
+    if (!s.resumed_from.empty()) {
+      fmt::print("kolo-train: resumed from {} after epoch {}\n", s.resumed_from,
+                 epochs_done);
+    }
+    if (!f.checkpoint_dir.empty() &&
+        batches_per_epoch % f.backward_passes_per_step != 0) {
+      fmt::print(
+          "kolo-train: warning: {} batches per epoch do not divide by "
+          "--backward-passes-per-step {}; a resumed run will not match an "
+          "uninterrupted one exactly\n",
+          batches_per_epoch, f.backward_passes_per_step);
+    }
+    std::fflush(stdout);
+  }
+
+  Progress progress(rank == 0 && isatty(STDOUT_FILENO));
+  json history = s.history;
+  double train_seconds = 0;
+  int64_t images_trained = 0;
+  int64_t passes = 0;  // backward passes in this process
+  std::optional<Evaluation> last_eval;
+  double last_loss =
+      history.empty() ? 0.0 : history.back().value("train_loss", 0.0);
+
+  for (int64_t epoch = epochs_done; epoch < f.epochs; ++epoch) {
+    ::torch::manual_seed(EpochSeed(f.seed, epoch, rank));
+    model.train();
+    KOLO_ASSIGN_OR_RETURN(
+        std::unique_ptr<data::DataLoader> loader,
+        data::DataLoader::Create(train, sampler, epoch, loader_options));
+    const Clock::time_point epoch_start = Clock::now();
+    double loss_sum = 0;
+    int64_t seen = 0;
+    double lr = f.lr;
+    while (true) {
+      KOLO_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, loader->Next());
+      if (!batch) break;
+      const int64_t iteration = epoch * batches_per_epoch + batch->number;
+      lr = LearningRate(f.lr, scaled_lr, iteration, warmup_iterations);
+      for (auto& group : inner.param_groups()) group.options().set_lr(lr);
+      if (passes % f.backward_passes_per_step == 0) optimizer.ZeroGrad();
+      ::torch::Tensor loss = ::torch::nn::functional::cross_entropy(
+          model.forward(batch->images), batch->labels);
+      loss.backward();
+      ++passes;
+      KOLO_RETURN_IF_ERROR(optimizer.Step().WithContext(
+          fmt::format("epoch {} batch {}", epoch + 1, batch->number + 1)));
+      const int64_t n = batch->labels.size(0);
+      loss_sum += loss.item<double>() * static_cast<double>(n);
+      seen += n;
+
+      if (rank == 0) {
+        const double elapsed = Seconds(Clock::now() - epoch_start);
+        const double rate = static_cast<double>(seen) * size / elapsed;
+        const int64_t done = batch->number + 1;
+        const double per_batch = elapsed / static_cast<double>(done);
+        const int64_t left = (batches_per_epoch - done) +
+                             (f.epochs - epoch - 1) * batches_per_epoch;
+        progress.Update(fmt::format(
+            "epoch {}/{}  step {}/{}  loss {:.4f}  {:.0f} images/s  ETA {}",
+            epoch + 1, f.epochs, done, batches_per_epoch,
+            loss_sum / static_cast<double>(seen), rate,
+            FormatDuration(per_batch * static_cast<double>(left))));
+      }
+    }
+    const double epoch_seconds = Seconds(Clock::now() - epoch_start);
+    train_seconds += epoch_seconds;
+    images_trained += images_per_epoch;
+
+    // Batch-norm statistics follow each rank's own batches; rank 0's become
+    // everyone's, so that every rank evaluates (and a resumed run continues
+    // from) the model rank 0 checkpoints.
+    if (has_buffers) {
+      KOLO_RETURN_IF_ERROR(kolo::torch::BroadcastParameters(model, 0));
+    }
+    KOLO_ASSIGN_OR_RETURN(Evaluation eval, Evaluate(model, test, rank, size));
+    KOLO_ASSIGN_OR_RETURN(
+        last_loss,
+        kolo::torch::AverageMetric(
+            loss_sum / static_cast<double>(std::max<int64_t>(seen, 1)),
+            "kolo-train.train_loss"));
+    last_eval = eval;
+    const double rate = static_cast<double>(images_per_epoch) / epoch_seconds;
+    history.push_back({{"epoch", epoch + 1},
+                       {"lr", lr},
+                       {"train_loss", last_loss},
+                       {"test_accuracy", eval.accuracy()},
+                       {"test_correct", eval.correct},
+                       {"test_total", eval.total},
+                       {"seconds", epoch_seconds},
+                       {"images_per_second", rate}});
+    if (rank == 0) {
+      progress.EndEpoch(
+          fmt::format("epoch {}/{}  train loss {:.4f}  test accuracy {:.2f}% "
+                      "({}/{})  {:.0f} images/s  {:.1f} s",
+                      epoch + 1, f.epochs, last_loss, 100.0 * eval.accuracy(),
+                      eval.correct, eval.total, rate, epoch_seconds));
+    }
+
+    Status saved;
+    if (rank == 0 && !f.checkpoint_dir.empty()) {
+      CheckpointInfo info;
+      info.epochs_done = epoch + 1;
+      info.seed = f.seed;
+      info.model = f.model;
+      info.dataset = f.dataset;
+      info.optimizer = f.optimizer;
+      info.history_json = history.dump();
+      saved = SaveCheckpoint(f.checkpoint_dir, model, inner, info);
+    }
+    // Rank 0 alone writes; the others must not train on if it failed.
+    if (!f.checkpoint_dir.empty()) {
+      KOLO_RETURN_IF_ERROR(AgreeAcrossRanks(saved, rank, size));
+    }
+  }
+  if (!last_eval) {
+    // The checkpoint already held every epoch: report the model it holds.
+    KOLO_ASSIGN_OR_RETURN(Evaluation eval, Evaluate(model, test, rank, size));
+    last_eval = eval;
+  }
+  const double wall_seconds = Seconds(Clock::now() - start);
+
+  // Bit-identical parameters on every rank is what data parallelism
+  // promises; check it rather than assume it.
+  const uint64_t checksum = ParameterChecksum(model);
+  std::vector<uint64_t> checksums(static_cast<size_t>(size));
+  KOLO_RETURN_IF_ERROR(
+      Allgather(&checksum, checksums.data(), 1, DataType::kInt64));
+  const int64_t peak_rss = PeakRssBytes();
+  std::vector<int64_t> peak_rss_all(static_cast<size_t>(size));
+  KOLO_RETURN_IF_ERROR(
+      Allgather(&peak_rss, peak_rss_all.data(), 1, DataType::kInt64));
+  for (int32_t r = 1; r < size; ++r) {
+    if (checksums[r] != checksums[0]) {
+      return Internal(
+          fmt::format("the ranks ended with different parameters: rank 0 "
+                      "checksum {:#018x}, rank {} {:#018x}",
+                      checksums[0], r, checksums[r]));
+    }
+  }
+  if (rank != 0) return Status::Ok();
+
+  Outcome outcome;
+  outcome.resumed_after_epoch = epochs_done;
+  outcome.threads = threads;
+  outcome.scaled_lr = scaled_lr;
+  outcome.warmup_epochs = warmup_iterations > 0 ? f.warmup_epochs : 0;
+  outcome.history = std::move(history);
+  outcome.evaluation = *last_eval;
+  outcome.train_loss = last_loss;
+  outcome.wall_seconds = wall_seconds;
+  outcome.train_seconds = train_seconds;
+  outcome.images_trained = images_trained;
+  outcome.peak_rss_bytes = std::move(peak_rss_all);
+  outcome.checksum = checksum;
+  return Report(f, s, size, outcome);
+}
+
+}  // namespace
+
+int RunTraining(const Flags& f) {
+  const Clock::time_point start = Clock::now();
+  const int32_t rank = Rank();
+  const int32_t size = Size();
+  const int32_t threads =
+      f.threads > 0
+          ? f.threads
+          : std::max<int32_t>(
+                1, static_cast<int32_t>(std::thread::hardware_concurrency()) /
+                       LocalSize());
+  ::torch::set_num_threads(threads);
+
+  Setup setup;
+  Status prepared;
+  try {
+    prepared = Prepare(f, rank, &setup);
+  } catch (const std::exception& e) {
+    // Still agree below: the other ranks must not wait for this one.
+    std::string message = e.what();
+    prepared = Internal(message.substr(0, message.find('\n')));
+  }
+  Status status = AgreeAcrossRanks(prepared, rank, size);
+  if (status.ok()) status = Train(f, rank, size, threads, start, setup);
+  if (status.ok()) return 0;
+  if (status.code() != StatusCode::kAborted ||
+      status.message() != kReportedByAnotherRank) {
+    PrintError(status);
+  }
+  return 1;
+}
+
+}  // namespace kolo::train

@@ -1,0 +1,40 @@
+// kolo-train's training run: one rank's part of data-parallel training of a
+// kolo::models network on a kolo::data dataset.
+//
+// A run, on every rank:
+//   1. setup: read the dataset (and keep the first --train-subset /
+//      --test-subset rows), build the model from --seed, build the optimizer;
+//      rank 0 reads the checkpoint when resuming. The ranks then agree on
+//      whether setup worked anywhere before any of them trains, so a rank
+//      that cannot read its files does not leave the others waiting.
+//   2. make the ranks identical: BroadcastParameters from rank 0, and when
+//      resuming the epoch count and BroadcastOptimizerState.
+//   3. per epoch: reseed LibTorch's generator with EpochSeed(seed, epoch,
+//      rank) (dropout), train on this rank's DistributedSampler shard through
+//      a DataLoader and DistributedOptimizer (gradients averaged across
+//      ranks, learning rate from plan.h), copy rank 0's buffers (batch-norm
+//      statistics, which each rank updates from its own batches) to every
+//      rank, evaluate (each rank its unpadded shard of the test set, correct
+//      and total summed across ranks), average the train loss across ranks,
+//      and let rank 0 save the checkpoint.
+//   4. rank 0 prints the summary table and writes the JSON; every rank
+//      checks that all ranks ended with bit-identical parameters.
+//
+// Output (rank 0 only): a header line, then per epoch either one line
+// redrawn in place on a terminal or one line per epoch elsewhere, then the
+// summary table.
+#ifndef KOLO_TOOLS_KOLO_TRAIN_TRAINER_H_
+#define KOLO_TOOLS_KOLO_TRAIN_TRAINER_H_
+
+#include "flags.h"
+
+namespace kolo::train {
+
+// Runs the training `flags` describe; call after kolo::Init() on every
+// rank. Prints this rank's errors, one line each ("kolo-train: ..."), and
+// returns the process exit status: 0, or 1 on any error.
+int RunTraining(const Flags& flags);
+
+}  // namespace kolo::train
+
+#endif  // KOLO_TOOLS_KOLO_TRAIN_TRAINER_H_
