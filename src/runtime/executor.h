@@ -31,7 +31,6 @@ struct LocalOperation {
   std::shared_ptr<internal::HandleState> handle;
   SteadyTime enqueued;
   SteadyTime announced;
-  bool is_announced = false;
 };
 
 class Executor {

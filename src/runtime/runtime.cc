@@ -220,7 +220,6 @@ bool Runtime::Tick() {
       mine.specs.push_back(op->spec);
     }
     op->announced = start;
-    op->is_announced = true;
     if (timeline_) {
       timeline_->Begin(op->spec.name, "NEGOTIATE", op->enqueued);
       timeline_->End(op->spec.name, start);

@@ -4,8 +4,8 @@
 // columns line up under their titles.
 //
 // Thread-safety: immutable after construction; safe to share.
-#ifndef KOLO_TOOLS_KOLO_BENCH_TABLE_H_
-#define KOLO_TOOLS_KOLO_BENCH_TABLE_H_
+#ifndef KOLO_TOOLS_REPORT_TABLE_H_
+#define KOLO_TOOLS_REPORT_TABLE_H_
 
 #include <string>
 #include <vector>
@@ -46,4 +46,4 @@ std::string FormatFixed(double value, int decimals);
 
 }  // namespace kolo::bench
 
-#endif  // KOLO_TOOLS_KOLO_BENCH_TABLE_H_
+#endif  // KOLO_TOOLS_REPORT_TABLE_H_

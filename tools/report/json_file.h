@@ -1,7 +1,7 @@
 // Writing a benchmark's results: never a half-written file, even when the
 // run is killed (the JSON goes to PATH.tmp, then is renamed over PATH).
-#ifndef KOLO_TOOLS_KOLO_BENCH_JSON_FILE_H_
-#define KOLO_TOOLS_KOLO_BENCH_JSON_FILE_H_
+#ifndef KOLO_TOOLS_REPORT_JSON_FILE_H_
+#define KOLO_TOOLS_REPORT_JSON_FILE_H_
 
 #include <nlohmann/json.hpp>
 
@@ -16,4 +16,4 @@ Status WriteJsonFile(const std::string& path, const nlohmann::json& json);
 
 }  // namespace kolo::bench
 
-#endif  // KOLO_TOOLS_KOLO_BENCH_JSON_FILE_H_
+#endif  // KOLO_TOOLS_REPORT_JSON_FILE_H_
