@@ -36,6 +36,11 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "epochs over which the rate climbs from --lr to the scaled "
                  "rate")
       ->capture_default_str();
+  app.add_option("--lr-schedule", f->lr_schedule,
+                 "after the warm-up: cosine (down to 0 at the last step) or "
+                 "constant")
+      ->check(CLI::IsMember({"cosine", "constant"}))
+      ->capture_default_str();
   app.add_option("--optimizer", f->optimizer, "sgd or adam")
       ->check(CLI::IsMember({"sgd", "adam"}))
       ->capture_default_str();

@@ -30,6 +30,7 @@ struct Flags {
   double lr = 0.01;          // for one worker; scaled by the world size
   bool no_lr_scaling = false;
   int64_t warmup_epochs = 1;
+  std::string lr_schedule = "cosine";  // cosine | constant
   std::string optimizer = "sgd";  // sgd | adam
   double momentum = 0.9;          // sgd only
   double weight_decay = 5e-4;     // L2 penalty, sgd and adam

@@ -1,6 +1,7 @@
 #include "plan.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace kolo::train {
 namespace {
@@ -16,14 +17,22 @@ uint64_t Mix(uint64_t x) {
 
 }  // namespace
 
-double LearningRate(double base_lr, double scaled_lr, int64_t iteration,
-                    int64_t warmup_iterations) {
-  if (warmup_iterations <= 0 || iteration >= warmup_iterations) {
-    return scaled_lr;
+double LearningRate(const LrPlan& plan, int64_t iteration) {
+  iteration = std::max<int64_t>(iteration, 0);
+  if (iteration < plan.warmup_iterations) {
+    const double progress = static_cast<double>(iteration) /
+                            static_cast<double>(plan.warmup_iterations);
+    return plan.base_lr + (plan.scaled_lr - plan.base_lr) * progress;
   }
-  const double progress = static_cast<double>(std::max<int64_t>(iteration, 0)) /
-                          static_cast<double>(warmup_iterations);
-  return base_lr + (scaled_lr - base_lr) * progress;
+  const int64_t decay_iterations =
+      plan.total_iterations - plan.warmup_iterations;
+  if (plan.schedule == LrSchedule::kConstant || decay_iterations <= 0) {
+    return plan.scaled_lr;
+  }
+  const double progress =
+      std::min(1.0, static_cast<double>(iteration - plan.warmup_iterations) /
+                        static_cast<double>(decay_iterations));
+  return plan.scaled_lr * 0.5 * (1.0 + std::cos(M_PI * progress));
 }
 
 int64_t UnpaddedShardSize(int64_t dataset_size, int32_t rank,

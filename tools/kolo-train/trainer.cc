@@ -399,6 +399,7 @@ Status Report(const Flags& f, const Setup& s, int32_t size, const Outcome& o) {
       {"lr", f.lr},
       {"scaled_lr", o.scaled_lr},
       {"warmup_epochs", o.warmup_epochs},
+      {"lr_schedule", f.lr_schedule},
       {"optimizer", f.optimizer},
       {"momentum", f.momentum},
       {"weight_decay", f.weight_decay},
@@ -463,6 +464,13 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
   const double scaled_lr = f.no_lr_scaling ? f.lr : f.lr * size;
   const int64_t warmup_iterations =
       scaled_lr == f.lr ? 0 : f.warmup_epochs * batches_per_epoch;
+  LrPlan lr_plan;
+  lr_plan.base_lr = f.lr;
+  lr_plan.scaled_lr = scaled_lr;
+  lr_plan.warmup_iterations = warmup_iterations;
+  lr_plan.total_iterations = f.epochs * batches_per_epoch;
+  lr_plan.schedule =
+      f.lr_schedule == "constant" ? LrSchedule::kConstant : LrSchedule::kCosine;
   const bool has_buffers = !model.buffers().empty();
 
   if (rank == 0) {
@@ -477,6 +485,7 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
       lr_text += fmt::format(" with {} warm-up epoch{}", f.warmup_epochs,
                              f.warmup_epochs == 1 ? "" : "s");
     }
+    lr_text += fmt::format(", {} schedule", f.lr_schedule);
     const int64_t steps = batches_per_epoch / f.backward_passes_per_step;
     fmt::print(
         "kolo-train: {} workers x batch {} (global {}), {} LibTorch "
@@ -522,7 +531,7 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
       KOLO_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, loader->Next());
       if (!batch) break;
       const int64_t iteration = epoch * batches_per_epoch + batch->number;
-      lr = LearningRate(f.lr, scaled_lr, iteration, warmup_iterations);
+      lr = LearningRate(lr_plan, iteration);
       for (auto& group : inner.param_groups()) group.options().set_lr(lr);
       if (passes % f.backward_passes_per_step == 0) optimizer.ZeroGrad();
       ::torch::Tensor loss = ::torch::nn::functional::cross_entropy(
