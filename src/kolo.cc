@@ -52,11 +52,16 @@ Runtime* TheRuntime() {
 }  // namespace
 
 const char* BackendName(BackendKind kind) {
-  return kind == BackendKind::kMpi ? "mpi" : "gloo";
+  switch (kind) {
+    case BackendKind::kMpi: return "mpi";
+    case BackendKind::kShm: return "shm";
+    default: return "gloo";
+  }
 }
 
 StatusOr<BackendKind> ParseBackend(const std::string& name) {
   if (name == "gloo") return BackendKind::kGloo;
+  if (name == "shm") return BackendKind::kShm;
   if (name == "mpi") {
 #ifdef KOLO_WITH_MPI
     return BackendKind::kMpi;
@@ -64,7 +69,7 @@ StatusOr<BackendKind> ParseBackend(const std::string& name) {
     return InvalidArgument("backend 'mpi' was not built (configure with -DKOLO_WITH_MPI=ON)");
 #endif
   }
-  return InvalidArgument("unknown backend '" + name + "' (expected gloo or mpi)");
+  return InvalidArgument("unknown backend '" + name + "' (expected gloo, mpi or shm)");
 }
 
 #ifndef KOLO_WITH_MPI
@@ -113,8 +118,12 @@ Status Init() {
   backend_options.gloo_hostname = config.gloo_hostname;
   backend_options.store_prefix = "kolo/init" + std::to_string(p.generation) + "/gloo";
   StatusOr<std::unique_ptr<Backend>> backend = std::unique_ptr<Backend>();
+  backend_options.shm_area_bytes = config.shm_area_bytes;
   if (config.backend == BackendKind::kMpi) {
     backend = CreateMpiBackend(backend_options);
+  } else if (config.backend == BackendKind::kShm && world.size > 1) {
+    backend_options.store_prefix = "kolo/init" + std::to_string(p.generation) + "/shm";
+    backend = CreateShmBackend(backend_options, client);
   } else if (world.size > 1) {
     backend = CreateGlooBackend(backend_options, client);
   }

@@ -50,7 +50,9 @@ struct WorldInfo {
   int32_t cross_size = 1;
 };
 
-enum class BackendKind : int32_t { kGloo = 0, kMpi };
+// gloo: Gloo over TCP; mpi: the MPI library; shm: POSIX shared memory
+// between the processes of one host (kolorun's default on one host).
+enum class BackendKind : int32_t { kGloo = 0, kMpi, kShm };
 const char* BackendName(BackendKind kind);
 StatusOr<BackendKind> ParseBackend(const std::string& name);
 

@@ -58,6 +58,9 @@ struct BackendOptions {
   std::string gloo_hostname = "127.0.0.1";
   // Namespace in the store for this backend's rendezvous keys.
   std::string store_prefix = "gloo";
+  // Bytes of each of the four areas of a rank's shared-memory segment: the
+  // most one round of a shm collective moves per rank.
+  int64_t shm_area_bytes = 1 << 20;
 };
 
 // Each returns kInvalidArgument naming the CMake option when the backend was
@@ -66,6 +69,9 @@ StatusOr<std::unique_ptr<Backend>> CreateGlooBackend(
     const BackendOptions& options, std::shared_ptr<Store> store);
 StatusOr<std::unique_ptr<Backend>> CreateMpiBackend(
     const BackendOptions& options);
+// All ranks must be on one host.
+StatusOr<std::unique_ptr<Backend>> CreateShmBackend(
+    const BackendOptions& options, std::shared_ptr<Store> store);
 
 }  // namespace kolo
 

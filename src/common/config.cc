@@ -162,6 +162,15 @@ Status ReadRuntimeSettings(const EnvLookup& env, JobConfig* config) {
   KOLO_ASSIGN_OR_RETURN(int64_t shutdown,
                         ReadInt(env, env::kStallShutdownSeconds, 0, 0, 7 * 24 * 3600));
   config->stall_shutdown = std::chrono::seconds(shutdown);
+  if (std::optional<std::string> text = env(env::kShmAreaBytes)) {
+    const std::string what = std::string("environment variable ") + env::kShmAreaBytes;
+    KOLO_ASSIGN_OR_RETURN(config->shm_area_bytes, ParseByteSize(*text, what));
+    if (config->shm_area_bytes < 4096 || config->shm_area_bytes % 4096 != 0 ||
+        config->shm_area_bytes > (int64_t{1} << 30)) {
+      return InvalidArgument(what + " must be a multiple of 4K between 4K and 1G, got '" +
+                             *text + "'");
+    }
+  }
   return Status::Ok();
 }
 
@@ -243,11 +252,11 @@ StatusOr<JobConfig> ReadJobConfig(const EnvLookup& env) {
   config.rank0_hosts_store = store_addr && !env(env::kStoreHosted);
 
   const bool needs_store =
-      config.world.size > 1 && config.backend == BackendKind::kGloo;
+      config.world.size > 1 && config.backend != BackendKind::kMpi;
   if (needs_store && !store_addr) {
     return InvalidArgument(
         std::string(env::kStoreAddr) + " is not set: a " +
-        std::to_string(config.world.size) + "-rank gloo job started by " +
+        std::to_string(config.world.size) + "-rank " + BackendName(config.backend) + " job started by " +
         config.launcher +
         " needs the rendezvous address host:port of rank 0 (kolorun sets it "
         "for you; under mpirun you may also use KOLO_BACKEND=mpi)");

@@ -56,6 +56,7 @@ inline constexpr const char* kCacheCapacity = "KOLO_CACHE_CAPACITY";
 inline constexpr const char* kTimeline = "KOLO_TIMELINE";
 inline constexpr const char* kStallWarningSeconds = "KOLO_STALL_WARNING_S";
 inline constexpr const char* kStallShutdownSeconds = "KOLO_STALL_SHUTDOWN_S";
+inline constexpr const char* kShmAreaBytes = "KOLO_SHM_AREA_BYTES";
 }  // namespace env
 
 inline constexpr std::chrono::seconds kDefaultTimeout{30};
@@ -71,6 +72,7 @@ struct JobConfig {
   std::string store_secret;
   bool rank0_hosts_store = false;
   std::string gloo_hostname;
+  int64_t shm_area_bytes = int64_t{1} << 20;  // see BackendOptions
 
   // The runtime (see src/runtime/runtime.h).
   std::chrono::microseconds cycle_time{1000};

@@ -108,6 +108,26 @@ TEST(ConfigTest, BadValuesNameTheVariable) {
               HasSubstr("KOLO_STORE_ADDR is not set"));
 }
 
+TEST(ConfigTest, ShmBackendAndAreaSize) {
+  StatusOr<JobConfig> c = ReadJobConfig(
+      Env({{"KOLO_BACKEND", "shm"}, {"KOLO_SHM_AREA_BYTES", "256K"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->backend, BackendKind::kShm);
+  EXPECT_EQ(c->shm_area_bytes, 256 << 10);
+  // Like gloo, a multi-rank shm job rendezvouses through the store.
+  EXPECT_THAT(ReadJobConfig(Env({{"KOLO_BACKEND", "shm"},
+                                 {"SLURM_PROCID", "0"},
+                                 {"SLURM_NTASKS", "2"}}))
+                  .status()
+                  .message(),
+              HasSubstr("2-rank shm job"));
+  for (const char* bad : {"1000", "0", "2G", "x"}) {
+    EXPECT_THAT(ReadJobConfig(Env({{"KOLO_SHM_AREA_BYTES", bad}})).status().message(),
+                HasSubstr("KOLO_SHM_AREA_BYTES"))
+        << bad;
+  }
+}
+
 TEST(ConfigTest, ByteSizes) {
   EXPECT_EQ(*ParseByteSize("8", "-b"), 8);
   EXPECT_EQ(*ParseByteSize("64K", "-b"), 64 << 10);

@@ -1,10 +1,16 @@
 // Collectives in real processes over real transports: kolorun starts the
-// ranks, Gloo talks TCP over loopback, MPI uses OpenMPI's own transports.
+// ranks, Gloo talks TCP over loopback, MPI uses OpenMPI's own transports,
+// shm maps the ranks' segments in /dev/shm.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "testing/child_process.h"
 #include "transport/socket.h"
@@ -56,7 +62,8 @@ INSTANTIATE_TEST_SUITE_P(
     Worlds, CollectivesMatrixTest,
     ::testing::Values(MatrixCase{"gloo", 1}, MatrixCase{"gloo", 2}, MatrixCase{"gloo", 3},
                       MatrixCase{"gloo", 4}, MatrixCase{"mpi", 1}, MatrixCase{"mpi", 2},
-                      MatrixCase{"mpi", 3}, MatrixCase{"mpi", 4}),
+                      MatrixCase{"mpi", 3}, MatrixCase{"mpi", 4}, MatrixCase{"shm", 1},
+                      MatrixCase{"shm", 2}, MatrixCase{"shm", 3}, MatrixCase{"shm", 4}),
     [](const ::testing::TestParamInfo<MatrixCase>& info) {
       return std::string(info.param.backend) + "_np" + std::to_string(info.param.np);
     });
@@ -83,10 +90,26 @@ TEST_P(CollectivesErrorTest, InitAfterShutdownStartsAFreshJob) {
   EXPECT_EQ(CountMatches(r.out, "three rounds of init and shutdown"), 2) << Describe(r);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, CollectivesErrorTest, ::testing::Values("gloo", "mpi"));
+INSTANTIATE_TEST_SUITE_P(Backends, CollectivesErrorTest, ::testing::Values("gloo", "mpi", "shm"));
 
-TEST(CollectivesFailureTest, SurvivorsNameTheRankThatDied) {
-  RunResult r = RunProgram({kKolorun, "-np", "3", "--backend", "gloo", "--timeout", "20", kWorker, "die"},
+// The /dev/shm entries named like kolo's segments (/kolo-<creator pid>-...)
+// whose creator no longer exists: what a job that died would leak.
+std::vector<std::string> OrphanedSegments() {
+  std::vector<std::string> orphans;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
+    const std::string name = entry.path().filename().string();
+    int pid = 0;
+    if (std::sscanf(name.c_str(), "kolo-%d-", &pid) != 1) continue;
+    if (kill(pid, 0) != 0 && errno == ESRCH) orphans.push_back(name);
+  }
+  return orphans;
+}
+
+class CollectivesFailureTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CollectivesFailureTest, SurvivorsNameTheRankThatDied) {
+  RunResult r = RunProgram({kKolorun, "-np", "3", "--backend", GetParam(), "--timeout", "20", kWorker, "die"},
                     {}, std::chrono::seconds(60));
   EXPECT_NE(r.exit_code, 0) << Describe(r);
   EXPECT_LT(r.seconds, 15) << Describe(r);
@@ -101,16 +124,17 @@ TEST(CollectivesFailureTest, SurvivorsNameTheRankThatDied) {
                           "synchronous call #\\d+: rank " + rank + ": rank 1 is gone")))
         << Describe(r);
   }
+  EXPECT_THAT(OrphanedSegments(), ::testing::IsEmpty());
 }
 
-TEST(CollectivesFailureTest, MpiJobEndsWhenARankDies) {
+TEST(JobFailureTest, MpiJobEndsWhenARankDies) {
   RunResult r = RunProgram({kKolorun, "-np", "2", "--backend", "mpi", kWorker, "die"}, {},
                     std::chrono::seconds(60));
   EXPECT_NE(r.exit_code, 0) << Describe(r);
   EXPECT_LT(r.seconds, 20) << Describe(r);
 }
 
-TEST(CollectivesFailureTest, RankThatNeverCallsIsReportedAsAStall) {
+TEST(JobFailureTest, RankThatNeverCallsIsReportedAsAStall) {
   RunResult r = RunProgram({kKolorun, "-np", "2", "--backend", "gloo", "--env",
                             "KOLO_STALL_WARNING_S=1", "--env", "KOLO_STALL_SHUTDOWN_S=3", kWorker,
                             "hang"},
@@ -125,8 +149,8 @@ TEST(CollectivesFailureTest, RankThatNeverCallsIsReportedAsAStall) {
       << Describe(r);
 }
 
-TEST(CollectivesFailureTest, FrozenPeerTimesOutInsteadOfHanging) {
-  RunResult r = RunProgram({kKolorun, "-np", "2", "--backend", "gloo", "--timeout", "2", kWorker,
+TEST_P(CollectivesFailureTest, FrozenPeerTimesOutInsteadOfHanging) {
+  RunResult r = RunProgram({kKolorun, "-np", "2", "--backend", GetParam(), "--timeout", "2", kWorker,
                             "freeze"},
                            {}, std::chrono::seconds(60));
   EXPECT_NE(r.exit_code, 0) << Describe(r);
@@ -134,6 +158,8 @@ TEST(CollectivesFailureTest, FrozenPeerTimesOutInsteadOfHanging) {
   EXPECT_TRUE(std::regex_search(r.err, std::regex("\\[0\\]<stderr>: rank 0: timeout: synchronous call #1: rank 0: ")))
       << Describe(r);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, CollectivesFailureTest, ::testing::Values("gloo", "shm"));
 
 // A free port for the tests that must name one up front (KOLO_STORE_ADDR
 // without kolorun); the OS picks it.

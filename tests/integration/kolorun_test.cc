@@ -193,7 +193,7 @@ TEST(KolorunTest, EachRankSeesItsPlaceAndTheUserEnv) {
   expect_all("KOLO_CROSS_RANK", "0");
   expect_all("KOLO_CROSS_SIZE", "1");
   expect_all("KOLO_STORE_HOSTED", "1");
-  expect_all("KOLO_BACKEND", "gloo");
+  expect_all("KOLO_BACKEND", "shm");  // the default on one host
   expect_all("KOLO_TIMEOUT_S", "7");
   expect_all("FOO", "bar");
   expect_all("EQ", "a=b");
@@ -390,7 +390,7 @@ INSTANTIATE_TEST_SUITE_P(
                        "--env expects K=V, got 'NOEQUALS'",
                        2},
         BadCommandLine{{"-np", "1", "--backend", "nccl", "WORKER"},
-                       "--backend must be gloo or mpi, got 'nccl'",
+                       "--backend must be shm, gloo or mpi, got 'nccl'",
                        2},
         BadCommandLine{
             {"-np", "1", "--timeout", "0", "WORKER"},
@@ -411,7 +411,7 @@ TEST(KolorunTest, BadBackendInEnvironmentIsNamed) {
   EXPECT_EQ(
       Lines(r.err),
       (std::vector<std::string>{
-          "kolorun: environment variable KOLO_BACKEND must be gloo or mpi, "
+          "kolorun: environment variable KOLO_BACKEND must be shm, gloo or mpi, "
           "got 'tcp'"}));
 }
 
@@ -443,7 +443,7 @@ TEST(KolorunTest, VerboseNamesStoreCommandsAndExits) {
   std::vector<std::string> err = Lines(r.err);
   EXPECT_THAT(
       err, Contains(AllOf(StartsWith("kolorun: store listening on 127.0.0.1:"),
-                          HasSubstr("backend gloo"))));
+                          HasSubstr("backend shm"))));
   for (int rank = 0; rank < 2; ++rank) {
     std::string name = "kolorun: rank " + std::to_string(rank);
     EXPECT_THAT(err, Contains(name + ": " + kWorker + " rank")) << r.err;

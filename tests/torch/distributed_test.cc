@@ -35,8 +35,8 @@ TEST(TorchTypesTest, EveryKoloTypeMapsAndOthersAreRefused) {
   EXPECT_THAT(torch::ToDataType(::torch::kBool).status().message(), HasSubstr("Bool"));
 }
 
-TEST(TorchCollectivesTest, EveryCollectiveAndTypeOnBothBackends) {
-  for (const char* backend : {"gloo", "mpi"}) {
+TEST(TorchCollectivesTest, EveryCollectiveAndTypeOnEveryBackend) {
+  for (const char* backend : {"gloo", "mpi", "shm"}) {
     RunResult r = RunWorker(3, backend, {"tensors"});
     ASSERT_EQ(r.exit_code, 0) << backend << "\n" << Describe(r);
     EXPECT_THAT(r.out, HasSubstr("[2]<stdout>: rank 2: tensor collectives correct"));
@@ -60,7 +60,7 @@ class EquivalenceTest : public ::testing::TestWithParam<EquivalenceCase> {};
 // float32 within 1e-5; compressed gradients within a stated 2e-2.
 TEST_P(EquivalenceTest, DistributedTrainingMatchesTheWholeBatch) {
   const EquivalenceCase& c = GetParam();
-  RunResult r = RunWorker(c.np, "gloo",
+  RunResult r = RunWorker(c.np, "shm",
                           {"equivalence", c.optimizer, c.compression, std::to_string(c.passes), "5"});
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   std::regex line("max parameter difference ([0-9.e+-]+)");

@@ -186,7 +186,7 @@ struct RawBackends {
   // is done. kolo's backend finalizes MPI at Shutdown() when it was the one
   // that initialized it, and MPI cannot be initialized twice.
   std::unique_ptr<Backend> mpi;
-  // Gloo backends created so far; each gets its own store namespace.
+  // Gloo or shm backends created so far; each gets its own store namespace.
   int32_t gloo_created = 0;
 };
 
@@ -217,13 +217,17 @@ StatusOr<std::unique_ptr<StepRunner>> MakeRawRunner(const FusionMode& mode,
   options.timeout = config.timeout;
   options.gloo_hostname = config.gloo_hostname;
   options.store_prefix = fmt::format("bench/raw{}", raw->gloo_created++);
+  options.shm_area_bytes = config.shm_area_bytes;
+  const bool shm = config.backend == BackendKind::kShm;
   StatusOr<std::unique_ptr<Backend>> backend =
-      CreateGlooBackend(options, shared_store);
+      shm ? CreateShmBackend(options, shared_store)
+          : CreateGlooBackend(options, shared_store);
   // The rendezvous is over either way. A goodbye keeps the store from
   // counting this rank as failed.
   (void)shared_store->Close();
   if (!backend.ok()) {
-    return backend.status().WithContext("raw mode: creating a gloo backend");
+    return backend.status().WithContext(
+        fmt::format("raw mode: creating a {} backend", shm ? "shm" : "gloo"));
   }
   Backend* engine = backend->get();
   return std::unique_ptr<StepRunner>(

@@ -50,7 +50,7 @@ void UnsetEnv(std::vector<std::string>* env, const std::string& name) {
              env->end());
 }
 
-std::vector<ProcessSpec> BuildGlooJob(
+std::vector<ProcessSpec> BuildRankJob(
     const LaunchOptions& options, const std::string& program_path,
     const StoreInfo& store, const std::vector<std::string>& base_env) {
   std::vector<ProcessSpec> specs;

@@ -1,6 +1,6 @@
 // Turns kolorun's options into the processes to start.
 //
-// gloo: one process per rank, each told its place in the job through
+// shm and gloo: one process per rank, each told its place in the job through
 // KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_*, KOLO_CROSS_* (one host: local = global,
 // cross = 0 of 1) and where the store kolorun hosts is.
 //
@@ -28,7 +28,7 @@ struct StoreInfo {
 
 // `program_path` is options.command[0] resolved by FindExecutable;
 // `base_env` is kolorun's own environment ("K=V").
-std::vector<ProcessSpec> BuildGlooJob(const LaunchOptions& options,
+std::vector<ProcessSpec> BuildRankJob(const LaunchOptions& options,
                                       const std::string& program_path,
                                       const StoreInfo& store,
                                       const std::vector<std::string>& base_env);

@@ -160,7 +160,7 @@ int Main(int argc, char** argv) {
     specs.push_back(
         BuildMpiJob(options, mpirun, geteuid() == 0, store, base_env));
   } else {
-    specs = BuildGlooJob(options, *program, store, base_env);
+    specs = BuildRankJob(options, *program, store, base_env);
   }
 
   Launcher launcher(launcher_options, &*signals);

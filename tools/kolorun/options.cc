@@ -40,9 +40,10 @@ std::string Usage() {
          "\n"
          "Options:\n"
          "  -np N               number of ranks (required, >= 1)\n"
-         "  --backend B         gloo or mpi (default: $KOLO_BACKEND, else "
-         "gloo);\n"
-         "                      mpi starts the ranks through mpirun\n"
+         "  --backend B         shm, gloo or mpi (default: $KOLO_BACKEND, "
+         "else shm);\n"
+         "                      shm: shared memory, gloo: TCP, mpi: through "
+         "mpirun\n"
          "  --env K=V           set K=V in every rank's environment "
          "(repeatable)\n"
          "  --timeout S         seconds a rank waits for its peers before it\n"
@@ -144,7 +145,7 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
       StatusOr<BackendKind> kind = ParseBackend(*from_env);
       if (!kind.ok()) {
         return InvalidArgument(std::string("environment variable ") +
-                               env::kBackend + " must be gloo or mpi, got '" +
+                               env::kBackend + " must be shm, gloo or mpi, got '" +
                                *from_env + "'");
       }
       options.backend = *kind;
@@ -152,7 +153,7 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
   } else {
     StatusOr<BackendKind> kind = ParseBackend(backend_text);
     if (!kind.ok()) {
-      return InvalidArgument("--backend must be gloo or mpi, got '" +
+      return InvalidArgument("--backend must be shm, gloo or mpi, got '" +
                              backend_text + "'");
     }
     options.backend = *kind;

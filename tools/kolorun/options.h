@@ -1,6 +1,6 @@
 // kolorun's command line:
 //
-//   kolorun -np N [--backend gloo|mpi] [--env K=V]... [--timeout S]
+//   kolorun -np N [--backend shm|gloo|mpi] [--env K=V]... [--timeout S]
 //           [--timeline-filename F] [--mpi-args "..."] [--verbose]
 //           [--] program args...
 //
@@ -29,7 +29,8 @@ inline constexpr int kUsageExitCode = 2;
 struct LaunchOptions {
   bool help = false;  // --help: print Usage() and do nothing else
   int32_t num_ranks = 0;
-  BackendKind backend = BackendKind::kGloo;
+  // kolorun starts every rank on this host, where shared memory is fastest.
+  BackendKind backend = BackendKind::kShm;
   // --env K=V in the order given; a later K overrides an earlier one.
   std::vector<std::pair<std::string, std::string>> env;
   int64_t timeout_seconds = kDefaultTimeout.count();

@@ -36,9 +36,9 @@ TEST(SetEnvTest, ReplacesAndAppends) {
   EXPECT_EQ(env, (std::vector<std::string>{"A=3", "C="}));
 }
 
-TEST(BuildGlooJobTest, TellsEachRankItsPlace) {
+TEST(BuildRankJobTest, TellsEachRankItsPlace) {
   StoreInfo store{"127.0.0.1:4242", "s3cr3t"};
-  std::vector<ProcessSpec> specs = BuildGlooJob(TwoRanks(), "/bin/prog", store,
+  std::vector<ProcessSpec> specs = BuildRankJob(TwoRanks(), "/bin/prog", store,
                                                 {"PATH=/bin", "KOLO_RANK=9"});
   ASSERT_EQ(specs.size(), 2u);
   for (int rank = 0; rank < 2; ++rank) {
@@ -60,7 +60,7 @@ TEST(BuildGlooJobTest, TellsEachRankItsPlace) {
     EXPECT_EQ(Value(env, "KOLO_STORE_ADDR"), "127.0.0.1:4242");
     EXPECT_EQ(Value(env, "KOLO_STORE_SECRET"), "s3cr3t");
     EXPECT_EQ(Value(env, "KOLO_STORE_HOSTED"), "1");
-    EXPECT_EQ(Value(env, "KOLO_BACKEND"), "gloo");
+    EXPECT_EQ(Value(env, "KOLO_BACKEND"), "shm");  // the default
     EXPECT_EQ(Value(env, "KOLO_TIMEOUT_S"), "12");
     EXPECT_EQ(Value(env, "USER_VAR"), "u");
     EXPECT_EQ(Value(env, "KOLO_GLOO_HOSTNAME"), "h");

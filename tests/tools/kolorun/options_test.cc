@@ -45,7 +45,7 @@ TEST(ParseOptionsTest, ReadsEveryFlag) {
 TEST(ParseOptionsTest, Defaults) {
   StatusOr<LaunchOptions> options = Parse({"-np", "1", "prog"});
   ASSERT_TRUE(options.ok()) << options.status().ToString();
-  EXPECT_EQ(options->backend, BackendKind::kGloo);
+  EXPECT_EQ(options->backend, BackendKind::kShm);
   EXPECT_EQ(options->timeout_seconds, 30);
   EXPECT_FALSE(options->verbose);
   EXPECT_TRUE(options->env.empty());
