@@ -342,6 +342,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadCommandLine{"MissingDataDir",
                        {"--data-dir", "/nonexistent/kolo-train"},
                        "/nonexistent/kolo-train/train-images-idx3-ubyte"},
+        BadCommandLine{"NoKoloWithoutBenchmark",
+                       {"--no-kolo"},
+                       "--no-kolo needs --benchmark-steps"},
+        BadCommandLine{"NoKoloUnderALauncher",
+                       {"--no-kolo", "--benchmark-steps", "2"},
+                       "--no-kolo trains in one process, but a launcher "
+                       "started 2 ranks"},
         BadCommandLine{"SubsetTooLarge",
                        {"--train-subset", "60001"},
                        "--train-subset 60001 is more than the 60000 training "
@@ -350,6 +357,48 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<BadCommandLine>& info) {
       return info.param.name;
     });
+
+// --benchmark-steps times exactly that many steps on every rank, with kolo
+// or (--no-kolo) on the bare optimizer, and reports them.
+TEST(KoloTrain, BenchmarkModeOnKoloAndOnPlainLibTorch) {
+  TempDir dir;
+  const std::vector<std::string> common = {
+      "--model", "lenet", "--dataset", "synthetic", "--batch-size", "16",
+      "--benchmark-warmup", "2", "--benchmark-steps", "3"};
+  std::vector<std::string> kolo_args = common;
+  kolo_args.insert(kolo_args.end(), {"--json", dir / "kolo.json"});
+  RunResult kolo = RunKoloTrain(2, kolo_args);
+  ASSERT_EQ(kolo.exit_code, 0) << Describe(kolo);
+  EXPECT_THAT(kolo.out, HasSubstr("2 kolo workers x batch 16"));
+  nlohmann::json k = ReadJson(dir / "kolo.json");
+  ASSERT_FALSE(k.is_discarded());
+  EXPECT_EQ(k["config"]["framework"], "kolo");
+  EXPECT_EQ(k["config"]["workers"], 2);
+  EXPECT_EQ(k["config"]["steps"], 3);
+  EXPECT_EQ(k["config"]["backend"], "shm");
+  EXPECT_GT(k["result"]["images_per_second"].get<double>(), 0);
+  // 3 timed steps of 16 images on each of 2 ranks.
+  EXPECT_NEAR(k["result"]["images_per_second"].get<double>() *
+                  k["result"]["seconds"].get<double>(),
+              96.0, 1e-6);
+  EXPECT_GT(k["result"]["communication_seconds"].get<double>(), 0);
+  EXPECT_EQ(k["result"]["peak_rss_bytes"].size(), 2u);
+
+  std::vector<std::string> plain_args = {kKoloTrain, "--no-kolo", "--threads", "1"};
+  plain_args.insert(plain_args.end(), common.begin(), common.end());
+  plain_args.insert(plain_args.end(), {"--json", dir / "plain.json"});
+  RunResult plain = RunProgram(plain_args, {}, kLimit);
+  ASSERT_EQ(plain.exit_code, 0) << Describe(plain);
+  EXPECT_THAT(plain.out, HasSubstr("1 plain LibTorch process x batch 16"));
+  nlohmann::json p = ReadJson(dir / "plain.json");
+  ASSERT_FALSE(p.is_discarded());
+  EXPECT_EQ(p["config"]["framework"], "libtorch");
+  EXPECT_EQ(p["config"]["backend"], "none");
+  EXPECT_NEAR(p["result"]["images_per_second"].get<double>() *
+                  p["result"]["seconds"].get<double>(),
+              48.0, 1e-6);
+  EXPECT_EQ(p["result"]["communication_seconds"].get<double>(), 0);
+}
 
 // Without a launcher kolo-train is a one-worker world, and says the same.
 TEST(KoloTrain, MissingDataWithoutLauncher) {

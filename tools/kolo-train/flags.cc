@@ -70,6 +70,16 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--test-subset", f->test_subset,
                  "evaluate on the first N test images (0: all)");
   app.add_option("--json", f->json_path, "write the results to this file");
+  app.add_option("--benchmark-steps", f->benchmark_steps,
+                 "measure throughput: time this many training steps (after "
+                 "--benchmark-warmup untimed ones) instead of training for "
+                 "--epochs; no evaluation, no checkpoints");
+  app.add_option("--benchmark-warmup", f->benchmark_warmup,
+                 "untimed steps before --benchmark-steps")
+      ->capture_default_str();
+  app.add_flag("--no-kolo", f->no_kolo,
+               "train in this one process with plain LibTorch (its own "
+               "optimizer, no kolo runtime): the baseline for kolo's cost");
 }
 
 Status Validate(const Flags& f) {
@@ -86,6 +96,11 @@ Status Validate(const Flags& f) {
       at_least("--backward-passes-per-step", f.backward_passes_per_step, 1));
   KOLO_RETURN_IF_ERROR(at_least("--train-subset", f.train_subset, 0));
   KOLO_RETURN_IF_ERROR(at_least("--test-subset", f.test_subset, 0));
+  KOLO_RETURN_IF_ERROR(at_least("--benchmark-steps", f.benchmark_steps, 0));
+  KOLO_RETURN_IF_ERROR(at_least("--benchmark-warmup", f.benchmark_warmup, 0));
+  if (f.no_kolo && f.benchmark_steps == 0) {
+    return InvalidArgument("--no-kolo needs --benchmark-steps");
+  }
   if (!(f.lr > 0)) {
     return InvalidArgument(fmt::format("--lr must be positive, got {}", f.lr));
   }

@@ -43,6 +43,13 @@ struct Flags {
   int64_t train_subset = 0;  // 0: the whole training set
   int64_t test_subset = 0;   // 0: the whole test set
   std::string json_path;
+  // Throughput mode: time this many steps after --benchmark-warmup untimed
+  // ones, instead of training for --epochs; no evaluation, no checkpoint.
+  int64_t benchmark_steps = 0;
+  int64_t benchmark_warmup = 5;
+  // Plain LibTorch in one process: no kolo::Init, no DistributedOptimizer.
+  // The baseline that prices being distributed.
+  bool no_kolo = false;
 };
 
 // The --model, --dataset, --optimizer and --compression choices.

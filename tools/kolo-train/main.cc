@@ -56,6 +56,23 @@ int main(int argc, char** argv) {
   kolo::Status valid = kolo::train::Validate(flags);
   if (!valid.ok()) return CommandLineError(valid.message());
 
+  if (flags.no_kolo) {
+    kolo::StatusOr<kolo::JobConfig> config =
+        kolo::ReadJobConfig(kolo::ProcessEnvironment());
+    if (config.ok() && config->world.size > 1) {
+      return CommandLineError(
+          "--no-kolo trains in one process, but a launcher started " +
+          std::to_string(config->world.size) + " ranks");
+    }
+    try {
+      return kolo::train::RunTraining(flags);
+    } catch (const std::exception& e) {
+      const std::string message = e.what();
+      fmt::print(stderr, "kolo-train: {}\n",
+                 message.substr(0, message.find('\n')));
+      return 1;
+    }
+  }
   kolo::Status init = kolo::Init();
   if (!init.ok()) {
     fmt::print(stderr, "kolo-train: cannot join the job: {}\n",

@@ -61,6 +61,7 @@ void PrintError(const Status& status) {
 // or not, get kReportedByAnotherRank: under the same flags on one host the
 // ranks fail alike, and one line says it.
 Status AgreeAcrossRanks(const Status& status, int32_t rank, int32_t size) {
+  if (size == 1) return status;
   const int32_t failed = status.ok() ? 0 : 1;
   std::vector<int32_t> all(static_cast<size_t>(size), 0);
   Status gathered = Allgather(&failed, all.data(), 1, DataType::kInt32);
@@ -651,6 +652,141 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
   return Report(f, s, size, outcome);
 }
 
+// ------------------------------------------------------------- benchmark
+
+// --benchmark-steps: the throughput of the training loop alone. Every rank
+// runs --benchmark-warmup untimed steps (allocator, caches, the runtime's
+// response cache), meets the others at a barrier, runs the timed steps and
+// meets them again, so all ranks time the same window. With --no-kolo the
+// same loop runs on the bare optimizer in one process.
+Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
+                 Setup& s) {
+  const bool distributed = !f.no_kolo;
+  models::Model& model = *s.model;
+  ::torch::optim::Optimizer& inner = *s.optimizer;
+  std::optional<kolo::torch::DistributedOptimizer> optimizer;
+  if (distributed) {
+    KOLO_RETURN_IF_ERROR(kolo::torch::BroadcastParameters(model, 0));
+    kolo::torch::DistributedOptimizerOptions options;
+    options.compression = ParseCompression(f.compression);
+    options.backward_passes_per_step = f.backward_passes_per_step;
+    optimizer.emplace(inner, model.named_parameters(), options);
+  }
+  const double lr = f.no_lr_scaling ? f.lr : f.lr * size;
+  for (auto& group : inner.param_groups()) group.options().set_lr(lr);
+
+  data::DistributedSampler::Options sampler_options;
+  sampler_options.rank = rank;
+  sampler_options.world_size = size;
+  sampler_options.seed = f.seed;
+  KOLO_ASSIGN_OR_RETURN(
+      data::DistributedSampler sampler,
+      data::DistributedSampler::Create(s.data.train.size(), sampler_options));
+  data::LoaderOptions loader_options;
+  loader_options.batch_size = f.batch_size;
+  loader_options.num_workers = kLoaderWorkers;
+  loader_options.augmentation = s.data.augmentation;
+  loader_options.augmentation_seed = f.seed;
+
+  const int64_t total = f.benchmark_warmup + f.benchmark_steps;
+  int64_t steps = 0;
+  int64_t timed_images = 0;
+  double loss_value = 0;
+  Clock::time_point timed_start = Clock::now();
+  RuntimeStats stats_before;
+  model.train();
+  for (int64_t epoch = 0; steps < total; ++epoch) {
+    ::torch::manual_seed(EpochSeed(f.seed, epoch, rank));
+    KOLO_ASSIGN_OR_RETURN(
+        std::unique_ptr<data::DataLoader> loader,
+        data::DataLoader::Create(s.data.train, sampler, epoch, loader_options));
+    while (steps < total) {
+      if (steps == f.benchmark_warmup) {
+        if (distributed) {
+          KOLO_RETURN_IF_ERROR(Barrier());
+          stats_before = GetRuntimeStats();
+        }
+        timed_start = Clock::now();
+      }
+      KOLO_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, loader->Next());
+      if (!batch) break;
+      if (distributed) {
+        optimizer->ZeroGrad();
+      } else {
+        inner.zero_grad();
+      }
+      ::torch::Tensor loss = ::torch::nn::functional::cross_entropy(
+          model.forward(batch->images), batch->labels);
+      loss.backward();
+      if (distributed) {
+        KOLO_RETURN_IF_ERROR(optimizer->Step().WithContext(
+            fmt::format("benchmark step {}", steps + 1)));
+      } else {
+        inner.step();
+      }
+      if (steps >= f.benchmark_warmup) timed_images += batch->labels.size(0);
+      ++steps;
+      loss_value = loss.item<double>();
+    }
+  }
+  if (distributed) KOLO_RETURN_IF_ERROR(Barrier());
+  const double seconds = Seconds(Clock::now() - timed_start);
+  RuntimeStats stats = distributed ? GetRuntimeStats() : RuntimeStats{};
+
+  const int64_t peak_rss = PeakRssBytes();
+  std::vector<int64_t> peak_rss_all(static_cast<size_t>(size), peak_rss);
+  std::vector<int64_t> images_all(static_cast<size_t>(size), timed_images);
+  if (distributed) {
+    KOLO_RETURN_IF_ERROR(
+        Allgather(&peak_rss, peak_rss_all.data(), 1, DataType::kInt64));
+    KOLO_RETURN_IF_ERROR(
+        Allgather(&timed_images, images_all.data(), 1, DataType::kInt64));
+  }
+  if (rank != 0) return Status::Ok();
+  int64_t images = 0;
+  for (int64_t n : images_all) images += n;
+  const double rate = static_cast<double>(images) / seconds;
+  const double step_ms =
+      1000.0 * seconds / static_cast<double>(std::max<int64_t>(f.benchmark_steps, 1));
+  const double communication =
+      stats.collective_seconds - stats_before.collective_seconds;
+  const double negotiation =
+      stats.negotiation_seconds - stats_before.negotiation_seconds;
+  fmt::print(
+      "kolo-train benchmark: {} on {}, {} {} x batch {}, {} thread{}: {} "
+      "steps in {:.3f} s, {:.1f} ms/step, {:.0f} images/s ({:.0f} per "
+      "worker)\n",
+      f.model, f.dataset, size, distributed ? "kolo workers" : "plain LibTorch process",
+      f.batch_size, threads, threads == 1 ? "" : "s", f.benchmark_steps, seconds,
+      step_ms, rate, rate / size);
+  std::fflush(stdout);
+  if (f.json_path.empty()) return Status::Ok();
+  json out;
+  out["tool"] = "kolo-train";
+  out["config"] = {{"mode", "benchmark"},
+                   {"framework", distributed ? "kolo" : "libtorch"},
+                   {"backend", distributed ? BackendName(ActiveBackend()) : "none"},
+                   {"model", f.model},
+                   {"parameters", models::CountParameters(model)},
+                   {"dataset", f.dataset},
+                   {"workers", size},
+                   {"batch_size", f.batch_size},
+                   {"threads", threads},
+                   {"warmup_steps", f.benchmark_warmup},
+                   {"steps", f.benchmark_steps},
+                   {"compression", f.compression},
+                   {"seed", f.seed}};
+  out["result"] = {{"images_per_second", rate},
+                   {"images_per_second_per_worker", rate / size},
+                   {"seconds", seconds},
+                   {"step_ms", step_ms},
+                   {"communication_seconds", communication},
+                   {"negotiation_seconds", negotiation},
+                   {"final_loss", loss_value},
+                   {"peak_rss_bytes", peak_rss_all}};
+  return bench::WriteJsonFile(f.json_path, out);
+}
+
 }  // namespace
 
 int RunTraining(const Flags& f) {
@@ -675,7 +811,10 @@ int RunTraining(const Flags& f) {
     prepared = Internal(message.substr(0, message.find('\n')));
   }
   Status status = AgreeAcrossRanks(prepared, rank, size);
-  if (status.ok()) status = Train(f, rank, size, threads, start, setup);
+  if (status.ok()) {
+    status = f.benchmark_steps > 0 ? Benchmark(f, rank, size, threads, setup)
+                                   : Train(f, rank, size, threads, start, setup);
+  }
   if (status.ok()) return 0;
   if (status.code() != StatusCode::kAborted ||
       status.message() != kReportedByAnotherRank) {
