@@ -1,0 +1,99 @@
+// ShmGroup: the shared memory through which the ranks of one host reach
+// each other, and the barrier that orders their use of it.
+//
+// Segments. Every rank owns one POSIX shared-memory segment,
+// /kolo-<rank 0's pid>-<random>-<rank>, that every other rank maps: a header
+// page (the rank's sync counter, its pid, a few published scalars) and
+// `areas` areas of `area_bytes` each. Rank 0 draws the name and publishes it
+// in the store; once every rank has mapped every segment (counted in the
+// store), each rank unlinks its own name, so the segments live exactly as
+// long as the mappings and nothing is left in /dev/shm however the job
+// ends, SIGKILL included.
+//
+// Sync. Sync() is a barrier: the rank raises its counter to the next value
+// and waits until every peer's counter has reached it. What a rank writes
+// before sync j its peers may read after their sync j and until their sync
+// j+1; callers that alternate two areas by the parity of j can therefore
+// rewrite an area right after sync j+1 without a second barrier.
+//
+// Waiting. A waiter spins for up to 50 us (a peer that is already on its
+// way arrives within microseconds), then sleeps on the peer's counter with
+// FUTEX_WAIT in slices of 10 ms. A rank that raises its counter calls
+// FUTEX_WAKE only when a peer sleeps on it. Between slices the waiter checks
+// that the peer's process still exists (kPeerFailure naming the rank and
+// pid) and that the timeout has not passed (kTimeout naming the rank). The
+// spin is bounded so that on a machine with as many busy threads as cores a
+// waiting rank gives its core back to the compute threads.
+//
+// Thread-safety: one thread at a time per rank (the backend's contract).
+#ifndef KOLO_TRANSPORT_SHM_GROUP_H_
+#define KOLO_TRANSPORT_SHM_GROUP_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kolo/status.h"
+#include "store/store.h"
+
+namespace kolo {
+
+class ShmGroup {
+ public:
+  struct Options {
+    int32_t rank = 0;
+    int32_t size = 1;
+    int32_t areas = 4;
+    int64_t area_bytes = 1 << 20;  // a positive multiple of 4096
+    std::chrono::milliseconds timeout{30000};
+  };
+
+  // Collective over the ranks of `options`: every rank calls it with the
+  // same options and a store shared by all, under `key_prefix`.
+  static StatusOr<std::unique_ptr<ShmGroup>> Create(const Options& options,
+                                                    Store& store,
+                                                    const std::string& key_prefix);
+  ~ShmGroup();
+  ShmGroup(const ShmGroup&) = delete;
+  ShmGroup& operator=(const ShmGroup&) = delete;
+
+  // Area `index` of `rank`'s segment.
+  char* Area(int32_t rank, int32_t index) const;
+  // A 64-bit value `rank` publishes before a sync; `slot` < kScalarSlots.
+  std::atomic<int64_t>& Scalar(int32_t rank, int32_t slot) const;
+  static constexpr int32_t kScalarSlots = 4;
+
+  // The barrier described above; `what` names the operation in errors.
+  Status Sync(const char* what);
+  // The number of the last sync this rank passed (0 before the first).
+  uint32_t syncs() const { return syncs_; }
+
+  int32_t rank() const { return options_.rank; }
+  int32_t size() const { return options_.size; }
+  int64_t area_bytes() const { return options_.area_bytes; }
+
+ private:
+  struct Header;
+  struct Mapping {
+    void* base = nullptr;
+    size_t bytes = 0;
+  };
+
+  explicit ShmGroup(const Options& options);
+  Status Join(const std::string& base_name, Store& store, const std::string& key_prefix);
+  Header* HeaderOf(int32_t rank) const;
+  Status WaitFor(int32_t rank, uint32_t target,
+                 std::chrono::steady_clock::time_point start, const char* what);
+
+  const Options options_;
+  std::vector<Mapping> segments_;
+  std::vector<bool> same_pid_namespace_;  // liveness checks are meaningful
+  uint32_t syncs_ = 0;
+};
+
+}  // namespace kolo
+
+#endif  // KOLO_TRANSPORT_SHM_GROUP_H_
