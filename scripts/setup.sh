@@ -11,6 +11,8 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libtorch-dev dataset-fashion-mnist
+  # The PyTorch DDP peer of kolo-bench train (bench/peers/torch_ddp.py).
+  python3-torch
 )
 
 missing=()

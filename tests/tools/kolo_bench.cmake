@@ -23,4 +23,17 @@ if(TARGET kolo_bench_lib)
     gtest_discover_tests(kolo_bench_fusion_run_test DISCOVERY_TIMEOUT 60
       PROPERTIES TIMEOUT 240)
   endif()
+
+  if(TARGET kolorun AND TARGET kolo-train AND TARGET kolo_testing)
+    add_executable(kolo_bench_train_test
+      ${CMAKE_CURRENT_LIST_DIR}/kolo_bench_train_test.cc)
+    target_link_libraries(kolo_bench_train_test PRIVATE
+      kolo_bench_lib kolo_testing nlohmann_json::nlohmann_json GTest::gmock
+      GTest::gtest_main)
+    target_compile_definitions(kolo_bench_train_test PRIVATE
+      KOLO_BENCH_PATH="$<TARGET_FILE:kolo-bench>")
+    add_dependencies(kolo_bench_train_test kolorun kolo-bench kolo-train)
+    gtest_discover_tests(kolo_bench_train_test DISCOVERY_TIMEOUT 60
+      PROPERTIES TIMEOUT 300)
+  endif()
 endif()

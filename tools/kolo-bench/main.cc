@@ -8,6 +8,7 @@
 
 #include "collectives.h"
 #include "fusion.h"
+#include "train.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kolo-bench: benchmarks for kolo's collectives"};
@@ -18,6 +19,8 @@ int main(int argc, char** argv) {
       kolo::bench::AddCollectivesCommand(app, &collectives_flags);
   kolo::bench::FusionFlags fusion_flags;
   CLI::App* fusion = kolo::bench::AddFusionCommand(app, &fusion_flags);
+  kolo::bench::TrainFlags train_flags;
+  CLI::App* train = kolo::bench::AddTrainCommand(app, &train_flags);
 
   try {
     app.parse(argc, argv);
@@ -35,6 +38,9 @@ int main(int argc, char** argv) {
     }
     if (fusion->parsed()) {
       return kolo::bench::RunFusionCommand(fusion_flags);
+    }
+    if (train->parsed()) {
+      return kolo::bench::RunTrainCommand(train_flags);
     }
   } catch (const std::exception& e) {
     fmt::print(stderr, "kolo-bench: {}\n", e.what());

@@ -1,0 +1,808 @@
+#!/usr/bin/env python3
+"""PyTorch DistributedDataParallel peer of kolo's training benchmark.
+
+Measures the training throughput (images per second) that plain PyTorch
+DistributedDataParallel (DDP) on the gloo backend reaches for one of kolo's
+models, so that kolo's figure has a reference measured under the same
+conditions on the same machine:
+
+  - the same network: each model below reproduces kolo's model zoo
+    (src/torch/models/) layer for layer, with the same parameter names, order
+    and initialization, and the script refuses to run if the parameter count
+    differs from kolo's;
+  - the same data: Fashion-MNIST, MNIST and CIFAR-10 are read whole into
+    memory and normalised as kolo::data does ((x / 255 - mean) / std, with
+    kolo's constants), each rank training on its own disjoint shard
+    (DistributedSampler, shuffled with the seed);
+  - the same work per step: batch size per worker, cross-entropy, SGD with
+    momentum 0.9 and weight decay 5e-4 at --lr times the world size, as
+    kolo-train does by default;
+  - the same resources: --threads intra-op threads and one inter-op thread per
+    worker, and --np worker processes on this host.
+
+DDP runs as its users run it, with its defaults (25 MB gradient buckets,
+batch-norm buffers broadcast from rank 0 every forward pass), and also with
+one worker, so the --np 1 figure includes DDP's own overhead.
+
+What still differs from kolo-train: batches are gathered (index_select from
+the in-memory set) on the training thread, where kolo's loader prefetches
+them on a thread of its own; CIFAR-10 is not augmented here, where
+kolo-train crops and flips it in that loader thread; the synthetic images
+default to 1x28x28 (kolo-train's are 3x32x32: pass --channels 3
+--image-size 32) and follow kolo's recipe but not its random numbers, and
+the shuffle is torch's permutation, not kolo's; the learning rate stays at
+--lr times np (no warm-up or cosine schedule, which change the values, not
+the work); and the per-worker memory includes the Python interpreter and
+torch's Python modules.
+
+Timing: --warmup steps are run untimed, then every rank waits at a barrier,
+runs --iters steps of forward, backward and optimizer step, and waits at a
+barrier again; the time between the barriers is the measured window, the same
+for all ranks. images/s = iters * batch size * np / seconds.
+
+  python3 bench/peers/torch_ddp.py --model lenet --dataset fashion-mnist \\
+      --np 2 --batch-size 128 --threads 1 --warmup 5 --iters 50 --json out.json
+
+The launcher starts the workers itself and rendezvouses them through a
+TCPStore on 127.0.0.1 at a port the OS picks. If a worker fails, the launcher
+stops the others and exits non-zero; workers also die with the launcher.
+Exit status: 0 on success, 2 for bad flags or data, 1 for any other failure.
+"""
+
+import argparse
+import ctypes
+import datetime
+import gzip
+import json
+import multiprocessing
+import multiprocessing.connection
+import os
+import resource
+import signal
+import struct
+import sys
+import tempfile
+import time
+import traceback
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DistributedSampler
+
+NUM_CLASSES = 10
+
+# kolo's normalisation constants (include/kolo/data.h): per-channel mean and
+# std of the training pixels scaled to [0, 1].
+NORMALISATION = {
+    "fashion-mnist": ((0.2860,), (0.3530,)),
+    "mnist": ((0.1307,), (0.3081,)),
+    "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+}
+DATASETS = (*NORMALISATION, "synthetic")
+CIFAR10_RECORD_BYTES = 1 + 3 * 32 * 32  # label byte, then R, G, B planes
+SYNTHETIC_SIZE = 8192  # images, as kolo-train's synthetic training set
+
+# kolo's parameter counts for 10 classes (include/kolo/models.h,
+# tests/torch/models_test.cc): (count, input channels it is given for,
+# weights of the first convolution per input channel). Only the first
+# convolution depends on the number of input channels.
+KOLO_PARAMETERS = {
+    "lenet": (21_840, 1, 10 * 5 * 5),
+    "resnet18": (11_173_962, 3, 64 * 3 * 3),
+    "resnet50": (23_520_842, 3, 64 * 3 * 3),
+    "mobilenetv2": (2_236_682, 3, 32 * 3 * 3),
+    "vgg16": (15_253_578, 3, 64 * 3 * 3),
+}
+
+
+class InputError(Exception):
+    """A problem with the data or the flags, reported in one line (exit 2)."""
+
+
+# Models: kolo's model zoo (src/torch/models/models.cc, residual.cc).
+
+
+def conv(in_channels, out_channels, kernel, stride=1, groups=1, bias=False):
+    """kolo's Conv(): square kernel, "same" padding (kernel // 2), no bias."""
+    return nn.Conv2d(in_channels, out_channels, kernel, stride=stride,
+                     padding=kernel // 2, groups=groups, bias=bias)
+
+
+def init_convolutions_for_relu(module):
+    """He normal (fan-out, ReLU) weights and zero biases, as kolo and
+    torchvision initialize ResNet, MobileNetV2 and VGG."""
+    for child in module.modules():
+        if isinstance(child, nn.Conv2d):
+            nn.init.kaiming_normal_(child.weight, mode="fan_out",
+                                    nonlinearity="relu")
+            if child.bias is not None:
+                nn.init.zeros_(child.bias)
+
+
+class LeNet(nn.Module):
+    """The PyTorch MNIST example's network, returning logits; the second pool
+    is adaptive to 4x4 (the same as a 2x2 pool for 28x28 input)."""
+
+    def __init__(self, num_classes, in_channels):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 10, 5)
+        self.conv2 = nn.Conv2d(10, 20, 5)
+        self.conv2_drop = nn.Dropout2d()
+        self.fc1 = nn.Linear(320, 50)
+        self.dropout = nn.Dropout()
+        self.fc2 = nn.Linear(50, num_classes)
+
+    def forward(self, x):
+        x = F.relu(F.max_pool2d(self.conv1(x), 2))
+        x = F.relu(F.adaptive_max_pool2d(self.conv2_drop(self.conv2(x)), 4))
+        x = F.relu(self.fc1(x.flatten(1)))
+        return self.fc2(self.dropout(x))
+
+
+def projection(in_channels, out_channels, stride):
+    """A residual block's shortcut when its shape changes: 1x1 conv, BN."""
+    return nn.Sequential(conv(in_channels, out_channels, 1, stride),
+                         nn.BatchNorm2d(out_channels))
+
+
+class BasicBlock(nn.Module):
+    expansion = 1
+
+    def __init__(self, in_channels, planes, stride):
+        super().__init__()
+        self.conv1 = conv(in_channels, planes, 3, stride)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = conv(planes, planes, 3)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.downsample = (projection(in_channels, planes, stride)
+                           if stride != 1 or in_channels != planes else None)
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        shortcut = self.downsample(x) if self.downsample is not None else x
+        return F.relu(out + shortcut)
+
+
+class Bottleneck(nn.Module):
+    """1x1 down to `planes`, strided 3x3, 1x1 up to 4 * planes."""
+
+    expansion = 4
+
+    def __init__(self, in_channels, planes, stride):
+        super().__init__()
+        out_channels = planes * self.expansion
+        self.conv1 = conv(in_channels, planes, 1)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = conv(planes, planes, 3, stride)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv3 = conv(planes, out_channels, 1)
+        self.bn3 = nn.BatchNorm2d(out_channels)
+        self.downsample = (projection(in_channels, out_channels, stride)
+                           if stride != 1 or in_channels != out_channels
+                           else None)
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = F.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        shortcut = self.downsample(x) if self.downsample is not None else x
+        return F.relu(out + shortcut)
+
+
+class ResNet(nn.Module):
+    """ResNet with the small-image stem: one 3x3 stride-1 convolution to 64
+    channels, batch norm and relu, no max-pool."""
+
+    def __init__(self, block, blocks, num_classes, in_channels):
+        super().__init__()
+        self.conv1 = conv(in_channels, 64, 3)
+        self.bn1 = nn.BatchNorm2d(64)
+        channels = 64
+        self.stages = []
+        for stage, (planes, count) in enumerate(zip((64, 128, 256, 512),
+                                                    blocks)):
+            layer = nn.Sequential()
+            for i in range(count):
+                stride = 2 if stage > 0 and i == 0 else 1
+                layer.append(block(channels, planes, stride))
+                channels = planes * block.expansion
+            setattr(self, f"layer{stage + 1}", layer)
+            self.stages.append(layer)
+        self.fc = nn.Linear(channels, num_classes)
+        init_convolutions_for_relu(self)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        for layer in self.stages:
+            x = layer(x)
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+class InvertedResidual(nn.Module):
+    """1x1 expansion (absent for ratio 1), 3x3 depthwise, linear 1x1
+    projection; the input is added back when the shape is unchanged."""
+
+    def __init__(self, in_channels, out_channels, stride, expand_ratio):
+        super().__init__()
+        self.residual = stride == 1 and in_channels == out_channels
+        hidden = in_channels * expand_ratio
+        if expand_ratio != 1:
+            self.expand_conv = conv(in_channels, hidden, 1)
+            self.expand_bn = nn.BatchNorm2d(hidden)
+        else:
+            self.expand_conv = None
+        self.depthwise_conv = conv(hidden, hidden, 3, stride, groups=hidden)
+        self.depthwise_bn = nn.BatchNorm2d(hidden)
+        self.project_conv = conv(hidden, out_channels, 1)
+        self.project_bn = nn.BatchNorm2d(out_channels)
+
+    def forward(self, x):
+        out = x
+        if self.expand_conv is not None:
+            out = F.relu6(self.expand_bn(self.expand_conv(out)))
+        out = F.relu6(self.depthwise_bn(self.depthwise_conv(out)))
+        out = self.project_bn(self.project_conv(out))
+        return out + x if self.residual else out
+
+
+class MobileNetV2(nn.Module):
+    """Width 1.0, small-image strides: stride 1 in the stem and in the
+    24-channel stage, so the network downsamples 8 times instead of 32."""
+
+    # (expansion ratio, output channels, blocks, stride of the first block)
+    STAGES = ((1, 16, 1, 1), (6, 24, 2, 1), (6, 32, 3, 2), (6, 64, 4, 2),
+              (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1))
+
+    def __init__(self, num_classes, in_channels):
+        super().__init__()
+        self.stem_conv = conv(in_channels, 32, 3)
+        self.stem_bn = nn.BatchNorm2d(32)
+        self.blocks = nn.Sequential()
+        channels = 32
+        for expand_ratio, out_channels, count, stride in self.STAGES:
+            for i in range(count):
+                self.blocks.append(InvertedResidual(
+                    channels, out_channels, stride if i == 0 else 1,
+                    expand_ratio))
+                channels = out_channels
+        self.head_conv = conv(channels, 1280, 1)
+        self.head_bn = nn.BatchNorm2d(1280)
+        self.dropout = nn.Dropout(0.2)
+        self.classifier = nn.Linear(1280, num_classes)
+        init_convolutions_for_relu(self)
+
+    def forward(self, x):
+        x = F.relu6(self.stem_bn(self.stem_conv(x)))
+        x = self.blocks(x)
+        x = F.relu6(self.head_bn(self.head_conv(x)))
+        x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+        return self.classifier(self.dropout(x))
+
+
+class VGG16(nn.Module):
+    """VGG-16 with batch norm and biased convolutions; ceil-mode pools so
+    28x28 input reaches 1x1; a 512 -> 512 -> 512 -> classes classifier."""
+
+    STAGES = ((64, 64), (128, 128), (256, 256, 256), (512, 512, 512),
+              (512, 512, 512))
+
+    def __init__(self, num_classes, in_channels):
+        super().__init__()
+        channels = in_channels
+        self.stages = []
+        for stage, widths in enumerate(self.STAGES, start=1):
+            layers = []
+            for i, width in enumerate(widths, start=1):
+                layer_conv = conv(channels, width, 3, bias=True)
+                layer_bn = nn.BatchNorm2d(width)
+                setattr(self, f"conv{stage}_{i}", layer_conv)
+                setattr(self, f"bn{stage}_{i}", layer_bn)
+                layers.append((layer_conv, layer_bn))
+                channels = width
+            self.stages.append(layers)
+        self.fc6 = nn.Linear(channels, 512)
+        self.fc7 = nn.Linear(512, 512)
+        self.fc8 = nn.Linear(512, num_classes)
+        self.dropout = nn.Dropout(0.5)
+        init_convolutions_for_relu(self)
+
+    def forward(self, x):
+        for layers in self.stages:
+            for layer_conv, layer_bn in layers:
+                x = F.relu(layer_bn(layer_conv(x)))
+            x = F.max_pool2d(x, 2, 2, ceil_mode=True)
+        x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+        x = self.dropout(F.relu(self.fc6(x)))
+        x = self.dropout(F.relu(self.fc7(x)))
+        return self.fc8(x)
+
+
+MODELS = {
+    "lenet": LeNet,
+    "resnet18": lambda classes, channels: ResNet(BasicBlock, (2, 2, 2, 2),
+                                                 classes, channels),
+    "resnet50": lambda classes, channels: ResNet(Bottleneck, (3, 4, 6, 3),
+                                                 classes, channels),
+    "mobilenetv2": MobileNetV2,
+    "vgg16": VGG16,
+}
+
+
+def count_parameters(model):
+    return sum(parameter.numel() for parameter in model.parameters())
+
+
+def kolo_parameter_count(name, in_channels):
+    """kolo's parameter count of model `name` for 10 classes."""
+    count, channels, per_channel = KOLO_PARAMETERS[name]
+    return count + (in_channels - channels) * per_channel
+
+
+def check_parameters(name, in_channels):
+    """Builds model `name`, prints its parameter count and whether it equals
+    kolo's; returns whether it does."""
+    count = count_parameters(MODELS[name](NUM_CLASSES, in_channels))
+    expected = kolo_parameter_count(name, in_channels)
+    verdict = "as kolo" if count == expected else f"kolo has {expected:,}"
+    print(f"{name}: {count:,} parameters for {in_channels} input "
+          f"channel{'s' if in_channels > 1 else ''} and {NUM_CLASSES} "
+          f"classes ({verdict})", flush=True)
+    return count == expected
+
+
+# Data: as kolo::data reads it (src/torch/data/datasets.cc).
+
+
+def dataset_files(args):
+    """The files the training set is read from; InputError if one is
+    missing. IDX files may be raw or gzipped; the raw name wins."""
+    if args.dataset == "synthetic":
+        return []
+    directory = args.data_dir or f"/usr/share/datasets/{args.dataset}"
+    if args.dataset == "cifar10":
+        paths = [os.path.join(directory, f"data_batch_{i}.bin")
+                 for i in range(1, 6)]
+        for path in paths:
+            if not os.path.isfile(path):
+                raise InputError(f"{path}: no such file")
+        return paths
+    paths = []
+    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"):
+        raw = os.path.join(directory, name)
+        if os.path.isfile(raw):
+            paths.append(raw)
+        elif os.path.isfile(raw + ".gz"):
+            paths.append(raw + ".gz")
+        else:
+            raise InputError(f"{raw}: no such file (nor {raw}.gz)")
+    return paths
+
+
+def read_idx(path, magic, dimensions):
+    """An IDX array of unsigned bytes, from a raw or gzipped file."""
+    with open(path, "rb") as file:
+        data = file.read()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    header_bytes = 4 * (1 + dimensions)
+    if len(data) < header_bytes:
+        raise InputError(f"{path}: truncated IDX header")
+    found, *shape = struct.unpack(f">{1 + dimensions}I", data[:header_bytes])
+    if found != magic:
+        raise InputError(f"{path}: bad magic 0x{found:08x}, expected "
+                         f"0x{magic:08x}")
+    array = np.frombuffer(data, np.uint8, offset=header_bytes)
+    if array.size != np.prod(shape):
+        raise InputError(f"{path}: {array.size} bytes of data after the "
+                         f"header, which declares {np.prod(shape)}")
+    return array.reshape(shape)
+
+
+def normalise(pixels, mean, std):
+    """uint8 N x C x H x W -> float32 (x / 255 - mean) / std, per channel,
+    in the order and precision kolo computes it."""
+    shape = (1, len(mean), 1, 1)
+    x = pixels.astype(np.float32)
+    x /= np.float32(255)
+    x -= np.array(mean, np.float32).reshape(shape)
+    x /= np.array(std, np.float32).reshape(shape)
+    return torch.from_numpy(x)
+
+
+def read_mnist_like(paths, mean, std):
+    images_path, labels_path = paths
+    pixels = read_idx(images_path, 0x00000803, 3)
+    labels = read_idx(labels_path, 0x00000801, 1)
+    if len(pixels) != len(labels):
+        raise InputError(f"count mismatch: {images_path} has {len(pixels)} "
+                         f"images but {labels_path} has {len(labels)} labels")
+    return (normalise(pixels[:, None], mean, std),
+            torch.from_numpy(labels.astype(np.int64)))
+
+
+def read_cifar10(paths, mean, std):
+    """The records of all `paths`, read into one array: a label byte, then
+    the 32x32 red, green and blue planes."""
+    sizes = [os.path.getsize(path) for path in paths]
+    for path, size in zip(paths, sizes):
+        if size % CIFAR10_RECORD_BYTES:
+            raise InputError(f"{path}: size {size} bytes is not a multiple of "
+                             f"the {CIFAR10_RECORD_BYTES}-byte CIFAR-10 "
+                             "record")
+    records = np.empty((sum(sizes) // CIFAR10_RECORD_BYTES,
+                        CIFAR10_RECORD_BYTES), np.uint8)
+    start = 0
+    for path, size in zip(paths, sizes):
+        chunk = records[start:start + size // CIFAR10_RECORD_BYTES]
+        with open(path, "rb") as file:
+            file.readinto(memoryview(chunk).cast("B"))
+        if chunk[:, 0].max(initial=0) >= NUM_CLASSES:
+            raise InputError(f"{path}: a record has a label above 9; "
+                             "CIFAR-10 labels are 0-9")
+        start += len(chunk)
+    pixels = records[:, 1:].reshape(-1, 3, 32, 32)
+    return (normalise(pixels, mean, std),
+            torch.from_numpy(records[:, 0].astype(np.int64)))
+
+
+def synthetic(shape, seed):
+    """kolo's synthetic recipe: a uniform [-1, 1] prototype per class plus
+    0.5 * standard normal noise, with uniform labels. Same distribution as
+    kolo::data::Synthetic(), drawn from torch's generator."""
+    generator = torch.Generator().manual_seed(seed)
+    prototypes = torch.rand((NUM_CLASSES, *shape), generator=generator) * 2 - 1
+    labels = torch.randint(NUM_CLASSES, (SYNTHETIC_SIZE,), generator=generator)
+    images = torch.randn((SYNTHETIC_SIZE, *shape), generator=generator)
+    images.mul_(0.5)
+    # In slices, so that memory holds one copy of the images, as in kolo.
+    for rows, classes in zip(images.split(1024), labels.split(1024)):
+        rows += prototypes[classes]
+    return images, labels
+
+
+def image_shape(args):
+    """(channels, height, width) of the dataset's images."""
+    if args.dataset == "synthetic":
+        size = args.image_size or 28
+        return (args.channels or 1, size, size)
+    if args.dataset == "cifar10":
+        return (3, 32, 32)
+    return (1, 28, 28)
+
+
+def load_dataset(args, paths):
+    """The whole training set in memory: float32 images, int64 labels."""
+    if args.dataset == "synthetic":
+        return synthetic(image_shape(args), args.seed)
+    mean, std = NORMALISATION[args.dataset]
+    if args.dataset == "cifar10":
+        return read_cifar10(paths, mean, std)
+    return read_mnist_like(paths, mean, std)
+
+
+def batches(images, labels, sampler, batch_size):
+    """Full batches of this rank's shard, epoch after epoch, forever."""
+    epoch = 0
+    while True:
+        sampler.set_epoch(epoch)
+        order = torch.tensor(list(sampler))
+        for start in range(0, len(order) - batch_size + 1, batch_size):
+            rows = order[start:start + batch_size]
+            yield images.index_select(0, rows), labels.index_select(0, rows)
+        epoch += 1
+
+
+# Workers.
+
+
+def die_with_parent(parent_pid):
+    """Has Linux kill this worker when the launcher dies, however it dies."""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None).prctl(pr_set_pdeathsig, int(signal.SIGKILL))
+    if os.getppid() != parent_pid:  # the launcher died before the prctl
+        os._exit(1)
+
+
+def set_threads(threads):
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # refused once inter-op work has started
+        pass
+
+
+def train_step(model, optimizer, images, labels):
+    optimizer.zero_grad()  # fills with zeros, as LibTorch's zero_grad() does
+    loss = F.cross_entropy(model(images), labels)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def peak_rss_bytes():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def load_shard(rank, args, paths):
+    """The training set and this rank's sampler over it."""
+    images, labels = load_dataset(args, paths)
+    sampler = DistributedSampler(range(len(labels)), num_replicas=args.np,
+                                 rank=rank, shuffle=True, seed=args.seed)
+    if len(sampler) < args.batch_size:
+        raise InputError(f"the shard of {len(sampler)} images per rank is "
+                         f"smaller than --batch-size {args.batch_size}")
+    return images, labels, sampler
+
+
+def measure(model, optimizer, data, args):
+    """Runs the warm-up steps, then times the measured ones between two
+    barriers. Returns the seconds and the last step's loss."""
+    for _ in range(args.warmup):
+        train_step(model, optimizer, *next(data))
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(args.iters):
+        loss = train_step(model, optimizer, *next(data))
+    dist.barrier()
+    return time.perf_counter() - start, loss.item()
+
+
+def train(rank, args, paths, port):
+    """Joins the group, measures, and has rank 0 report every rank's
+    figures."""
+    images, labels, sampler = load_shard(rank, args, paths)
+    timeout = datetime.timedelta(seconds=args.timeout)
+    store = dist.TCPStore("127.0.0.1", port, args.np, False, timeout)
+    dist.init_process_group("gloo", store=store, rank=rank,
+                            world_size=args.np, timeout=timeout)
+    torch.manual_seed(args.seed)  # same initial weights on every rank
+    model = DistributedDataParallel(
+        MODELS[args.model](NUM_CLASSES, images.shape[1]))
+    torch.manual_seed(args.seed + rank)  # different dropout masks per rank
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * args.np,
+                                momentum=0.9, weight_decay=5e-4)
+    seconds, loss = measure(model, optimizer,
+                            batches(images, labels, sampler, args.batch_size),
+                            args)
+    measured = {"seconds": seconds, "peak_rss_bytes": peak_rss_bytes(),
+                "loss": loss}
+    gathered = [None] * args.np if rank == 0 else None
+    dist.gather_object(measured, gathered, dst=0)
+    if rank == 0:
+        report(args, count_parameters(model.module), gathered)
+
+
+def worker(rank, args, paths, port, parent_pid):
+    """One DDP rank: trains, and sends its measurements to rank 0, which
+    reports them. Exits 0, 2 on an InputError, 1 on any other error."""
+    die_with_parent(parent_pid)
+    set_threads(args.threads)
+    try:
+        train(rank, args, paths, port)
+        status = 0
+    except InputError as error:
+        print(f"torch_ddp: rank {rank}: {error}", file=sys.stderr)
+        status = 2
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    # Leave without running destructors. Destroying DDP's reducer and the
+    # gloo process group joins gloo's worker thread while holding the GIL,
+    # and that thread may need the GIL to free a tensor: the worker then
+    # hangs at exit (pytorch/pytorch#56297; seen here with torch 1.13).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+# Reporting.
+
+
+def report(args, parameters, per_rank):
+    """Prints the summary line and writes --json, from each rank's
+    measurements."""
+    seconds = max(rank["seconds"] for rank in per_rank)
+    images_per_second = args.iters * args.batch_size * args.np / seconds
+    result = {
+        "images_per_second": images_per_second,
+        "images_per_second_per_worker": images_per_second / args.np,
+        "seconds": seconds,
+        "step_ms": 1000 * seconds / args.iters,
+        "peak_rss_bytes": [rank["peak_rss_bytes"] for rank in per_rank],
+        "final_loss": sum(rank["loss"] for rank in per_rank) / args.np,
+    }
+    rss_mib = "/".join(f"{rss / 2**20:.0f}"
+                       for rss in result["peak_rss_bytes"])
+    print(f"torch-ddp {args.model} {args.dataset}: np {args.np}, batch "
+          f"{args.batch_size}, {args.threads} thread(s): "
+          f"{images_per_second:.0f} images/s "
+          f"({result['images_per_second_per_worker']:.0f} per worker), "
+          f"{result['step_ms']:.2f} ms/step over {args.iters} steps, "
+          f"final loss {result['final_loss']:.4f}, peak RSS {rss_mib} MiB",
+          flush=True)
+    if args.json:
+        config = {
+            "model": args.model, "dataset": args.dataset, "np": args.np,
+            "batch_size": args.batch_size, "threads": args.threads,
+            "warmup": args.warmup, "iters": args.iters, "lr": args.lr,
+            "scaled_lr": args.lr * args.np, "seed": args.seed,
+            "parameters": parameters, "torch_version": torch.__version__,
+        }
+        write_json(args.json,
+                   {"tool": "torch-ddp", "config": config, "result": result})
+
+
+def write_json(path, value):
+    """Writes `value` to `path` atomically: a temporary file in the same
+    directory, renamed over `path`."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".torch_ddp.",
+                                     suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as file:
+            json.dump(value, file, indent=2)
+            file.write("\n")
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+# Launcher.
+
+
+def run_workers(args, paths):
+    """Starts the workers and waits for them; the first to fail stops the
+    rest. Returns the exit status."""
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on loopback
+    store = dist.TCPStore("127.0.0.1", 0, None, True,
+                          datetime.timedelta(seconds=args.timeout),
+                          wait_for_workers=False)
+    context = multiprocessing.get_context("spawn")
+    processes = [
+        context.Process(target=worker, name=f"torch_ddp-rank{rank}",
+                        args=(rank, args, paths, store.port, os.getpid()))
+        for rank in range(args.np)
+    ]
+    try:
+        for process in processes:
+            process.start()
+        return wait_for(processes)
+    finally:
+        stop(processes)
+
+
+def wait_for(processes):
+    """Waits until every worker has exited, or one has failed. Returns 0, or
+    the failed worker's exit status (1 if a signal killed it)."""
+    pending = {process.sentinel: rank
+               for rank, process in enumerate(processes)}
+    while pending:
+        for sentinel in multiprocessing.connection.wait(list(pending)):
+            rank = pending.pop(sentinel)
+            processes[rank].join()
+            code = processes[rank].exitcode
+            if code == 0:
+                continue
+            if code > 0:
+                how = f"exited with status {code}"
+            else:
+                how = f"was killed by signal {-code}"
+            print(f"torch_ddp: rank {rank} {how}; stopping the others",
+                  file=sys.stderr)
+            return max(code, 1)
+    return 0
+
+
+def stop(processes):
+    """Terminates the workers still running, killing those that linger."""
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        if process.pid is not None:
+            process.join(5)
+            if process.is_alive():
+                process.kill()
+                process.join()
+
+
+def positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative_int(text):
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
+def positive_float(text):
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        description="Training throughput of PyTorch DDP (gloo) on one of "
+                    "kolo's models, for comparison with kolo.")
+    parser.add_argument("--model", choices=MODELS, default="lenet")
+    parser.add_argument("--dataset", choices=DATASETS, default="fashion-mnist")
+    parser.add_argument("--data-dir",
+                        help="directory of the dataset's files "
+                             "(default /usr/share/datasets/<dataset>)")
+    parser.add_argument("--np", type=positive_int, default=1,
+                        help="worker processes (default 1)")
+    parser.add_argument("--batch-size", type=positive_int, default=128,
+                        help="batch size per worker (default 128)")
+    parser.add_argument("--threads", type=non_negative_int, default=0,
+                        help="intra-op threads per worker "
+                             "(default 0: cores / np)")
+    parser.add_argument("--warmup", type=non_negative_int, default=5,
+                        help="untimed steps before the timed ones (default 5)")
+    parser.add_argument("--iters", type=positive_int, default=50,
+                        help="timed steps (default 50)")
+    parser.add_argument("--lr", type=positive_float, default=0.01,
+                        help="learning rate of one worker, multiplied by "
+                             "--np (default 0.01)")
+    parser.add_argument("--seed", type=non_negative_int, default=42,
+                        help="seed of the weights, shuffle and synthetic "
+                             "data (default 42)")
+    parser.add_argument("--image-size", type=positive_int,
+                        help="synthetic images' height and width (default 28)")
+    parser.add_argument("--channels", type=positive_int,
+                        help="synthetic images' channels (default 1)")
+    parser.add_argument("--timeout", type=positive_int, default=300,
+                        help="seconds a rank waits for the others in a "
+                             "collective before failing (default 300)")
+    parser.add_argument("--json", help="write the result to this file")
+    parser.add_argument("--count-parameters", action="store_true",
+                        help="print every model's parameter count for 1 and "
+                             "3 input channels, compare with kolo's, and exit")
+    args = parser.parse_args(argv)
+    if args.dataset != "synthetic" and (args.image_size or args.channels):
+        parser.error("--image-size and --channels apply to --dataset "
+                     "synthetic only")
+    if args.json and not os.path.isdir(os.path.dirname(
+            os.path.abspath(args.json))):
+        parser.error(f"--json {args.json}: no such directory")
+    if args.threads == 0:
+        args.threads = max(1, (os.cpu_count() or 1) // args.np)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.count_parameters:
+        checks = [check_parameters(name, channels)
+                  for name in MODELS for channels in (1, 3)]
+        return 0 if all(checks) else 1
+    try:
+        paths = dataset_files(args)
+    except InputError as error:
+        print(f"torch_ddp: {error}", file=sys.stderr)
+        return 2
+    if not check_parameters(args.model, image_shape(args)[0]):
+        print(f"torch_ddp: {args.model} differs from kolo's; not measuring",
+              file=sys.stderr)
+        return 1
+    # Turn SIGINT and SIGTERM into an exit, whose `finally` stops the workers.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda number, frame: sys.exit(128 + number))
+    return run_workers(args, paths)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+// kolo-bench train: its statistics directly, and a whole run end to end:
+// kolo at np 1 and 2 and the plain-LibTorch peer, each a real job started
+// by the real kolorun and kolo-train, on tiny synthetic batches.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "testing/child_process.h"
+#include "train.h"
+
+namespace {
+
+using kolo::testing::Describe;
+using kolo::testing::RunProgram;
+using kolo::testing::RunResult;
+using ::testing::HasSubstr;
+
+TEST(TrainSummary, MeanAndStudentInterval) {
+  // {1, 2, 3}: mean 2, sample deviation 1, t(0.975, 2) = 4.303.
+  const kolo::bench::MeanInterval m = kolo::bench::Summarize({1, 2, 3});
+  EXPECT_DOUBLE_EQ(m.mean, 2.0);
+  EXPECT_NEAR(m.half_width, 4.303 / std::sqrt(3.0), 1e-9);
+  EXPECT_EQ(kolo::bench::Summarize({5}).half_width, 0.0);
+  EXPECT_EQ(kolo::bench::Summarize({5}).mean, 5.0);
+}
+
+TEST(TrainScaling, WeakKeepsTheBatchStrongDividesIt) {
+  EXPECT_EQ(*kolo::bench::PerWorkerBatch(128, 4, "weak"), 128);
+  EXPECT_EQ(*kolo::bench::PerWorkerBatch(128, 4, "strong"), 32);
+  kolo::StatusOr<int64_t> uneven = kolo::bench::PerWorkerBatch(128, 3, "strong");
+  ASSERT_FALSE(uneven.ok());
+  EXPECT_THAT(uneven.status().message(), HasSubstr("--batch-size 128 among 3"));
+}
+
+TEST(TrainRun, KoloAndPlainLibTorchSideBySide) {
+  const std::string json_path =
+      ::testing::TempDir() + "kolo_bench_train_" + std::to_string(getpid()) + ".json";
+  RunResult r = RunProgram(
+      {KOLO_BENCH_PATH, "train", "--model", "lenet", "--dataset", "synthetic",
+       "--batch-size", "16", "--np", "1,2", "--warmup", "1", "--iters", "2",
+       "--repeat", "2", "--peer", "libtorch", "--json", json_path},
+      {}, std::chrono::seconds(240));
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.out, HasSubstr("repeat 2: kolo np 2"));
+  std::ifstream file(json_path);
+  nlohmann::json json = nlohmann::json::parse(file, nullptr, false);
+  ASSERT_FALSE(json.is_discarded()) << r.out;
+  const nlohmann::json& rows = json["rows"];
+  ASSERT_EQ(rows.size(), 3u) << rows.dump(2);
+  EXPECT_EQ(rows[0]["framework"], "kolo");
+  EXPECT_EQ(rows[1]["framework"], "libtorch");
+  EXPECT_EQ(rows[2]["framework"], "kolo");
+  EXPECT_EQ(rows[2]["np"], 2);
+  for (const auto& row : rows) {
+    ASSERT_EQ(row["images_per_second"].size(), 2u) << row.dump();
+    EXPECT_GT(row["images_per_second_mean"].get<double>(), 0);
+  }
+  // Each row's figures come from its own jobs: the ratio is kolo's mean
+  // over the peer's, and the speedup kolo np 2 over kolo np 1.
+  EXPECT_NEAR(rows[1]["kolo_ratio"].get<double>(),
+              rows[0]["images_per_second_mean"].get<double>() /
+                  rows[1]["images_per_second_mean"].get<double>(),
+              1e-9);
+  EXPECT_NEAR(rows[2]["speedup"].get<double>(),
+              rows[2]["images_per_second_mean"].get<double>() /
+                  rows[0]["images_per_second_mean"].get<double>(),
+              1e-9);
+  EXPECT_EQ(rows[2]["runs"][0]["config"]["workers"], 2);
+  std::remove(json_path.c_str());
+}
+
+// The PyTorch DDP peer runs beside kolo when Debian's python3-torch is
+// installed (scripts/setup.sh installs it).
+TEST(TrainRun, TorchDdpPeerBesideKolo) {
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "python3-torch is not installed";
+  }
+  const std::string json_path =
+      ::testing::TempDir() + "kolo_bench_train_ddp_" + std::to_string(getpid()) + ".json";
+  RunResult r = RunProgram(
+      {KOLO_BENCH_PATH, "train", "--model", "lenet", "--dataset", "synthetic",
+       "--batch-size", "8", "--np", "2", "--warmup", "1", "--iters", "2",
+       "--repeat", "1", "--peer", "torch-ddp", "--json", json_path},
+      {}, std::chrono::seconds(240));
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  std::ifstream file(json_path);
+  nlohmann::json json = nlohmann::json::parse(file, nullptr, false);
+  ASSERT_FALSE(json.is_discarded()) << r.out;
+  const nlohmann::json& rows = json["rows"];
+  ASSERT_EQ(rows.size(), 2u) << rows.dump(2);
+  EXPECT_EQ(rows[1]["framework"], "torch-ddp");
+  const nlohmann::json& ddp = rows[1]["runs"][0];
+  EXPECT_EQ(ddp["tool"], "torch-ddp");
+  EXPECT_EQ(ddp["config"]["np"], 2);
+  // The same network on both sides: kolo's LeNet on 3x32x32 synthetic images.
+  EXPECT_EQ(ddp["config"]["parameters"], rows[0]["runs"][0]["config"]["parameters"]);
+  EXPECT_GT(rows[1]["images_per_second_mean"].get<double>(), 0);
+  EXPECT_GT(rows[1]["kolo_ratio"].get<double>(), 0);
+  std::remove(json_path.c_str());
+}
+
+TEST(TrainRun, BadPeerIsNamed) {
+  RunResult r = RunProgram({KOLO_BENCH_PATH, "train", "--peer", "horovod"}, {},
+                           std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--peer must be torch-ddp or libtorch, got 'horovod'"));
+}
+
+}  // namespace

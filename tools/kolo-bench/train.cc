@@ -1,0 +1,442 @@
+#include "train.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+
+#include "common/config.h"
+#include "json_file.h"
+#include "table.h"
+
+#ifndef KOLO_SOURCE_DIR
+#define KOLO_SOURCE_DIR ""
+#endif
+
+namespace kolo::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kKolo = "kolo";
+constexpr const char* kLibtorch = "libtorch";
+constexpr const char* kTorchDdp = "torch-ddp";
+
+std::string ShellQuote(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+fs::path ExecutableDir() {
+  std::error_code error;
+  fs::path self = fs::read_symlink("/proc/self/exe", error);
+  return error ? fs::current_path() : self.parent_path();
+}
+
+// The first of `candidates` that exists, or the first one (so the error
+// names where it was looked for).
+std::string FirstExisting(const std::vector<fs::path>& candidates) {
+  for (const fs::path& p : candidates) {
+    if (fs::exists(p)) return p.string();
+  }
+  return candidates.front().string();
+}
+
+// kolo-bench sits beside kolorun and kolo-train when installed (bin/) and
+// one directory over in the build tree (build/tools/<tool>/).
+std::string FindTool(const std::string& name) {
+  const fs::path dir = ExecutableDir();
+  return FirstExisting({dir / name, dir.parent_path() / name / name});
+}
+
+std::string FindDdpScript() {
+  const fs::path dir = ExecutableDir();
+  return FirstExisting(
+      {dir.parent_path() / "share" / "kolo" / "peers" / "torch_ddp.py",
+       fs::path(KOLO_SOURCE_DIR) / "bench" / "peers" / "torch_ddp.py"});
+}
+
+// Debian's python3-torch installs into the system interpreter, which a
+// python3 earlier on PATH (pyenv, a virtualenv) may not see.
+std::string FindPython() {
+  return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+}
+
+bool PythonHasTorch(const std::string& python) {
+  const std::string probe =
+      ShellQuote(python) + " -c 'import torch' >/dev/null 2>&1";
+  return std::system(probe.c_str()) == 0;
+}
+
+StatusOr<std::vector<int32_t>> ParseNpList(const std::string& text) {
+  std::vector<int32_t> out;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    KOLO_ASSIGN_OR_RETURN(int64_t np, ParseInt(item, 1, 1024, "--np"));
+    out.push_back(static_cast<int32_t>(np));
+  }
+  if (out.empty()) return InvalidArgument("--np needs at least one count");
+  return out;
+}
+
+StatusOr<std::vector<std::string>> ParsePeers(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    if (item.empty()) continue;
+    if (item != kLibtorch && item != kTorchDdp) {
+      return InvalidArgument("--peer must be torch-ddp or libtorch, got '" +
+                             item + "'");
+    }
+    out.push_back(item);
+  }
+  return out;
+}
+
+// One measurement to make: a framework at a world size.
+struct Run {
+  std::string framework;
+  int32_t np = 1;
+  int64_t batch = 0;  // per worker
+};
+
+std::string RunLabel(const Run& run) {
+  return fmt::format("{} np {}", run.framework, run.np);
+}
+
+// Runs `command` with its output in `log`; the result JSON it wrote, or an
+// error quoting the last lines of its output.
+StatusOr<json> Measure(const std::vector<std::string>& command,
+                       const fs::path& json_path, const fs::path& log) {
+  std::string line;
+  for (const std::string& word : command) line += ShellQuote(word) + " ";
+  line += "> " + ShellQuote(log.string()) + " 2>&1";
+  std::error_code ignored;
+  fs::remove(json_path, ignored);
+  const int status = std::system(line.c_str());
+  if (status != 0 || !fs::exists(json_path)) {
+    std::ifstream in(log);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    std::string tail;
+    for (size_t i = lines.size() > 5 ? lines.size() - 5 : 0; i < lines.size(); ++i) {
+      tail += "\n  " + lines[i];
+    }
+    return Internal(fmt::format("`{}` failed (status {}):{}", command.front(),
+                                status, tail));
+  }
+  std::ifstream in(json_path);
+  json result = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (result.is_discarded() || !result.contains("result")) {
+    return Internal(fmt::format("{} wrote no result JSON", command.front()));
+  }
+  return result;
+}
+
+std::vector<std::string> CommandFor(const TrainFlags& f, const Run& run,
+                                    const std::string& kolorun,
+                                    const std::string& kolo_train,
+                                    const std::string& ddp_script,
+                                    const fs::path& json_path) {
+  std::vector<std::string> common = {
+      "--model", f.model, "--dataset", f.dataset, "--batch-size",
+      std::to_string(run.batch), "--threads", std::to_string(f.threads),
+      "--json", json_path.string()};
+  if (!f.data_dir.empty()) {
+    common.insert(common.end(), {"--data-dir", f.data_dir});
+  }
+  if (run.framework == kTorchDdp) {
+    std::vector<std::string> c = {FindPython(), ddp_script, "--np",
+                                  std::to_string(run.np), "--warmup",
+                                  std::to_string(f.warmup), "--iters",
+                                  std::to_string(f.iters)};
+    if (f.dataset == "synthetic") {
+      // kolo-train's synthetic images are 3x32x32.
+      c.insert(c.end(), {"--channels", "3", "--image-size", "32"});
+    }
+    c.insert(c.end(), common.begin(), common.end());
+    return c;
+  }
+  std::vector<std::string> c;
+  if (run.framework == kKolo) {
+    c = {kolorun, "-np", std::to_string(run.np), "--", kolo_train};
+  } else {
+    c = {kolo_train, "--no-kolo"};
+  }
+  c.insert(c.end(), {"--benchmark-warmup", std::to_string(f.warmup),
+                     "--benchmark-steps", std::to_string(f.iters)});
+  c.insert(c.end(), common.begin(), common.end());
+  return c;
+}
+
+// Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom.
+double StudentT95(int64_t dof) {
+  static const double kTable[] = {
+      12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+      2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+      2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+  if (dof < 1) return 0;
+  if (dof <= 30) return kTable[dof - 1];
+  return 1.96;
+}
+
+std::string FormatRate(const MeanInterval& m) {
+  return fmt::format("{:.0f} ± {:.0f}", m.mean, m.half_width);
+}
+
+}  // namespace
+
+MeanInterval Summarize(const std::vector<double>& values) {
+  MeanInterval out;
+  if (values.empty()) return out;
+  double sum = 0;
+  for (double v : values) sum += v;
+  out.mean = sum / static_cast<double>(values.size());
+  if (values.size() < 2) return out;
+  double squares = 0;
+  for (double v : values) squares += (v - out.mean) * (v - out.mean);
+  const double n = static_cast<double>(values.size());
+  const double stddev = std::sqrt(squares / (n - 1));
+  out.half_width =
+      StudentT95(static_cast<int64_t>(values.size()) - 1) * stddev / std::sqrt(n);
+  return out;
+}
+
+StatusOr<int64_t> PerWorkerBatch(int64_t batch, int32_t np,
+                                 const std::string& scaling) {
+  if (scaling == "weak") return batch;
+  if (batch % np != 0) {
+    return InvalidArgument(fmt::format(
+        "--scaling strong divides --batch-size {} among {} workers, which "
+        "does not divide evenly",
+        batch, np));
+  }
+  return batch / np;
+}
+
+CLI::App* AddTrainCommand(CLI::App& app, TrainFlags* f) {
+  CLI::App* cmd = app.add_subcommand(
+      "train",
+      "training throughput of kolo against PyTorch DDP and plain LibTorch, "
+      "measured alternately in one run");
+  cmd->add_option("--model", f->model, "model zoo network")->capture_default_str();
+  cmd->add_option("--dataset", f->dataset,
+                  "synthetic, fashion-mnist, mnist or cifar10")
+      ->check(CLI::IsMember({"synthetic", "fashion-mnist", "mnist", "cifar10"}))
+      ->capture_default_str();
+  cmd->add_option("--data-dir", f->data_dir, "where the dataset's files are");
+  cmd->add_option("--batch-size", f->batch_size,
+                  "per worker (weak scaling) or global (strong)")
+      ->capture_default_str();
+  cmd->add_option("--np", f->np, "worker counts, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--scaling", f->scaling, "weak or strong")
+      ->check(CLI::IsMember({"weak", "strong"}))
+      ->capture_default_str();
+  cmd->add_option("--threads", f->threads, "LibTorch threads per worker")
+      ->capture_default_str();
+  cmd->add_option("--warmup", f->warmup, "untimed steps per measurement")
+      ->capture_default_str();
+  cmd->add_option("--iters", f->iters, "timed steps per measurement")
+      ->capture_default_str();
+  cmd->add_option("--repeat", f->repeat, "measurements per configuration")
+      ->capture_default_str();
+  cmd->add_option("--peer", f->peers,
+                  "peers measured in the same run: torch-ddp, libtorch "
+                  "(comma-separated)");
+  cmd->add_option("--json", f->json_path, "write every figure to this file");
+  cmd->add_option("--kolorun", f->kolorun, "kolorun to start kolo's jobs with");
+  cmd->add_option("--kolo-train", f->kolo_train, "kolo-train to run");
+  cmd->add_option("--ddp-script", f->ddp_script, "torch_ddp.py to run");
+  return cmd;
+}
+
+int RunTrainCommand(const TrainFlags& f) {
+  auto fail = [](const Status& status) {
+    fmt::print(stderr, "kolo-bench train: {}\n", status.message());
+    return 1;
+  };
+  StatusOr<std::vector<int32_t>> nps = ParseNpList(f.np);
+  if (!nps.ok()) return fail(nps.status());
+  StatusOr<std::vector<std::string>> peers = ParsePeers(f.peers);
+  if (!peers.ok()) return fail(peers.status());
+  if (f.iters < 1 || f.warmup < 0 || f.repeat < 1 || f.threads < 1 ||
+      f.batch_size < 1) {
+    return fail(InvalidArgument(
+        "--iters, --repeat, --threads and --batch-size must be at least 1, "
+        "--warmup at least 0"));
+  }
+  const std::string kolorun = f.kolorun.empty() ? FindTool("kolorun") : f.kolorun;
+  const std::string kolo_train =
+      f.kolo_train.empty() ? FindTool("kolo-train") : f.kolo_train;
+  const std::string ddp_script =
+      f.ddp_script.empty() ? FindDdpScript() : f.ddp_script;
+  for (const std::string& tool : {kolorun, kolo_train}) {
+    if (access(tool.c_str(), X_OK) != 0) {
+      return fail(NotFound(tool + " is not an executable (see --kolorun, --kolo-train)"));
+    }
+  }
+  const bool want_ddp =
+      std::find(peers->begin(), peers->end(), kTorchDdp) != peers->end();
+  const bool want_libtorch =
+      std::find(peers->begin(), peers->end(), kLibtorch) != peers->end();
+  std::string ddp_missing;
+  if (want_ddp && !PythonHasTorch(FindPython())) {
+    ddp_missing = "not installed (" + FindPython() +
+                  " cannot import torch; apt-get install python3-torch)";
+  } else if (want_ddp && !fs::exists(ddp_script)) {
+    ddp_missing = "script not found: " + ddp_script;
+  }
+
+  std::vector<Run> runs;
+  for (int32_t np : *nps) {
+    StatusOr<int64_t> batch = PerWorkerBatch(f.batch_size, np, f.scaling);
+    if (!batch.ok()) return fail(batch.status());
+    runs.push_back({kKolo, np, *batch});
+    if (want_libtorch && np == 1) runs.push_back({kLibtorch, np, *batch});
+    if (want_ddp && ddp_missing.empty()) runs.push_back({kTorchDdp, np, *batch});
+  }
+
+  char dir_template[] = "/tmp/kolo-bench-train-XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) {
+    return fail(Internal("cannot create a temporary directory in /tmp"));
+  }
+  const fs::path scratch(dir_template);
+  std::map<std::string, std::vector<json>> results;  // by RunLabel
+  fmt::print(
+      "# kolo-bench train: {} on {}, {} scaling, batch {}, {} thread{} per "
+      "worker, {} warm-up + {} timed steps, {} repeat{}\n",
+      f.model, f.dataset, f.scaling, f.batch_size, f.threads,
+      f.threads == 1 ? "" : "s", f.warmup, f.iters, f.repeat,
+      f.repeat == 1 ? "" : "s");
+  std::fflush(stdout);
+  for (int32_t r = 0; r < f.repeat; ++r) {
+    for (const Run& run : runs) {
+      const fs::path json_path = scratch / "result.json";
+      StatusOr<json> result =
+          Measure(CommandFor(f, run, kolorun, kolo_train, ddp_script, json_path),
+                  json_path, scratch / "log.txt");
+      if (!result.ok()) {
+        std::error_code ignored;
+        fs::remove_all(scratch, ignored);
+        return fail(result.status().WithContext(RunLabel(run)));
+      }
+      fmt::print("#   repeat {}: {:<16} {:>8.0f} images/s\n", r + 1,
+                 RunLabel(run),
+                 (*result)["result"]["images_per_second"].get<double>());
+      std::fflush(stdout);
+      results[RunLabel(run)].push_back(*std::move(result));
+    }
+  }
+  std::error_code ignored;
+  fs::remove_all(scratch, ignored);
+
+  auto rates = [&](const Run& run) {
+    std::vector<double> v;
+    for (const json& j : results[RunLabel(run)]) {
+      v.push_back(j["result"]["images_per_second"].get<double>());
+    }
+    return v;
+  };
+  auto mean_of = [&](const std::string& framework, int32_t np) -> std::optional<double> {
+    for (const Run& run : runs) {
+      if (run.framework == framework && run.np == np) return Summarize(rates(run)).mean;
+    }
+    return std::nullopt;
+  };
+
+  auto column = [](const char* title, const char* unit, int width,
+                   bool left = false) {
+    Table::Column c;
+    c.title = title;
+    c.unit = unit;
+    c.width = width;
+    c.left_align = left;
+    return c;
+  };
+  Table table({column("np", "", 3), column("framework", "", 10, true),
+               column("batch", "/worker", 7), column("images/s", "mean ± 95%", 16),
+               column("per worker", "images/s", 10), column("step", "(ms)", 7),
+               column("speedup", "vs np 1", 8), column("efficiency", "(%)", 10),
+               column("kolo ÷", "this", 7)});
+  for (const std::string& line : table.HeaderLines()) fmt::print("{}\n", line);
+  json rows = json::array();
+  for (const Run& run : runs) {
+    const MeanInterval m = Summarize(rates(run));
+    std::vector<double> step_ms;
+    for (const json& j : results[RunLabel(run)]) {
+      step_ms.push_back(j["result"]["step_ms"].get<double>());
+    }
+    const std::optional<double> base = mean_of(run.framework, 1);
+    const std::optional<double> kolo = mean_of(kKolo, run.np);
+    std::string speedup, efficiency, ratio;
+    json row = {{"framework", run.framework},
+                {"np", run.np},
+                {"batch_per_worker", run.batch},
+                {"images_per_second", rates(run)},
+                {"images_per_second_mean", m.mean},
+                {"images_per_second_ci95", m.half_width},
+                {"step_ms_mean", Summarize(step_ms).mean},
+                {"runs", results[RunLabel(run)]}};
+    if (base && *base > 0) {
+      const double s = m.mean / *base;
+      speedup = FormatFixed(s, 2);
+      efficiency = FormatFixed(100.0 * s / run.np, 0);
+      row["speedup"] = s;
+      row["efficiency"] = s / run.np;
+    }
+    if (run.framework != kKolo && kolo && m.mean > 0) {
+      ratio = FormatFixed(*kolo / m.mean, 2);
+      row["kolo_ratio"] = *kolo / m.mean;
+    }
+    rows.push_back(row);
+    fmt::print("{}\n", table.Row({std::to_string(run.np), run.framework,
+                                  std::to_string(run.batch), FormatRate(m),
+                                  FormatFixed(m.mean / run.np, 0),
+                                  FormatFixed(Summarize(step_ms).mean, 1),
+                                  speedup, efficiency, ratio}));
+  }
+  if (!ddp_missing.empty()) {
+    fmt::print("{}\n", table.Row({"-", kTorchDdp, "", ddp_missing}));
+    rows.push_back({{"framework", kTorchDdp}, {"missing", ddp_missing}});
+  }
+  if (f.json_path.empty()) return 0;
+  json out = {{"tool", "kolo-bench train"},
+              {"config",
+               {{"model", f.model},
+                {"dataset", f.dataset},
+                {"batch_size", f.batch_size},
+                {"scaling", f.scaling},
+                {"np", *nps},
+                {"threads", f.threads},
+                {"warmup", f.warmup},
+                {"iters", f.iters},
+                {"repeat", f.repeat},
+                {"peers", *peers}}},
+              {"rows", rows}};
+  Status written = WriteJsonFile(f.json_path, out);
+  if (!written.ok()) return fail(written);
+  return 0;
+}
+
+}  // namespace kolo::bench

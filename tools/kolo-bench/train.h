@@ -1,0 +1,81 @@
+// kolo-bench train: training throughput of kolo and of its peers, measured
+// alternately in one invocation on the same model, data, batch and threads.
+//
+//   kolo-bench train --model lenet --dataset fashion-mnist --batch-size 128
+//       --np 1,2 --threads 1 --warmup 5 --iters 100 --repeat 3
+//       --peer torch-ddp,libtorch [--scaling weak|strong] [--json FILE]
+//
+// Every measurement is its own job, started the way a user would:
+//
+//   kolo       kolorun -np N kolo-train --benchmark-steps ...
+//   libtorch   kolo-train --no-kolo --benchmark-steps ... (np 1 only): the
+//              same loop on the bare LibTorch optimizer in one process, the
+//              price of being distributed when alone
+//   torch-ddp  python3 torch_ddp.py --np N ... (PyTorch
+//              DistributedDataParallel on gloo, the same architecture
+//              defined in Python)
+//
+// Each reports images/s over the same window (warm-up steps untimed, the
+// ranks meeting at a barrier before and after). Repeats cycle through every
+// configuration in turn, so drift on a noisy machine spreads over all of
+// them alike. The table gives the mean and 95% interval over the repeats
+// (Student's t, as Horovod's synthetic benchmark reports), kolo's speedup
+// and scaling efficiency against its own np=1, and kolo's ratio to each
+// peer. A peer that is not installed gets a row saying so; nothing is
+// estimated in its place.
+//
+// Scaling: weak keeps --batch-size per worker; strong keeps the global batch
+// (--batch-size at np=1) and divides it among the workers.
+#ifndef KOLO_TOOLS_KOLO_BENCH_TRAIN_H_
+#define KOLO_TOOLS_KOLO_BENCH_TRAIN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kolo/status.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace kolo::bench {
+
+struct TrainFlags {
+  std::string model = "lenet";
+  std::string dataset = "synthetic";
+  std::string data_dir;
+  int64_t batch_size = 32;
+  std::string np = "1,2";
+  std::string scaling = "weak";
+  int32_t threads = 1;
+  int64_t warmup = 5;
+  int64_t iters = 50;
+  int32_t repeat = 3;
+  std::string peers;  // comma-separated: torch-ddp, libtorch
+  std::string json_path;
+  std::string kolorun;     // empty: found next to kolo-bench
+  std::string kolo_train;  // empty: found next to kolo-bench
+  std::string ddp_script;  // empty: the installed or source-tree script
+};
+
+CLI::App* AddTrainCommand(CLI::App& app, TrainFlags* flags);
+int RunTrainCommand(const TrainFlags& flags);
+
+// Mean and half-width of the 95% confidence interval of `values`
+// (Student's t with n-1 degrees of freedom; 0 for fewer than 2 values).
+struct MeanInterval {
+  double mean = 0;
+  double half_width = 0;
+};
+MeanInterval Summarize(const std::vector<double>& values);
+
+// The per-worker batch of a configuration: weak scaling keeps `batch`,
+// strong scaling divides it by `np` (kInvalidArgument when it does not
+// divide evenly).
+StatusOr<int64_t> PerWorkerBatch(int64_t batch, int32_t np,
+                                 const std::string& scaling);
+
+}  // namespace kolo::bench
+
+#endif  // KOLO_TOOLS_KOLO_BENCH_TRAIN_H_
