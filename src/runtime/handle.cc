@@ -33,6 +33,7 @@ bool Handle::Poll() const {
 
 Status Handle::Wait(std::chrono::milliseconds timeout) const {
   if (!state_) return FailedPrecondition("waiting on an empty kolo::Handle");
+  if (state_->on_wait && !Poll()) state_->on_wait();
   std::unique_lock<std::mutex> lock(state_->mutex);
   // wait_until on a far deadline overflows; wait_for with a cap does not.
   const auto cap = std::chrono::hours(24 * 365);

@@ -4,6 +4,7 @@
 #define KOLO_RUNTIME_HANDLE_STATE_H_
 
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -22,6 +23,11 @@ struct HandleState {
 
   const std::string name;
   const CompletionCallback callback;
+  // Called by Handle::Wait before it blocks on an unfinished operation, so
+  // that the runtime stops pacing (a waiting caller enqueues nothing more
+  // that could join the batch). Set before the handle is returned; may be
+  // empty.
+  std::function<void()> on_wait;
   // Written by the runtime's thread before Complete(), read after it.
   std::vector<char> output;
   std::vector<int64_t> output_counts;

@@ -77,7 +77,9 @@ Runtime::Runtime(const RuntimeOptions& options, std::unique_ptr<Backend> backend
       timeline_(std::move(timeline)),
       cache_(options.cache_capacity),
       coordinator_(options.world.size, &cache_),
-      executor_(options.world, backend_.get(), timeline_.get(), &loop_stats_) {}
+      executor_(options.world, backend_.get(), timeline_.get(), &loop_stats_) {
+  doorbell_->runtime = this;
+}
 
 Runtime::~Runtime() { (void)Shutdown(); }
 
@@ -106,6 +108,12 @@ StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<TensorSpec> spec
     local->send = sends[i];
     local->recv = recvs[i];
     local->handle = std::make_shared<internal::HandleState>(local->spec.name, callback);
+    local->handle->on_wait = [bell = std::weak_ptr<Doorbell>(doorbell_)] {
+      if (std::shared_ptr<Doorbell> b = bell.lock()) {
+        std::lock_guard<std::mutex> lock(b->mutex);
+        if (b->runtime != nullptr) b->runtime->WaiterArrived();
+      }
+    };
     local->enqueued = Clock::now();
     handles.emplace_back(local->handle);
     operations.push_back(std::move(local));
@@ -146,7 +154,19 @@ StatusOr<int32_t> Runtime::Join() {
   return *last_joined_;
 }
 
+void Runtime::WaiterArrived() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    waiter_arrived_ = true;
+  }
+  wake_.notify_all();
+}
+
 Status Runtime::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(doorbell_->mutex);
+    doorbell_->runtime = nullptr;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     shutdown_requested_ = true;
@@ -184,14 +204,18 @@ void Runtime::Loop() {
 void Runtime::WaitForWork(bool busy, Clock::time_point last_tick) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (busy) {
-    // Paced: operations arriving meanwhile join this tick's fusion.
-    wake_.wait_until(lock, last_tick + options_.cycle_time, [] { return false; });
+    // Paced: operations arriving meanwhile join this tick's fusion, unless
+    // a caller is already waiting for the result.
+    wake_.wait_until(lock, last_tick + options_.cycle_time,
+                     [&] { return waiter_arrived_ || shutdown_requested_; });
+    waiter_arrived_ = false;
     return;
   }
   // Idle: start at once when work arrives, or tick for the other ranks.
   wake_.wait_until(lock, last_tick + kIdleTick, [&] {
     return !queue_.empty() || join_requested_ || shutdown_requested_;
   });
+  waiter_arrived_ = false;
 }
 
 bool Runtime::Tick() {

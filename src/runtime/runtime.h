@@ -21,8 +21,11 @@
 //               then the stall inspector looks for operations some ranks
 //               announced long ago and others never did.
 // Ticks are collective: every rank runs the same number, in lockstep. A
-// rank with work ticks every cycle time (KOLO_CYCLE_TIME_MS); an idle one
-// sleeps until an operation arrives, but at least every kIdleTick so that
+// rank with work ticks every cycle time (KOLO_CYCLE_TIME_MS), so that what
+// is enqueued meanwhile is fused into one batch; it ticks at once when a
+// caller starts waiting on an unfinished handle, since a waiting caller
+// adds nothing more to the batch. An idle rank sleeps until an operation
+// arrives (and then ticks at once), but at least every kIdleTick so that
 // ranks waiting for it keep progressing and can report a stall.
 //
 // Errors. A failed engine call ends the runtime: every pending and future
@@ -87,6 +90,9 @@ class Runtime {
   // Leaves together with the other ranks (bounded by the timeout), fails
   // whatever is still pending, and stops the thread. Idempotent.
   Status Shutdown();
+  // A caller started waiting on an unfinished operation: end the pacing
+  // wait now.
+  void WaiterArrived();
 
   RuntimeStats stats() const;
   const WorldInfo& world() const { return options_.world; }
@@ -115,7 +121,14 @@ class Runtime {
   std::unique_ptr<Timeline> timeline_;
 
   mutable std::mutex mutex_;
-  std::condition_variable wake_;        // new work, join or shutdown
+  std::condition_variable wake_;        // new work, join, shutdown or a waiter
+  bool waiter_arrived_ = false;         // guarded by mutex_; see WaiterArrived
+  // What a handle's on_wait reaches: this runtime until it shuts down.
+  struct Doorbell {
+    std::mutex mutex;
+    Runtime* runtime = nullptr;  // guarded by mutex
+  };
+  std::shared_ptr<Doorbell> doorbell_ = std::make_shared<Doorbell>();
   std::condition_variable joined_all_;  // Join() waiters
   std::deque<std::unique_ptr<LocalOperation>> queue_;  // guarded by mutex_
   std::map<std::string, bool> names_in_use_;           // guarded by mutex_
