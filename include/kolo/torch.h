@@ -121,6 +121,10 @@ struct DistributedOptimizerOptions {
 // writes the averaged gradients and steps the wrapped optimizer.
 // Parameters that got no gradient in a step (unused branches) are reduced as
 // zeros, so ranks never wait for each other's missing gradients.
+// In a world of one (or before kolo::Init) there is nothing to reduce: no
+// hook enqueues anything, compression is skipped, and Step() only averages
+// the accumulated passes and steps, so a single worker runs at the speed of
+// the bare optimizer.
 class DistributedOptimizer {
  public:
   // `named_parameters` gives the names the gradients travel under; every
@@ -151,6 +155,7 @@ class DistributedOptimizer {
 
   ::torch::optim::Optimizer& optimizer_;
   const DistributedOptimizerOptions options_;
+  const bool alone_;  // a world of one: nothing to communicate
   std::vector<std::unique_ptr<Parameter>> parameters_;
   int32_t passes_ = 0;  // backward passes since the last step
   mutable std::mutex mutex_;

@@ -93,3 +93,51 @@ TEST(DistributedOptimizerTest, UnusedBranchesDoNotHangTheStep) {
 
 }  // namespace
 }  // namespace kolo
+
+namespace kolo {
+namespace {
+
+// A world of one (here: no kolo::Init at all) communicates nothing: the
+// wrapped optimizer sees exactly the gradients it would alone, and k
+// accumulated passes are averaged as the reduction would average them.
+TEST(DistributedOptimizerAloneTest, StepsLikeTheBareOptimizer) {
+  ASSERT_FALSE(IsInitialized());
+  ::torch::manual_seed(3);
+  ::torch::nn::Linear reference(4, 3), wrapped(4, 3);
+  {
+    ::torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < reference->parameters().size(); ++i) {
+      wrapped->parameters()[i].copy_(reference->parameters()[i]);
+    }
+  }
+  const ::torch::Tensor x = ::torch::randn({8, 4});
+  const ::torch::Tensor y = ::torch::randn({8, 3});
+  ::torch::optim::SGD bare(reference->parameters(), ::torch::optim::SGDOptions(0.1).momentum(0.9));
+  ::torch::optim::SGD inner(wrapped->parameters(), ::torch::optim::SGDOptions(0.1).momentum(0.9));
+  torch::DistributedOptimizerOptions options;
+  options.backward_passes_per_step = 2;
+  options.compression = torch::Compression::kFloat16;  // nothing travels: no rounding
+  torch::DistributedOptimizer distributed(inner, wrapped->named_parameters(), options);
+  for (int step = 0; step < 3; ++step) {
+    // Reference: one pass over all 8 rows. Wrapped: two passes of 4 rows.
+    bare.zero_grad();
+    ::torch::mse_loss(reference->forward(x), y).backward();
+    bare.step();
+    distributed.ZeroGrad();
+    for (int half = 0; half < 2; ++half) {
+      ::torch::mse_loss(wrapped->forward(x.narrow(0, 4 * half, 4)), y.narrow(0, 4 * half, 4))
+          .backward();
+      ASSERT_TRUE(distributed.Step().ok());
+    }
+  }
+  for (size_t i = 0; i < reference->parameters().size(); ++i) {
+    EXPECT_TRUE(::torch::allclose(reference->parameters()[i], wrapped->parameters()[i], 1e-6,
+                                  1e-6))
+        << i;
+  }
+  // The hooks enqueued nothing.
+  EXPECT_EQ(distributed.last_enqueue_window().first, std::chrono::steady_clock::time_point());
+}
+
+}  // namespace
+}  // namespace kolo

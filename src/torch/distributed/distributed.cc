@@ -297,7 +297,7 @@ DistributedOptimizer::DistributedOptimizer(
     ::torch::optim::Optimizer& optimizer,
     const ::torch::OrderedDict<std::string, ::torch::Tensor>& named_parameters,
     DistributedOptimizerOptions options)
-    : optimizer_(optimizer), options_(options) {
+    : optimizer_(optimizer), options_(options), alone_(Size() == 1) {
   for (const auto& item : named_parameters) {
     if (!item.value().requires_grad()) continue;
     auto parameter = std::make_unique<Parameter>();
@@ -322,6 +322,7 @@ DistributedOptimizer::~DistributedOptimizer() {
 }
 
 void DistributedOptimizer::OnGradient(Parameter& parameter, const ::torch::Tensor& grad) {
+  if (alone_) return;
   ++parameter.passes_seen;
   if (parameter.passes_seen < options_.backward_passes_per_step) return;
   // The last pass of a step: what .grad will hold once autograd adds this
@@ -366,6 +367,20 @@ Status DistributedOptimizer::Step() {
       hook_error_ = Status::Ok();
       return error;
     }
+  }
+  if (alone_) {
+    // The average over one rank is the gradient itself; only the passes
+    // are averaged, as the reduction would.
+    if (options_.backward_passes_per_step > 1) {
+      ::torch::NoGradGuard no_grad;
+      for (auto& p : parameters_) {
+        if (p->tensor.grad().defined()) {
+          p->tensor.mutable_grad().div_(options_.backward_passes_per_step);
+        }
+      }
+    }
+    optimizer_.step();
+    return Status::Ok();
   }
   // Parameters whose hook did not fire (an unused branch on this rank) are
   // reduced now, so every rank enqueues every name every step.
