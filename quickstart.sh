@@ -6,4 +6,4 @@ cd "$(dirname "$0")"
 scripts/setup.sh
 build/tools/kolorun/kolorun -np 2 -- \
   build/tools/kolo-train/kolo-train --model lenet --dataset fashion-mnist \
-  --epochs 3 --batch-size 128 --lr 0.01 "$@"
+  --epochs 3 --batch-size 128 "$@"

@@ -46,6 +46,8 @@ void AddFlags(CLI::App& app, Flags* f) {
       ->capture_default_str();
   app.add_option("--momentum", f->momentum, "SGD momentum")
       ->capture_default_str();
+  app.add_flag("--nesterov,!--no-nesterov", f->nesterov,
+               "SGD with Nesterov momentum (default; --no-nesterov: classic)");
   app.add_option("--weight-decay", f->weight_decay, "L2 penalty")
       ->capture_default_str();
   app.add_option(

@@ -25,15 +25,18 @@ struct Flags {
   std::string model = "lenet";
   std::string dataset = "fashion-mnist";
   std::string data_dir;  // empty: DefaultDataDir(dataset)
-  int64_t epochs = 5;
+  // The defaults are the recipe that trains lenet on Fashion-MNIST (batch
+  // 128 per worker) to 88% at 1, 2 and 4 workers alike; see the README.
+  int64_t epochs = 15;
   int64_t batch_size = 128;  // per worker
-  double lr = 0.01;          // for one worker; scaled by the world size
+  double lr = 0.03;          // for one worker; scaled by the world size
   bool no_lr_scaling = false;
   int64_t warmup_epochs = 1;
   std::string lr_schedule = "cosine";  // cosine | constant
   std::string optimizer = "sgd";  // sgd | adam
   double momentum = 0.9;          // sgd only
-  double weight_decay = 5e-4;     // L2 penalty, sgd and adam
+  bool nesterov = true;           // sgd only
+  double weight_decay = 1e-4;     // L2 penalty, sgd and adam
   int32_t threads = 0;            // LibTorch threads per worker; 0: auto
   uint64_t seed = 42;
   std::string compression = "none";  // none | fp16 | bf16

@@ -162,6 +162,7 @@ Status Prepare(const Flags& f, int32_t rank, Setup* s) {
     s->optimizer = std::make_unique<::torch::optim::SGD>(
         s->model->parameters(), ::torch::optim::SGDOptions(f.lr)
                                     .momentum(f.momentum)
+                                    .nesterov(f.nesterov)
                                     .weight_decay(f.weight_decay));
   } else {
     s->optimizer = std::make_unique<::torch::optim::Adam>(
@@ -403,6 +404,7 @@ Status Report(const Flags& f, const Setup& s, int32_t size, const Outcome& o) {
       {"lr_schedule", f.lr_schedule},
       {"optimizer", f.optimizer},
       {"momentum", f.momentum},
+      {"nesterov", f.nesterov},
       {"weight_decay", f.weight_decay},
       {"compression", f.compression},
       {"backward_passes_per_step", f.backward_passes_per_step},
