@@ -206,14 +206,27 @@ Status ShmGroup::WaitFor(int32_t rank, uint32_t target, Clock::time_point start,
                          const char* what) {
   Header* peer = HeaderOf(rank);
   std::atomic<uint32_t>& counter = peer->counter;
-  const Clock::time_point spin_until = Clock::now() + kSpinFor;
-  for (int i = 0;; ++i) {
-    if (Reached(counter.load(std::memory_order_acquire), target)) return Status::Ok();
-    if ((i & 63) == 63 && Clock::now() >= spin_until) break;
+  if (Reached(counter.load(std::memory_order_acquire), target)) return Status::Ok();
+  const Clock::time_point began = Clock::now();
+  // Spin only while peers have been arriving within the spin window: in a
+  // loop of back-to-back collectives that saves the futex round trip; when
+  // the peer is off computing (a training step), spinning would only take
+  // the core from the compute threads.
+  if (spin_) {
+    const Clock::time_point spin_until = began + kSpinFor;
+    for (int i = 0;; ++i) {
+      if (Reached(counter.load(std::memory_order_acquire), target)) return Status::Ok();
+      if ((i & 63) == 63 && Clock::now() >= spin_until) break;
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
+      __builtin_ia32_pause();
 #endif
+    }
   }
+  struct SpinVerdict {
+    bool* spin;
+    Clock::time_point began;
+    ~SpinVerdict() { *spin = Clock::now() - began < kSpinFor; }
+  } verdict{&spin_, began};
   const struct timespec slice = {
       0, static_cast<long>(std::chrono::nanoseconds(kSleepSlice).count())};
   while (true) {

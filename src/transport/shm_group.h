@@ -18,7 +18,9 @@
 //
 // Waiting. A waiter spins for up to 50 us (a peer that is already on its
 // way arrives within microseconds), then sleeps on the peer's counter with
-// FUTEX_WAIT in slices of 10 ms. A rank that raises its counter calls
+// FUTEX_WAIT in slices of 10 ms. It spins only while the previous wait
+// ended within those 50 us: when peers keep arriving late (they are
+// computing), a waiter goes straight to sleep. A rank that raises its counter calls
 // FUTEX_WAKE only when a peer sleeps on it. Between slices the waiter checks
 // that the peer's process still exists (kPeerFailure naming the rank and
 // pid) and that the timeout has not passed (kTimeout naming the rank). The
@@ -92,6 +94,7 @@ class ShmGroup {
   std::vector<Mapping> segments_;
   std::vector<bool> same_pid_namespace_;  // liveness checks are meaningful
   uint32_t syncs_ = 0;
+  bool spin_ = true;  // whether the last wait ended within the spin window
 };
 
 }  // namespace kolo
