@@ -428,6 +428,32 @@ Status Report(const Flags& f, const Setup& s, int32_t size, const Outcome& o) {
 
 // ---------------------------------------------------------------- training
 
+kolo::torch::DistributedOptimizerOptions OptimizerOptions(const Flags& f) {
+  kolo::torch::DistributedOptimizerOptions options;
+  options.compression = ParseCompression(f.compression);
+  options.backward_passes_per_step = f.backward_passes_per_step;
+  return options;
+}
+
+// This rank's shard of the training set, and the loader over it.
+StatusOr<data::DistributedSampler> TrainSampler(const Flags& f, const Data& d,
+                                                int32_t rank, int32_t size) {
+  data::DistributedSampler::Options options;
+  options.rank = rank;
+  options.world_size = size;
+  options.seed = f.seed;
+  return data::DistributedSampler::Create(d.train.size(), options);
+}
+
+data::LoaderOptions TrainLoaderOptions(const Flags& f, const Data& d) {
+  data::LoaderOptions options;
+  options.batch_size = f.batch_size;
+  options.num_workers = kLoaderWorkers;
+  options.augmentation = d.augmentation;
+  options.augmentation_seed = f.seed;
+  return options;
+}
+
 Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
              Clock::time_point start, Setup& s) {
   models::Model& model = *s.model;
@@ -442,24 +468,11 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
   KOLO_RETURN_IF_ERROR(
       Broadcast(&epochs_done, &epochs_done, 1, DataType::kInt64, 0));
 
-  kolo::torch::DistributedOptimizerOptions optimizer_options;
-  optimizer_options.compression = ParseCompression(f.compression);
-  optimizer_options.backward_passes_per_step = f.backward_passes_per_step;
   kolo::torch::DistributedOptimizer optimizer(inner, model.named_parameters(),
-                                              optimizer_options);
-
-  data::DistributedSampler::Options sampler_options;
-  sampler_options.rank = rank;
-  sampler_options.world_size = size;
-  sampler_options.seed = f.seed;
-  KOLO_ASSIGN_OR_RETURN(
-      data::DistributedSampler sampler,
-      data::DistributedSampler::Create(train.size(), sampler_options));
-  data::LoaderOptions loader_options;
-  loader_options.batch_size = f.batch_size;
-  loader_options.num_workers = kLoaderWorkers;
-  loader_options.augmentation = s.data.augmentation;
-  loader_options.augmentation_seed = f.seed;
+                                              OptimizerOptions(f));
+  KOLO_ASSIGN_OR_RETURN(data::DistributedSampler sampler,
+                        TrainSampler(f, s.data, rank, size));
+  const data::LoaderOptions loader_options = TrainLoaderOptions(f, s.data);
   const int64_t batches_per_epoch =
       (sampler.num_samples() + f.batch_size - 1) / f.batch_size;
   const int64_t images_per_epoch = sampler.num_samples() * size;
@@ -669,26 +682,14 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
   std::optional<kolo::torch::DistributedOptimizer> optimizer;
   if (distributed) {
     KOLO_RETURN_IF_ERROR(kolo::torch::BroadcastParameters(model, 0));
-    kolo::torch::DistributedOptimizerOptions options;
-    options.compression = ParseCompression(f.compression);
-    options.backward_passes_per_step = f.backward_passes_per_step;
-    optimizer.emplace(inner, model.named_parameters(), options);
+    optimizer.emplace(inner, model.named_parameters(), OptimizerOptions(f));
   }
   const double lr = f.no_lr_scaling ? f.lr : f.lr * size;
   for (auto& group : inner.param_groups()) group.options().set_lr(lr);
 
-  data::DistributedSampler::Options sampler_options;
-  sampler_options.rank = rank;
-  sampler_options.world_size = size;
-  sampler_options.seed = f.seed;
-  KOLO_ASSIGN_OR_RETURN(
-      data::DistributedSampler sampler,
-      data::DistributedSampler::Create(s.data.train.size(), sampler_options));
-  data::LoaderOptions loader_options;
-  loader_options.batch_size = f.batch_size;
-  loader_options.num_workers = kLoaderWorkers;
-  loader_options.augmentation = s.data.augmentation;
-  loader_options.augmentation_seed = f.seed;
+  KOLO_ASSIGN_OR_RETURN(data::DistributedSampler sampler,
+                        TrainSampler(f, s.data, rank, size));
+  const data::LoaderOptions loader_options = TrainLoaderOptions(f, s.data);
 
   const int64_t total = f.benchmark_warmup + f.benchmark_steps;
   int64_t steps = 0;
