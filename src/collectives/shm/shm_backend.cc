@@ -259,6 +259,13 @@ class ShmBackend : public Backend {
 StatusOr<std::unique_ptr<Backend>> CreateShmBackend(
     const BackendOptions& options, std::shared_ptr<Store> store) {
   if (!store) return InvalidArgument("the shm backend needs the store");
+  if (options.world.cross_size > 1 || options.world.local_size != options.world.size) {
+    return InvalidArgument(
+        "the shm backend needs every rank on one host, but this job spans " +
+        std::to_string(options.world.cross_size) + " hosts (" +
+        std::to_string(options.world.local_size) + " of " +
+        std::to_string(options.world.size) + " ranks on this one); use gloo or mpi");
+  }
   ShmGroup::Options group_options;
   group_options.rank = options.world.rank;
   group_options.size = options.world.size;

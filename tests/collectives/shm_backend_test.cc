@@ -1,0 +1,104 @@
+// The shm backend with ranks as threads over a MemoryStore: collectives
+// against closed-form values at sizes that take several rounds of an area,
+// and the refusal of a world that spans hosts.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "collectives/backend.h"
+#include "store/memory_store.h"
+
+namespace kolo {
+namespace {
+
+BackendOptions OptionsFor(int32_t rank, int32_t size) {
+  BackendOptions options;
+  options.world.rank = rank;
+  options.world.size = size;
+  options.world.local_rank = rank;
+  options.world.local_size = size;
+  options.store_prefix = "shm-test";
+  options.shm_area_bytes = 4096;  // small areas: every call below takes many rounds
+  options.timeout = std::chrono::milliseconds(10000);
+  return options;
+}
+
+// Allreduce (2 ranks: whole-buffer path; 3: sliced path), reducescatter
+// and alltoallv over buffers many areas long; element i of rank r is r + i.
+TEST(ShmBackendTest, CollectivesSpanningManyAreasAreExact) {
+  for (int32_t size : {2, 3}) {
+    auto store = std::make_shared<MemoryStore>();
+    constexpr int64_t kCount = 3 * 10000;  // divisible by 2 and 3
+    std::vector<int> wrong(size, 0);
+    std::vector<std::thread> threads;
+    for (int32_t rank = 0; rank < size; ++rank) {
+      threads.emplace_back([&, rank] {
+        auto backend = CreateShmBackend(OptionsFor(rank, size), store);
+        if (!backend.ok()) {
+          ++wrong[rank];
+          return;
+        }
+        std::vector<float> data(kCount);
+        for (int64_t i = 0; i < kCount; ++i) data[i] = static_cast<float>(rank + i % 1000);
+        std::vector<float> sum(kCount);
+        if (!(*backend)->Allreduce(data.data(), sum.data(), kCount, DataType::kFloat32,
+                                   ReduceOp::kSum).ok()) {
+          ++wrong[rank];
+          return;
+        }
+        const float ranks = static_cast<float>(size * (size - 1) / 2);
+        for (int64_t i = 0; i < kCount; ++i) {
+          if (sum[i] != ranks + size * static_cast<float>(i % 1000)) ++wrong[rank];
+        }
+        const int64_t block = kCount / size;
+        std::vector<float> mine(block);
+        if (!(*backend)->Reducescatter(data.data(), mine.data(), block, DataType::kFloat32,
+                                       ReduceOp::kMax).ok()) {
+          ++wrong[rank];
+          return;
+        }
+        for (int64_t i = 0; i < block; ++i) {
+          if (mine[i] != static_cast<float>(size - 1 + (rank * block + i) % 1000)) ++wrong[rank];
+        }
+        // Rank r sends rank d (d + 1) * 1000 + r elements, all equal to r.
+        std::vector<int64_t> send_counts(size), recv_counts(size);
+        for (int32_t d = 0; d < size; ++d) {
+          send_counts[d] = (d + 1) * 1000 + rank;
+          recv_counts[d] = (rank + 1) * 1000 + d;
+        }
+        std::vector<int32_t> out_buffer, in_buffer;
+        for (int32_t d = 0; d < size; ++d) in_buffer.insert(in_buffer.end(), send_counts[d], rank);
+        for (int32_t d = 0; d < size; ++d) out_buffer.resize(out_buffer.size() + recv_counts[d]);
+        if (!(*backend)->Alltoallv(in_buffer.data(), send_counts, out_buffer.data(), recv_counts,
+                                   DataType::kInt32).ok()) {
+          ++wrong[rank];
+          return;
+        }
+        size_t at = 0;
+        for (int32_t from = 0; from < size; ++from) {
+          for (int64_t k = 0; k < recv_counts[from]; ++k) {
+            if (out_buffer[at++] != from) ++wrong[rank];
+          }
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(wrong, std::vector<int>(size, 0)) << size << " ranks";
+  }
+}
+
+TEST(ShmBackendTest, AJobAcrossHostsIsRefused) {
+  BackendOptions options = OptionsFor(0, 4);
+  options.world.local_size = 2;
+  options.world.cross_size = 2;
+  auto backend = CreateShmBackend(options, std::make_shared<MemoryStore>());
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(backend.status().message(),
+              ::testing::HasSubstr("needs every rank on one host, but this job spans 2 hosts"));
+}
+
+}  // namespace
+}  // namespace kolo
