@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "testing/child_process.h"
 #include "train.h"
@@ -41,6 +42,8 @@ TEST(TrainScaling, WeakKeepsTheBatchStrongDividesIt) {
 TEST(TrainRun, KoloAndPlainLibTorchSideBySide) {
   const std::string json_path =
       ::testing::TempDir() + "kolo_bench_train_" + std::to_string(getpid()) + ".json";
+  // An earlier run's record: the new one is appended after it.
+  std::ofstream(json_path) << R"([{"tool": "an earlier run"}])";
   RunResult r = RunProgram(
       {KOLO_BENCH_PATH, "train", "--model", "lenet", "--dataset", "synthetic",
        "--batch-size", "16", "--np", "1,2", "--warmup", "1", "--iters", "2",
@@ -51,8 +54,16 @@ TEST(TrainRun, KoloAndPlainLibTorchSideBySide) {
   std::ifstream file(json_path);
   nlohmann::json json = nlohmann::json::parse(file, nullptr, false);
   ASSERT_FALSE(json.is_discarded()) << r.out;
-  const nlohmann::json& rows = json["rows"];
+  ASSERT_TRUE(json.is_array());
+  ASSERT_EQ(json.size(), 2u);
+  EXPECT_EQ(json[0]["tool"], "an earlier run");
+  EXPECT_EQ(json[1]["environment"]["cores"].get<unsigned>(), std::thread::hardware_concurrency());
+  EXPECT_FALSE(json[1]["environment"]["cpu_model"].get<std::string>().empty());
+  const nlohmann::json& rows = json[1]["rows"];
   ASSERT_EQ(rows.size(), 3u) << rows.dump(2);
+  // kolo at np 2 communicated; its statistics say how long per step.
+  EXPECT_GT(rows[2]["communication_ms_per_step"].get<double>(), 0);
+  EXPECT_GT(rows[0]["peak_rss_mib"].get<double>(), 10);
   EXPECT_EQ(rows[0]["framework"], "kolo");
   EXPECT_EQ(rows[1]["framework"], "libtorch");
   EXPECT_EQ(rows[2]["framework"], "kolo");
@@ -92,7 +103,8 @@ TEST(TrainRun, TorchDdpPeerBesideKolo) {
   std::ifstream file(json_path);
   nlohmann::json json = nlohmann::json::parse(file, nullptr, false);
   ASSERT_FALSE(json.is_discarded()) << r.out;
-  const nlohmann::json& rows = json["rows"];
+  ASSERT_EQ(json.size(), 1u);
+  const nlohmann::json& rows = json[0]["rows"];
   ASSERT_EQ(rows.size(), 2u) << rows.dump(2);
   EXPECT_EQ(rows[1]["framework"], "torch-ddp");
   const nlohmann::json& ddp = rows[1]["runs"][0];

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "common/config.h"
 #include "json_file.h"
@@ -200,6 +201,39 @@ double StudentT95(int64_t dof) {
   return 1.96;
 }
 
+// First line of a command's output, or "unknown".
+std::string CommandOutput(const std::string& command) {
+  std::string out;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char buffer[256];
+    if (fgets(buffer, sizeof(buffer), pipe) != nullptr) out = buffer;
+    pclose(pipe);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out.empty() ? "unknown" : out;
+}
+
+// Where the figures were measured: the machine, and what kolo was.
+json Environment() {
+  std::string cpu = "unknown";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  return {{"cpu_model", cpu},
+          {"cores", std::thread::hardware_concurrency()},
+          {"kernel", CommandOutput("uname -r 2>/dev/null")},
+          {"kolo_commit",
+           CommandOutput("git -C " + ShellQuote(KOLO_SOURCE_DIR) +
+                         " rev-parse --short HEAD 2>/dev/null")},
+          {"libtorch", CommandOutput("dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null")},
+          {"python3_torch",
+           CommandOutput("dpkg-query -W -f='${Version}' python3-torch 2>/dev/null")}};
+}
+
 std::string FormatRate(const MeanInterval& m) {
   return fmt::format("{:.0f} ± {:.0f}", m.mean, m.half_width);
 }
@@ -377,6 +411,7 @@ int RunTrainCommand(const TrainFlags& f) {
   Table table({column("np", "", 3), column("framework", "", 10, true),
                column("batch", "/worker", 7), column("images/s", "mean ± 95%", 16),
                column("per worker", "images/s", 10), column("step", "(ms)", 7),
+               column("comm", "(ms/step)", 9), column("peak RSS", "(MiB)", 8),
                column("speedup", "vs np 1", 8), column("efficiency", "(%)", 10),
                column("kolo ÷", "this", 7)});
   for (const std::string& line : table.HeaderLines()) fmt::print("{}\n", line);
@@ -384,8 +419,18 @@ int RunTrainCommand(const TrainFlags& f) {
   for (const Run& run : runs) {
     const MeanInterval m = Summarize(rates(run));
     std::vector<double> step_ms;
+    std::vector<double> comm_ms;  // kolo's runtime statistics only
+    double peak_rss_mib = 0;      // the largest worker's, over the repeats
     for (const json& j : results[RunLabel(run)]) {
-      step_ms.push_back(j["result"]["step_ms"].get<double>());
+      const json& result = j["result"];
+      step_ms.push_back(result["step_ms"].get<double>());
+      if (result.contains("communication_seconds")) {
+        comm_ms.push_back(1000.0 * result["communication_seconds"].get<double>() /
+                          static_cast<double>(f.iters));
+      }
+      for (const json& bytes : result.value("peak_rss_bytes", json::array())) {
+        peak_rss_mib = std::max(peak_rss_mib, bytes.get<double>() / (1 << 20));
+      }
     }
     const std::optional<double> base = mean_of(run.framework, 1);
     const std::optional<double> kolo = mean_of(kKolo, run.np);
@@ -397,6 +442,7 @@ int RunTrainCommand(const TrainFlags& f) {
                 {"images_per_second_mean", m.mean},
                 {"images_per_second_ci95", m.half_width},
                 {"step_ms_mean", Summarize(step_ms).mean},
+                {"peak_rss_mib", peak_rss_mib},
                 {"runs", results[RunLabel(run)]}};
     if (base && *base > 0) {
       const double s = m.mean / *base;
@@ -409,12 +455,18 @@ int RunTrainCommand(const TrainFlags& f) {
       ratio = FormatFixed(*kolo / m.mean, 2);
       row["kolo_ratio"] = *kolo / m.mean;
     }
+    std::string comm = "-";
+    if (!comm_ms.empty() && run.framework == kKolo && run.np > 1) {
+      comm = FormatFixed(Summarize(comm_ms).mean, 2);
+      row["communication_ms_per_step"] = Summarize(comm_ms).mean;
+    }
     rows.push_back(row);
     fmt::print("{}\n", table.Row({std::to_string(run.np), run.framework,
                                   std::to_string(run.batch), FormatRate(m),
                                   FormatFixed(m.mean / run.np, 0),
-                                  FormatFixed(Summarize(step_ms).mean, 1),
-                                  speedup, efficiency, ratio}));
+                                  FormatFixed(Summarize(step_ms).mean, 1), comm,
+                                  FormatFixed(peak_rss_mib, 0), speedup, efficiency,
+                                  ratio}));
   }
   if (!ddp_missing.empty()) {
     fmt::print("{}\n", table.Row({"-", kTorchDdp, "", ddp_missing}));
@@ -433,8 +485,27 @@ int RunTrainCommand(const TrainFlags& f) {
                 {"iters", f.iters},
                 {"repeat", f.repeat},
                 {"peers", *peers}}},
+              {"environment", Environment()},
               {"rows", rows}};
-  Status written = WriteJsonFile(f.json_path, out);
+  // Appended: one file collects the runs a report is drawn from.
+  json history = json::array();
+  {
+    std::ifstream in(f.json_path);
+    if (in) {
+      json old = json::parse(in, nullptr, /*allow_exceptions=*/false);
+      if (old.is_array()) {
+        history = std::move(old);
+      } else if (old.is_object()) {
+        history.push_back(std::move(old));
+      } else {
+        return fail(InvalidArgument(f.json_path +
+                                    " holds something other than kolo-bench JSON; "
+                                    "give --json a new file"));
+      }
+    }
+  }
+  history.push_back(std::move(out));
+  Status written = WriteJsonFile(f.json_path, history);
   if (!written.ok()) return fail(written);
   return 0;
 }

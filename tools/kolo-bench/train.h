@@ -19,10 +19,16 @@
 // ranks meeting at a barrier before and after). Repeats cycle through every
 // configuration in turn, so drift on a noisy machine spreads over all of
 // them alike. The table gives the mean and 95% interval over the repeats
-// (Student's t, as Horovod's synthetic benchmark reports), kolo's speedup
-// and scaling efficiency against its own np=1, and kolo's ratio to each
-// peer. A peer that is not installed gets a row saying so; nothing is
-// estimated in its place.
+// (Student's t, as Horovod's synthetic benchmark reports), the step time,
+// kolo's time inside engine calls per step (its runtime statistics), the
+// largest worker's peak RSS, the speedup and scaling efficiency against the
+// same framework's np=1, and kolo's ratio to each peer. A peer that is not
+// installed gets a row saying so; nothing is estimated in its place.
+//
+// --json FILE appends one record (configuration, environment: CPU, cores,
+// kernel, kolo's commit, LibTorch and python3-torch versions; every row
+// with every run's own JSON) to the array in FILE, so one file collects
+// the runs a report is drawn from.
 //
 // Scaling: weak keeps --batch-size per worker; strong keeps the global batch
 // (--batch-size at np=1) and divides it among the workers.
