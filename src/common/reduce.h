@@ -5,6 +5,7 @@
 #define KOLO_COMMON_REDUCE_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "kolo/types.h"
 
@@ -20,6 +21,24 @@ void DivideInPlace(DataType type, void* data, int64_t count, int64_t divisor);
 // out[i] = in[i] / divisor, in one pass (out may equal in).
 void DivideInto(DataType type, void* out, const void* in, int64_t count,
                 int64_t divisor);
+
+// The instruction sets the kernels are built for. ReduceInto and
+// DivideInto use the best one this CPU supports (AVX-512 needs F and BW),
+// unless KOLO_REDUCE_ISA=portable|avx2|avx512 names another it supports.
+enum class ReduceIsa { kPortable, kAvx2, kAvx512 };
+const char* ReduceIsaName(ReduceIsa isa);
+std::vector<ReduceIsa> SupportedReduceIsas();  // portable first
+ReduceIsa ActiveReduceIsa();
+
+// One instruction set's kernels, for tests and benchmarks that compare
+// them; the isa must be supported.
+using ReduceKernel = void (*)(DataType, ReduceOp, void*, const void*, const void*, int64_t);
+using DivideKernel = void (*)(DataType, void*, const void*, int64_t, int64_t);
+struct ReduceKernels {
+  ReduceKernel reduce;
+  DivideKernel divide;
+};
+ReduceKernels KernelsFor(ReduceIsa isa);
 
 }  // namespace kolo
 

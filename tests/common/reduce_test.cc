@@ -47,6 +47,50 @@ TEST(ReduceTest, EveryTypeAndOpMatchesTheScalarReference) {
   }
 }
 
+// Every instruction set's kernels give bit-for-bit the portable kernels'
+// results, on random bit patterns of every type (so NaNs, infinities and
+// wrapping integers too), at lengths around every vector width and tail,
+// out of place and in place.
+TEST(ReduceTest, EveryInstructionSetMatchesThePortableKernels) {
+  const std::vector<ReduceIsa> isas = SupportedReduceIsas();
+  ASSERT_FALSE(isas.empty());
+  EXPECT_EQ(isas.front(), ReduceIsa::kPortable);
+  const ReduceKernels portable = KernelsFor(ReduceIsa::kPortable);
+  uint64_t state = 0x9e3779b97f4a7c15ULL;
+  auto next = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return static_cast<char>(state);
+  };
+  for (ReduceIsa isa : isas) {
+    const ReduceKernels kernels = KernelsFor(isa);
+    for (DataType type : AllDataTypes()) {
+      for (int64_t count : {1, 7, 15, 16, 17, 63, 64, 65, 1000, 4099}) {
+        const size_t bytes = static_cast<size_t>(count * DataTypeSize(type));
+        std::vector<char> a(bytes), b(bytes);
+        for (size_t i = 0; i < bytes; ++i) {
+          a[i] = next();
+          b[i] = next();
+        }
+        for (ReduceOp op : AllReduceOps()) {
+          std::vector<char> want(bytes), got(bytes), in_place = a;
+          portable.reduce(type, op, want.data(), a.data(), b.data(), count);
+          kernels.reduce(type, op, got.data(), a.data(), b.data(), count);
+          kernels.reduce(type, op, in_place.data(), in_place.data(), b.data(), count);
+          EXPECT_EQ(got, want) << ReduceIsaName(isa) << " " << DataTypeName(type) << " "
+                               << ReduceOpName(op) << " count " << count;
+          EXPECT_EQ(in_place, want) << ReduceIsaName(isa) << " in place";
+        }
+        std::vector<char> want(bytes), got(bytes);
+        portable.divide(type, want.data(), a.data(), count, 3);
+        kernels.divide(type, got.data(), a.data(), count, 3);
+        EXPECT_EQ(got, want) << ReduceIsaName(isa) << " " << DataTypeName(type) << " divide";
+      }
+    }
+  }
+}
+
 TEST(ReduceTest, NegativeValuesAndSignedMinMax) {
   int32_t a[3] = {-5, 7, -1};
   int32_t b[3] = {3, -9, -1};
