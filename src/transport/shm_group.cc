@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <new>
 #include <random>
 #include <sstream>
+#include <thread>
 
 namespace kolo {
 namespace {
@@ -73,7 +75,8 @@ struct alignas(64) ShmGroup::Header {
 ShmGroup::ShmGroup(const Options& options)
     : options_(options),
       segments_(static_cast<size_t>(options.size)),
-      same_pid_namespace_(static_cast<size_t>(options.size), false) {
+      same_pid_namespace_(static_cast<size_t>(options.size), false),
+      oversubscribed_(static_cast<unsigned>(options.size) > std::thread::hardware_concurrency()) {
   static_assert(sizeof(Header) <= kHeaderBytes, "the header fits its page");
   static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words are plain words");
 }
@@ -216,6 +219,12 @@ Status ShmGroup::WaitFor(int32_t rank, uint32_t target, Clock::time_point start,
     const Clock::time_point spin_until = began + kSpinFor;
     for (int i = 0;; ++i) {
       if (Reached(counter.load(std::memory_order_acquire), target)) return Status::Ok();
+      if (oversubscribed_) {
+        // More ranks than cores: the peer may need this very core to arrive.
+        sched_yield();
+        if (Clock::now() >= spin_until) break;
+        continue;
+      }
       if ((i & 63) == 63 && Clock::now() >= spin_until) break;
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();

@@ -20,7 +20,9 @@
 // way arrives within microseconds), then sleeps on the peer's counter with
 // FUTEX_WAIT in slices of 10 ms. It spins only while the previous wait
 // ended within those 50 us: when peers keep arriving late (they are
-// computing), a waiter goes straight to sleep. A rank that raises its counter calls
+// computing), a waiter goes straight to sleep. With more ranks than cores
+// the spin yields the core (sched_yield) at every turn, since the peer it
+// waits for may be queued on it. A rank that raises its counter calls
 // FUTEX_WAKE only when a peer sleeps on it. Between slices the waiter checks
 // that the peer's process still exists (kPeerFailure naming the rank and
 // pid) and that the timeout has not passed (kTimeout naming the rank). The
@@ -95,6 +97,7 @@ class ShmGroup {
   std::vector<bool> same_pid_namespace_;  // liveness checks are meaningful
   uint32_t syncs_ = 0;
   bool spin_ = true;  // whether the last wait ended within the spin window
+  const bool oversubscribed_;  // more ranks than cores: spin by yielding
 };
 
 }  // namespace kolo
