@@ -1,23 +1,41 @@
 #!/usr/bin/env python3
 """PyTorch DistributedDataParallel peer of kolo's training benchmark.
 
-Measures the training throughput (images per second) that plain PyTorch
-DistributedDataParallel (DDP) on the gloo backend reaches for one of kolo's
-models, so that kolo's figure has a reference measured under the same
-conditions on the same machine:
+Measures what plain PyTorch DistributedDataParallel (DDP) on the gloo backend
+reaches for one of kolo's models, so that kolo's figures have a reference
+measured under the same conditions on the same machine. Two modes:
 
-  - the same network: each model below reproduces kolo's model zoo
+  - throughput (the default): images per second over a timed window of
+    --iters steps, as `kolo-train --benchmark-steps` measures it;
+  - --epochs E: full training for E epochs, as `kolo-train --epochs E`
+    trains: wall time, images per second, and the test accuracy after each
+    epoch and at the end.
+
+What is the same as in kolo-train:
+
+  - the network: each model below reproduces kolo's model zoo
     (src/torch/models/) layer for layer, with the same parameter names, order
     and initialization, and the script refuses to run if the parameter count
     differs from kolo's;
-  - the same data: Fashion-MNIST, MNIST and CIFAR-10 are read whole into
-    memory and normalised as kolo::data does ((x / 255 - mean) / std, with
-    kolo's constants), each rank training on its own disjoint shard
-    (DistributedSampler, shuffled with the seed);
-  - the same work per step: batch size per worker, cross-entropy, SGD with
-    momentum 0.9 and weight decay 5e-4 at --lr times the world size, as
-    kolo-train does by default;
-  - the same resources: --threads intra-op threads and one inter-op thread per
+  - the data: Fashion-MNIST, MNIST and CIFAR-10 are read whole into memory
+    and normalised as kolo::data does ((x / 255 - mean) / std, with kolo's
+    constants), each rank training on its own disjoint shard
+    (DistributedSampler, shuffled with the seed, padded to equal shards);
+    --train-subset and --test-subset keep the first N images, as kolo-train's
+    flags of the same names do;
+  - the recipe, kolo-train's defaults: cross-entropy, SGD with Nesterov
+    momentum 0.9 and weight decay 1e-4, --lr (0.03) per worker times the
+    world size. In epochs mode the rate also follows kolo-train's schedule
+    (tools/kolo-train/plan.h): it climbs linearly from --lr to the scaled
+    rate over --warmup-epochs (1; none at np 1, where the two are equal),
+    then follows half a cosine down to zero at the last step;
+  - the batches: --batch-size per worker; in epochs mode every epoch ends
+    with the shard's partial last batch, as kolo's loader does;
+  - the evaluation (epochs mode): after every epoch, rank 0's batch-norm
+    statistics are copied to every rank, each rank classifies the real
+    (unpadded) rows of its unshuffled shard of the test set, and the counts
+    are summed across ranks;
+  - the resources: --threads intra-op threads and one inter-op thread per
     worker, and --np worker processes on this host.
 
 DDP runs as its users run it, with its defaults (25 MB gradient buckets,
@@ -29,19 +47,28 @@ the in-memory set) on the training thread, where kolo's loader prefetches
 them on a thread of its own; CIFAR-10 is not augmented here, where
 kolo-train crops and flips it in that loader thread; the synthetic images
 default to 1x28x28 (kolo-train's are 3x32x32: pass --channels 3
---image-size 32) and follow kolo's recipe but not its random numbers, and
-the shuffle is torch's permutation, not kolo's; the learning rate stays at
---lr times np (no warm-up or cosine schedule, which change the values, not
-the work); and the per-worker memory includes the Python interpreter and
+--image-size 32) and follow kolo's recipe but not its random numbers; the
+shuffle and the dropout masks are torch's, not kolo's; the throughput mode
+keeps the rate at --lr times np (the schedule changes the values, not the
+work); and the per-worker memory includes the Python interpreter and
 torch's Python modules.
 
-Timing: --warmup steps are run untimed, then every rank waits at a barrier,
-runs --iters steps of forward, backward and optimizer step, and waits at a
-barrier again; the time between the barriers is the measured window, the same
-for all ranks. images/s = iters * batch size * np / seconds.
+Timing, throughput mode: --warmup steps are run untimed, then every rank
+waits at a barrier, runs --iters steps of forward, backward and optimizer
+step, and waits at a barrier again; the time between the barriers is the
+measured window, the same for all ranks. images/s = iters * batch size * np
+/ seconds.
+
+Timing, epochs mode (as kolo-train reports it): images/s counts the images
+all ranks trained on (padding included) over the seconds spent in the
+training loops, evaluation excluded; the wall time runs from the start of a
+worker (reading the data, joining the group) to the end of the last
+evaluation. Both are the slowest rank's.
 
   python3 bench/peers/torch_ddp.py --model lenet --dataset fashion-mnist \\
       --np 2 --batch-size 128 --threads 1 --warmup 5 --iters 50 --json out.json
+  python3 bench/peers/torch_ddp.py --model lenet --dataset fashion-mnist \\
+      --np 2 --batch-size 128 --threads 1 --epochs 15 --json out.json
 
 The launcher starts the workers itself and rendezvouses them through a
 TCPStore on 127.0.0.1 at a port the OS picks. If a worker fails, the launcher
@@ -54,6 +81,7 @@ import ctypes
 import datetime
 import gzip
 import json
+import math
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -85,6 +113,9 @@ NORMALISATION = {
 DATASETS = (*NORMALISATION, "synthetic")
 CIFAR10_RECORD_BYTES = 1 + 3 * 32 * 32  # label byte, then R, G, B planes
 SYNTHETIC_SIZE = 8192  # images, as kolo-train's synthetic training set
+# Evaluation keeps no activations, so it takes larger batches than training
+# (kolo-train's kEvalBatchSize); the size changes nothing but speed.
+EVAL_BATCH_SIZE = 512
 
 # kolo's parameter counts for 10 classes (include/kolo/models.h,
 # tests/torch/models_test.cc): (count, input channels it is given for,
@@ -358,21 +389,23 @@ def check_parameters(name, in_channels):
 # Data: as kolo::data reads it (src/torch/data/datasets.cc).
 
 
-def dataset_files(args):
-    """The files the training set is read from; InputError if one is
-    missing. IDX files may be raw or gzipped; the raw name wins."""
+def dataset_files(args, train=True):
+    """The files the training (or test) set is read from; InputError if one
+    is missing. IDX files may be raw or gzipped; the raw name wins."""
     if args.dataset == "synthetic":
         return []
     directory = args.data_dir or f"/usr/share/datasets/{args.dataset}"
     if args.dataset == "cifar10":
-        paths = [os.path.join(directory, f"data_batch_{i}.bin")
-                 for i in range(1, 6)]
+        names = ([f"data_batch_{i}.bin" for i in range(1, 6)] if train
+                 else ["test_batch.bin"])
+        paths = [os.path.join(directory, name) for name in names]
         for path in paths:
             if not os.path.isfile(path):
                 raise InputError(f"{path}: no such file")
         return paths
+    prefix = "train" if train else "t10k"
     paths = []
-    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"):
+    for name in (f"{prefix}-images-idx3-ubyte", f"{prefix}-labels-idx1-ubyte"):
         raw = os.path.join(directory, name)
         if os.path.isfile(raw):
             paths.append(raw)
@@ -485,6 +518,18 @@ def load_dataset(args, paths):
     return read_mnist_like(paths, mean, std)
 
 
+def first_rows(images, labels, count, flag, split, paths):
+    """The first `count` rows (all of them for 0), as kolo-train's
+    --train-subset and --test-subset keep them; InputError naming the flag
+    when the set is smaller."""
+    if count == 0:
+        return images, labels
+    if count > len(labels):
+        raise InputError(f"{flag} {count} is more than the {len(labels)} "
+                         f"{split} images in {', '.join(paths)}")
+    return images[:count], labels[:count]
+
+
 def batches(images, labels, sampler, batch_size):
     """Full batches of this rank's shard, epoch after epoch, forever."""
     epoch = 0
@@ -530,7 +575,9 @@ def peak_rss_bytes():
 
 def load_shard(rank, args, paths):
     """The training set and this rank's sampler over it."""
-    images, labels = load_dataset(args, paths)
+    images, labels = first_rows(*load_dataset(args, paths["train"]),
+                                args.train_subset, "--train-subset",
+                                "training", paths["train"])
     sampler = DistributedSampler(range(len(labels)), num_replicas=args.np,
                                  rank=rank, shuffle=True, seed=args.seed)
     if len(sampler) < args.batch_size:
@@ -552,10 +599,114 @@ def measure(model, optimizer, data, args):
     return time.perf_counter() - start, loss.item()
 
 
+def learning_rate(args, iteration, warmup_iterations, total_iterations):
+    """kolo-train's schedule (tools/kolo-train/plan.cc): a linear climb from
+    --lr to the scaled rate over the warm-up, then half a cosine down to 0
+    at the last iteration."""
+    scaled = args.lr * args.np
+    if iteration < warmup_iterations:
+        return args.lr + (scaled - args.lr) * iteration / warmup_iterations
+    decay = total_iterations - warmup_iterations
+    if decay <= 0:
+        return scaled
+    progress = min(1.0, (iteration - warmup_iterations) / decay)
+    return scaled * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def unpadded_shard_size(dataset_size, rank, world_size):
+    """The real rows of an unshuffled DistributedSampler shard: position p
+    of the padded range is padding exactly when p >= dataset_size
+    (kolo-train's UnpaddedShardSize)."""
+    if rank >= dataset_size:
+        return 0
+    return (dataset_size - rank + world_size - 1) // world_size
+
+
+def evaluate(model, images, labels, rank):
+    """Test accuracy of the model rank 0 holds: its buffers (batch-norm
+    statistics) go to every rank, each rank classifies the real rows of its
+    unshuffled shard, and the counts are summed. Returns (correct, total).
+    The bare module runs the forward passes, since DDP's forward would
+    broadcast buffers in every call and the shards may differ in length."""
+    module = model.module
+    for buffer in module.buffers():
+        dist.broadcast(buffer, 0)
+    world_size = dist.get_world_size()
+    sampler = DistributedSampler(range(len(labels)), num_replicas=world_size,
+                                 rank=rank, shuffle=False)
+    rows = torch.tensor(list(sampler), dtype=torch.int64)
+    rows = rows[:unpadded_shard_size(len(labels), rank, world_size)]
+    module.eval()
+    correct = 0
+    with torch.no_grad():
+        for start in range(0, len(rows), EVAL_BATCH_SIZE):
+            chunk = rows[start:start + EVAL_BATCH_SIZE]
+            predicted = module(images.index_select(0, chunk)).argmax(1)
+            correct += int(predicted.eq(labels.index_select(0, chunk)).sum())
+    counts = torch.tensor([correct, len(rows)], dtype=torch.int64)
+    dist.all_reduce(counts)
+    module.train()
+    if int(counts[1]) != len(labels):
+        raise RuntimeError(f"evaluation counted {int(counts[1])} test images "
+                           f"across the ranks, not {len(labels)}")
+    return int(counts[0]), int(counts[1])
+
+
+def train_epochs(model, optimizer, images, labels, sampler, test, rank, args):
+    """--epochs: trains on this rank's shard epoch after epoch with kolo-
+    train's schedule, evaluating after each. Returns this rank's training
+    seconds, the images all ranks trained on, and one record per epoch."""
+    batches_per_epoch = math.ceil(len(sampler) / args.batch_size)
+    warmup_iterations = (0 if args.np == 1
+                         else args.warmup_epochs * batches_per_epoch)
+    total_iterations = args.epochs * batches_per_epoch
+    train_seconds = 0.0
+    history = []
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        order = torch.tensor(list(sampler), dtype=torch.int64)
+        start = time.perf_counter()
+        loss_sum = 0.0
+        lr = args.lr
+        for number in range(batches_per_epoch):
+            rows = order[number * args.batch_size:
+                         (number + 1) * args.batch_size]
+            lr = learning_rate(args, epoch * batches_per_epoch + number,
+                               warmup_iterations, total_iterations)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            loss = train_step(model, optimizer, images.index_select(0, rows),
+                              labels.index_select(0, rows))
+            loss_sum += loss.item() * len(rows)
+        seconds = time.perf_counter() - start
+        train_seconds += seconds
+        correct, total = evaluate(model, *test, rank)
+        mean_loss = torch.tensor([loss_sum / len(order)], dtype=torch.float64)
+        dist.all_reduce(mean_loss)
+        mean_loss = float(mean_loss[0]) / args.np
+        history.append({"epoch": epoch + 1, "lr": lr, "train_loss": mean_loss,
+                        "test_accuracy": correct / total,
+                        "test_correct": correct, "test_total": total,
+                        "seconds": seconds,
+                        "images_per_second": len(order) * args.np / seconds})
+        if rank == 0:
+            print(f"epoch {epoch + 1}/{args.epochs}  train loss "
+                  f"{mean_loss:.4f}  test accuracy {100 * correct / total:.2f}% "
+                  f"({correct}/{total})  "
+                  f"{len(order) * args.np / seconds:.0f} images/s  "
+                  f"{seconds:.1f} s", flush=True)
+    return train_seconds, args.epochs * len(sampler) * args.np, history
+
+
 def train(rank, args, paths, port):
     """Joins the group, measures, and has rank 0 report every rank's
     figures."""
+    start = time.perf_counter()
     images, labels, sampler = load_shard(rank, args, paths)
+    if args.epochs:
+        test = first_rows(*load_dataset(args, paths["test"]),
+                          args.test_subset, "--test-subset", "test",
+                          paths["test"])
     timeout = datetime.timedelta(seconds=args.timeout)
     store = dist.TCPStore("127.0.0.1", port, args.np, False, timeout)
     dist.init_process_group("gloo", store=store, rank=rank,
@@ -565,16 +716,25 @@ def train(rank, args, paths, port):
         MODELS[args.model](NUM_CLASSES, images.shape[1]))
     torch.manual_seed(args.seed + rank)  # different dropout masks per rank
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * args.np,
-                                momentum=0.9, weight_decay=5e-4)
-    seconds, loss = measure(model, optimizer,
-                            batches(images, labels, sampler, args.batch_size),
-                            args)
-    measured = {"seconds": seconds, "peak_rss_bytes": peak_rss_bytes(),
-                "loss": loss}
+                                momentum=0.9, nesterov=True,
+                                weight_decay=1e-4)
+    if args.epochs:
+        seconds, images_trained, history = train_epochs(
+            model, optimizer, images, labels, sampler, test, rank, args)
+        measured = {"seconds": seconds, "images_trained": images_trained,
+                    "history": history,
+                    "wall_seconds": time.perf_counter() - start}
+    else:
+        seconds, loss = measure(
+            model, optimizer,
+            batches(images, labels, sampler, args.batch_size), args)
+        measured = {"seconds": seconds, "loss": loss}
+    measured["peak_rss_bytes"] = peak_rss_bytes()
     gathered = [None] * args.np if rank == 0 else None
     dist.gather_object(measured, gathered, dst=0)
     if rank == 0:
-        report(args, count_parameters(model.module), gathered)
+        report(args, count_parameters(model.module), gathered,
+               len(labels), len(test[1]) if args.epochs else 0)
 
 
 def worker(rank, args, paths, port, parent_pid):
@@ -603,9 +763,12 @@ def worker(rank, args, paths, port, parent_pid):
 # Reporting.
 
 
-def report(args, parameters, per_rank):
-    """Prints the summary line and writes --json, from each rank's
-    measurements."""
+def report(args, parameters, per_rank, train_images, test_images):
+    """Prints the summary and writes --json, from each rank's measurements.
+    """
+    if args.epochs:
+        report_epochs(args, parameters, per_rank, train_images, test_images)
+        return
     seconds = max(rank["seconds"] for rank in per_rank)
     images_per_second = args.iters * args.batch_size * args.np / seconds
     result = {
@@ -635,6 +798,50 @@ def report(args, parameters, per_rank):
         }
         write_json(args.json,
                    {"tool": "torch-ddp", "config": config, "result": result})
+
+
+def report_epochs(args, parameters, per_rank, train_images, test_images):
+    """--epochs: the summary line and --json, in kolo-train's terms (its
+    result fields, accuracy as a fraction)."""
+    seconds = max(rank["seconds"] for rank in per_rank)
+    images_trained = per_rank[0]["images_trained"]
+    history = per_rank[0]["history"]
+    final = history[-1]
+    images_per_second = images_trained / seconds
+    result = {
+        "test_accuracy": final["test_accuracy"],
+        "test_correct": final["test_correct"],
+        "test_total": final["test_total"],
+        "train_loss": final["train_loss"],
+        "wall_seconds": max(rank["wall_seconds"] for rank in per_rank),
+        "train_seconds": seconds,
+        "images_trained": images_trained,
+        "images_per_second": images_per_second,
+        "images_per_second_per_worker": images_per_second / args.np,
+        "peak_rss_bytes": [rank["peak_rss_bytes"] for rank in per_rank],
+    }
+    rss_mib = "/".join(f"{rss / 2**20:.0f}"
+                       for rss in result["peak_rss_bytes"])
+    print(f"torch-ddp {args.model} {args.dataset}: np {args.np}, batch "
+          f"{args.batch_size}, {args.threads} thread(s), {args.epochs} "
+          f"epoch(s) on {train_images} images: test accuracy "
+          f"{100 * result['test_accuracy']:.2f}% of {test_images}, "
+          f"{result['wall_seconds']:.1f} s wall, {images_per_second:.0f} "
+          f"images/s, peak RSS {rss_mib} MiB", flush=True)
+    if args.json:
+        config = {
+            "mode": "epochs", "model": args.model, "dataset": args.dataset,
+            "np": args.np, "workers": args.np, "epochs": args.epochs,
+            "train_images": train_images, "test_images": test_images,
+            "batch_size": args.batch_size, "threads": args.threads,
+            "lr": args.lr, "scaled_lr": args.lr * args.np,
+            "warmup_epochs": 0 if args.np == 1 else args.warmup_epochs,
+            "lr_schedule": "cosine", "optimizer": "sgd", "momentum": 0.9,
+            "nesterov": True, "weight_decay": 1e-4, "seed": args.seed,
+            "parameters": parameters, "torch_version": torch.__version__,
+        }
+        write_json(args.json, {"tool": "torch-ddp", "config": config,
+                               "history": history, "result": result})
 
 
 def write_json(path, value):
@@ -754,9 +961,22 @@ def parse_args(argv):
                         help="untimed steps before the timed ones (default 5)")
     parser.add_argument("--iters", type=positive_int, default=50,
                         help="timed steps (default 50)")
-    parser.add_argument("--lr", type=positive_float, default=0.01,
+    parser.add_argument("--lr", type=positive_float, default=0.03,
                         help="learning rate of one worker, multiplied by "
-                             "--np (default 0.01)")
+                             "--np (default 0.03, as kolo-train's)")
+    parser.add_argument("--epochs", type=non_negative_int, default=0,
+                        help="train for this many epochs and report the "
+                             "test accuracy, instead of timing --iters "
+                             "steps (default 0: throughput)")
+    parser.add_argument("--warmup-epochs", type=non_negative_int, default=1,
+                        help="--epochs: epochs over which the rate climbs "
+                             "from --lr to --lr times --np (default 1)")
+    parser.add_argument("--train-subset", type=non_negative_int, default=0,
+                        help="train on the first N training images "
+                             "(default 0: all)")
+    parser.add_argument("--test-subset", type=non_negative_int, default=0,
+                        help="--epochs: evaluate on the first N test images "
+                             "(default 0: all)")
     parser.add_argument("--seed", type=non_negative_int, default=42,
                         help="seed of the weights, shuffle and synthetic "
                              "data (default 42)")
@@ -775,6 +995,11 @@ def parse_args(argv):
     if args.dataset != "synthetic" and (args.image_size or args.channels):
         parser.error("--image-size and --channels apply to --dataset "
                      "synthetic only")
+    if args.epochs and args.dataset == "synthetic":
+        parser.error("--epochs needs a real --dataset: the synthetic set has "
+                     "no test split")
+    if args.test_subset and not args.epochs:
+        parser.error("--test-subset applies to --epochs only")
     if args.json and not os.path.isdir(os.path.dirname(
             os.path.abspath(args.json))):
         parser.error(f"--json {args.json}: no such directory")
@@ -790,7 +1015,9 @@ def main(argv=None):
                   for name in MODELS for channels in (1, 3)]
         return 0 if all(checks) else 1
     try:
-        paths = dataset_files(args)
+        paths = {"train": dataset_files(args, train=True),
+                 "test": (dataset_files(args, train=False) if args.epochs
+                          else [])}
     except InputError as error:
         print(f"torch_ddp: {error}", file=sys.stderr)
         return 2
