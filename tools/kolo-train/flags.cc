@@ -71,6 +71,9 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "train on the first N training images (0: all)");
   app.add_option("--test-subset", f->test_subset,
                  "evaluate on the first N test images (0: all)");
+  app.add_option("--image-size", f->image_size,
+                 "height and width of --dataset synthetic's 3-channel images")
+      ->capture_default_str();
   app.add_option("--json", f->json_path, "write the results to this file");
   app.add_option("--benchmark-steps", f->benchmark_steps,
                  "measure throughput: time this many training steps (after "
@@ -98,6 +101,13 @@ Status Validate(const Flags& f) {
       at_least("--backward-passes-per-step", f.backward_passes_per_step, 1));
   KOLO_RETURN_IF_ERROR(at_least("--train-subset", f.train_subset, 0));
   KOLO_RETURN_IF_ERROR(at_least("--test-subset", f.test_subset, 0));
+  KOLO_RETURN_IF_ERROR(at_least("--image-size", f.image_size, 1));
+  if (f.image_size != 32 && f.dataset != "synthetic") {
+    return InvalidArgument(fmt::format(
+        "--image-size applies to --dataset synthetic only; {} images have "
+        "their own size",
+        f.dataset));
+  }
   KOLO_RETURN_IF_ERROR(at_least("--benchmark-steps", f.benchmark_steps, 0));
   KOLO_RETURN_IF_ERROR(at_least("--benchmark-warmup", f.benchmark_warmup, 0));
   if (f.no_kolo && f.benchmark_steps == 0) {

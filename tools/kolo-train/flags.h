@@ -46,6 +46,9 @@ struct Flags {
   bool resume = false;
   int64_t train_subset = 0;  // 0: the whole training set
   int64_t test_subset = 0;   // 0: the whole test set
+  // Synthetic images are 3 x image_size x image_size; 28 matches the
+  // MNIST-sized inputs the zoo's small-image models are built for.
+  int64_t image_size = 32;
   std::string json_path;
   // Throughput mode: time this many steps after --benchmark-warmup untimed
   // ones, instead of training for --epochs; no evaluation, no checkpoint.

@@ -111,11 +111,11 @@ StatusOr<Data> LoadData(const Flags& f) {
         f.test_subset > 0 ? f.test_subset : kSyntheticTestSize;
     // One draw, split in two, so that both halves share the class
     // prototypes and the test set measures what training learned.
-    data::Dataset all =
-        data::Synthetic(n_train + n_test, {3, 32, 32}, 10, f.seed);
+    data::Dataset all = data::Synthetic(
+        n_train + n_test, {3, f.image_size, f.image_size}, 10, f.seed);
     out.train = Rows(all, 0, n_train);
     out.test = Rows(all, n_train, n_test);
-    out.source = "synthetic 3x32x32";
+    out.source = fmt::format("synthetic 3x{}x{}", f.image_size, f.image_size);
     return out;
   }
   const std::string dir =
