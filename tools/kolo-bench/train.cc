@@ -154,41 +154,6 @@ StatusOr<json> Measure(const std::vector<std::string>& command,
   return result;
 }
 
-std::vector<std::string> CommandFor(const TrainFlags& f, const Run& run,
-                                    const std::string& kolorun,
-                                    const std::string& kolo_train,
-                                    const std::string& ddp_script,
-                                    const fs::path& json_path) {
-  std::vector<std::string> common = {
-      "--model", f.model, "--dataset", f.dataset, "--batch-size",
-      std::to_string(run.batch), "--threads", std::to_string(f.threads),
-      "--json", json_path.string()};
-  if (!f.data_dir.empty()) {
-    common.insert(common.end(), {"--data-dir", f.data_dir});
-  }
-  if (run.framework == kTorchDdp) {
-    std::vector<std::string> c = {FindPython(), ddp_script, "--np",
-                                  std::to_string(run.np), "--warmup",
-                                  std::to_string(f.warmup), "--iters",
-                                  std::to_string(f.iters)};
-    if (f.dataset == "synthetic") {
-      // kolo-train's synthetic images are 3x32x32.
-      c.insert(c.end(), {"--channels", "3", "--image-size", "32"});
-    }
-    c.insert(c.end(), common.begin(), common.end());
-    return c;
-  }
-  std::vector<std::string> c;
-  if (run.framework == kKolo) {
-    c = {kolorun, "-np", std::to_string(run.np), "--", kolo_train};
-  } else {
-    c = {kolo_train, "--no-kolo"};
-  }
-  c.insert(c.end(), {"--benchmark-warmup", std::to_string(f.warmup),
-                     "--benchmark-steps", std::to_string(f.iters)});
-  c.insert(c.end(), common.begin(), common.end());
-  return c;
-}
 
 // Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom.
 double StudentT95(int64_t dof) {
@@ -238,7 +203,104 @@ std::string FormatRate(const MeanInterval& m) {
   return fmt::format("{:.0f} ± {:.0f}", m.mean, m.half_width);
 }
 
+// The checks CLI11 does not make; kInvalidArgument naming the flag.
+Status Validate(const TrainFlags& f, const std::vector<std::string>& peers) {
+  if (f.iters < 1 || f.warmup < 0 || f.repeat < 1 || f.threads < 1 ||
+      f.batch_size < 1) {
+    return InvalidArgument(
+        "--iters, --repeat, --threads and --batch-size must be at least 1, "
+        "--warmup at least 0");
+  }
+  if (f.epochs < 0 || f.train_subset < 0 || f.test_subset < 0) {
+    return InvalidArgument(
+        "--epochs, --train-subset and --test-subset must not be negative");
+  }
+  if (f.image_size < 1) {
+    return InvalidArgument(
+        fmt::format("--image-size must be at least 1, got {}", f.image_size));
+  }
+  if (f.image_size != 32 && f.dataset != "synthetic") {
+    return InvalidArgument("--image-size applies to --dataset synthetic only");
+  }
+  if (f.epochs == 0) {
+    if (f.test_subset > 0) {
+      return InvalidArgument("--test-subset applies to --epochs only");
+    }
+    return Status::Ok();
+  }
+  // The synthetic set has a test split in kolo-train but none in the DDP
+  // peer, and its accuracy says nothing about a real task.
+  if (f.dataset == "synthetic") {
+    return InvalidArgument(
+        "--epochs needs a real --dataset (fashion-mnist, mnist or cifar10)");
+  }
+  if (std::find(peers.begin(), peers.end(), kLibtorch) != peers.end()) {
+    return InvalidArgument(
+        "--peer libtorch measures throughput only (kolo-train --no-kolo has "
+        "no --epochs); leave it out of --epochs runs");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+std::vector<std::string> TrainCommand(const TrainFlags& f,
+                                      const std::string& framework, int32_t np,
+                                      int64_t batch, const TrainTools& tools,
+                                      const std::string& json_path) {
+  std::vector<std::string> common = {
+      "--model", f.model, "--dataset", f.dataset, "--batch-size",
+      std::to_string(batch), "--threads", std::to_string(f.threads),
+      "--json", json_path};
+  if (!f.data_dir.empty()) {
+    common.insert(common.end(), {"--data-dir", f.data_dir});
+  }
+  if (f.train_subset > 0) {
+    common.insert(common.end(),
+                  {"--train-subset", std::to_string(f.train_subset)});
+  }
+  // Both programs take the same accuracy-mode flags.
+  std::vector<std::string> mode;
+  if (f.epochs > 0) {
+    mode = {"--epochs", std::to_string(f.epochs)};
+    if (f.test_subset > 0) {
+      mode.insert(mode.end(), {"--test-subset", std::to_string(f.test_subset)});
+    }
+  }
+  if (framework == kTorchDdp) {
+    std::vector<std::string> c = {tools.python, tools.ddp_script, "--np",
+                                  std::to_string(np)};
+    if (f.epochs == 0) {
+      c.insert(c.end(), {"--warmup", std::to_string(f.warmup), "--iters",
+                         std::to_string(f.iters)});
+    }
+    c.insert(c.end(), mode.begin(), mode.end());
+    if (f.dataset == "synthetic") {
+      // kolo-train's synthetic images have 3 channels; the script's
+      // default is 1.
+      c.insert(c.end(), {"--channels", "3", "--image-size",
+                         std::to_string(f.image_size)});
+    }
+    c.insert(c.end(), common.begin(), common.end());
+    return c;
+  }
+  std::vector<std::string> c;
+  if (framework == kKolo) {
+    c = {tools.kolorun, "-np", std::to_string(np), "--", tools.kolo_train};
+  } else {
+    c = {tools.kolo_train, "--no-kolo"};
+  }
+  if (f.epochs == 0) {
+    c.insert(c.end(), {"--benchmark-warmup", std::to_string(f.warmup),
+                       "--benchmark-steps", std::to_string(f.iters)});
+  }
+  c.insert(c.end(), mode.begin(), mode.end());
+  if (f.dataset == "synthetic" && f.image_size != 32) {
+    c.insert(c.end(), {"--image-size", std::to_string(f.image_size)});
+  }
+  c.insert(c.end(), common.begin(), common.end());
+  return c;
+}
 
 MeanInterval Summarize(const std::vector<double>& values) {
   MeanInterval out;
@@ -295,6 +357,17 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags* f) {
       ->capture_default_str();
   cmd->add_option("--repeat", f->repeat, "measurements per configuration")
       ->capture_default_str();
+  cmd->add_option("--epochs", f->epochs,
+                  "accuracy mode: train each configuration for this many "
+                  "epochs (a real --dataset) and report wall time, images/s "
+                  "and test accuracy instead of timing --iters steps");
+  cmd->add_option("--train-subset", f->train_subset,
+                  "train on the first N training images (0: all)");
+  cmd->add_option("--test-subset", f->test_subset,
+                  "--epochs: evaluate on the first N test images (0: all)");
+  cmd->add_option("--image-size", f->image_size,
+                  "--dataset synthetic: the images' height and width")
+      ->capture_default_str();
   cmd->add_option("--peer", f->peers,
                   "peers measured in the same run: torch-ddp, libtorch "
                   "(comma-separated)");
@@ -306,28 +379,30 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags* f) {
 }
 
 int RunTrainCommand(const TrainFlags& f) {
-  auto fail = [](const Status& status) {
-    fmt::print(stderr, "kolo-bench train: {}\n", status.message());
+  StatusOr<json> record = RunTrain(f);
+  if (!record.ok()) {
+    fmt::print(stderr, "kolo-bench train: {}\n", record.status().message());
     return 1;
-  };
-  StatusOr<std::vector<int32_t>> nps = ParseNpList(f.np);
-  if (!nps.ok()) return fail(nps.status());
-  StatusOr<std::vector<std::string>> peers = ParsePeers(f.peers);
-  if (!peers.ok()) return fail(peers.status());
-  if (f.iters < 1 || f.warmup < 0 || f.repeat < 1 || f.threads < 1 ||
-      f.batch_size < 1) {
-    return fail(InvalidArgument(
-        "--iters, --repeat, --threads and --batch-size must be at least 1, "
-        "--warmup at least 0"));
   }
-  const std::string kolorun = f.kolorun.empty() ? FindTool("kolorun") : f.kolorun;
-  const std::string kolo_train =
+  return 0;
+}
+
+StatusOr<json> RunTrain(const TrainFlags& f) {
+  StatusOr<std::vector<int32_t>> nps = ParseNpList(f.np);
+  if (!nps.ok()) return nps.status();
+  StatusOr<std::vector<std::string>> peers = ParsePeers(f.peers);
+  if (!peers.ok()) return peers.status();
+  KOLO_RETURN_IF_ERROR(Validate(f, *peers));
+  const bool accuracy = f.epochs > 0;
+  TrainTools tools;
+  tools.kolorun = f.kolorun.empty() ? FindTool("kolorun") : f.kolorun;
+  tools.kolo_train =
       f.kolo_train.empty() ? FindTool("kolo-train") : f.kolo_train;
-  const std::string ddp_script =
-      f.ddp_script.empty() ? FindDdpScript() : f.ddp_script;
-  for (const std::string& tool : {kolorun, kolo_train}) {
+  tools.ddp_script = f.ddp_script.empty() ? FindDdpScript() : f.ddp_script;
+  tools.python = FindPython();
+  for (const std::string& tool : {tools.kolorun, tools.kolo_train}) {
     if (access(tool.c_str(), X_OK) != 0) {
-      return fail(NotFound(tool + " is not an executable (see --kolorun, --kolo-train)"));
+      return NotFound(tool + " is not an executable (see --kolorun, --kolo-train)");
     }
   }
   const bool want_ddp =
@@ -335,17 +410,17 @@ int RunTrainCommand(const TrainFlags& f) {
   const bool want_libtorch =
       std::find(peers->begin(), peers->end(), kLibtorch) != peers->end();
   std::string ddp_missing;
-  if (want_ddp && !PythonHasTorch(FindPython())) {
-    ddp_missing = "not installed (" + FindPython() +
+  if (want_ddp && !PythonHasTorch(tools.python)) {
+    ddp_missing = "not installed (" + tools.python +
                   " cannot import torch; apt-get install python3-torch)";
-  } else if (want_ddp && !fs::exists(ddp_script)) {
-    ddp_missing = "script not found: " + ddp_script;
+  } else if (want_ddp && !fs::exists(tools.ddp_script)) {
+    ddp_missing = "script not found: " + tools.ddp_script;
   }
 
   std::vector<Run> runs;
   for (int32_t np : *nps) {
     StatusOr<int64_t> batch = PerWorkerBatch(f.batch_size, np, f.scaling);
-    if (!batch.ok()) return fail(batch.status());
+    if (!batch.ok()) return batch.status();
     runs.push_back({kKolo, np, *batch});
     if (want_libtorch && np == 1) runs.push_back({kLibtorch, np, *batch});
     if (want_ddp && ddp_missing.empty()) runs.push_back({kTorchDdp, np, *batch});
@@ -353,31 +428,47 @@ int RunTrainCommand(const TrainFlags& f) {
 
   char dir_template[] = "/tmp/kolo-bench-train-XXXXXX";
   if (mkdtemp(dir_template) == nullptr) {
-    return fail(Internal("cannot create a temporary directory in /tmp"));
+    return Internal("cannot create a temporary directory in /tmp");
   }
   const fs::path scratch(dir_template);
   std::map<std::string, std::vector<json>> results;  // by RunLabel
+  const std::string subsets =
+      (f.train_subset > 0 ? fmt::format(", first {} training", f.train_subset)
+                          : "") +
+      (f.test_subset > 0 ? fmt::format(", first {} test", f.test_subset) : "") +
+      (f.train_subset > 0 || f.test_subset > 0 ? " images" : "");
   fmt::print(
       "# kolo-bench train: {} on {}, {} scaling, batch {}, {} thread{} per "
-      "worker, {} warm-up + {} timed steps, {} repeat{}\n",
-      f.model, f.dataset, f.scaling, f.batch_size, f.threads,
-      f.threads == 1 ? "" : "s", f.warmup, f.iters, f.repeat,
-      f.repeat == 1 ? "" : "s");
+      "worker, {}{}, {} repeat{}\n",
+      f.model,
+      f.dataset == "synthetic"
+          ? fmt::format("synthetic 3x{}x{}", f.image_size, f.image_size)
+          : f.dataset,
+      f.scaling, f.batch_size, f.threads, f.threads == 1 ? "" : "s",
+      accuracy ? fmt::format("{} epoch{}", f.epochs, f.epochs == 1 ? "" : "s")
+               : fmt::format("{} warm-up + {} timed steps", f.warmup, f.iters),
+      subsets, f.repeat, f.repeat == 1 ? "" : "s");
   std::fflush(stdout);
   for (int32_t r = 0; r < f.repeat; ++r) {
     for (const Run& run : runs) {
       const fs::path json_path = scratch / "result.json";
-      StatusOr<json> result =
-          Measure(CommandFor(f, run, kolorun, kolo_train, ddp_script, json_path),
-                  json_path, scratch / "log.txt");
+      StatusOr<json> result = Measure(
+          TrainCommand(f, run.framework, run.np, run.batch, tools, json_path),
+          json_path, scratch / "log.txt");
       if (!result.ok()) {
         std::error_code ignored;
         fs::remove_all(scratch, ignored);
-        return fail(result.status().WithContext(RunLabel(run)));
+        return result.status().WithContext(RunLabel(run));
       }
-      fmt::print("#   repeat {}: {:<16} {:>8.0f} images/s\n", r + 1,
-                 RunLabel(run),
-                 (*result)["result"]["images_per_second"].get<double>());
+      const json& figures = (*result)["result"];
+      fmt::print("#   repeat {}: {:<16} {:>8.0f} images/s", r + 1,
+                 RunLabel(run), figures["images_per_second"].get<double>());
+      if (accuracy) {
+        fmt::print(", test accuracy {:.2f}%, {:.1f} s wall",
+                   100.0 * figures["test_accuracy"].get<double>(),
+                   figures["wall_seconds"].get<double>());
+      }
+      fmt::print("\n");
       std::fflush(stdout);
       results[RunLabel(run)].push_back(*std::move(result));
     }
@@ -385,12 +476,16 @@ int RunTrainCommand(const TrainFlags& f) {
   std::error_code ignored;
   fs::remove_all(scratch, ignored);
 
-  auto rates = [&](const Run& run) {
+  // One figure of every repeat of `run`, scaled.
+  auto figures = [&](const Run& run, const char* name, double scale = 1.0) {
     std::vector<double> v;
     for (const json& j : results[RunLabel(run)]) {
-      v.push_back(j["result"]["images_per_second"].get<double>());
+      v.push_back(scale * j["result"][name].get<double>());
     }
     return v;
+  };
+  auto rates = [&](const Run& run) {
+    return figures(run, "images_per_second");
   };
   auto mean_of = [&](const std::string& framework, int32_t np) -> std::optional<double> {
     for (const Run& run : runs) {
@@ -408,22 +503,35 @@ int RunTrainCommand(const TrainFlags& f) {
     c.left_align = left;
     return c;
   };
-  Table table({column("np", "", 3), column("framework", "", 10, true),
-               column("batch", "/worker", 7), column("images/s", "mean ± 95%", 16),
-               column("per worker", "images/s", 10), column("step", "(ms)", 7),
-               column("comm", "(ms/step)", 9), column("peak RSS", "(MiB)", 8),
-               column("speedup", "vs np 1", 8), column("efficiency", "(%)", 10),
-               column("kolo ÷", "this", 7)});
+  // Accuracy runs have no timed window to give a step time or kolo's
+  // engine time per step; they have a wall time and an accuracy instead.
+  std::vector<Table::Column> columns = {column("np", "", 3),
+                                        column("framework", "", 10, true),
+                                        column("batch", "/worker", 7)};
+  if (accuracy) {
+    columns.insert(columns.end(),
+                   {column("epochs", "", 6), column("wall", "(s)", 8)});
+  }
+  columns.insert(columns.end(), {column("images/s", "mean ± 95%", 16),
+                                 column("per worker", "images/s", 10)});
+  if (accuracy) {
+    columns.push_back(column("test acc", "(%)", 8));
+  } else {
+    columns.insert(columns.end(),
+                   {column("step", "(ms)", 7), column("comm", "(ms/step)", 9)});
+  }
+  columns.insert(columns.end(),
+                 {column("peak RSS", "(MiB)", 8), column("speedup", "vs np 1", 8),
+                  column("efficiency", "(%)", 10), column("kolo ÷", "this", 7)});
+  Table table(columns);
   for (const std::string& line : table.HeaderLines()) fmt::print("{}\n", line);
   json rows = json::array();
   for (const Run& run : runs) {
     const MeanInterval m = Summarize(rates(run));
-    std::vector<double> step_ms;
     std::vector<double> comm_ms;  // kolo's runtime statistics only
     double peak_rss_mib = 0;      // the largest worker's, over the repeats
     for (const json& j : results[RunLabel(run)]) {
       const json& result = j["result"];
-      step_ms.push_back(result["step_ms"].get<double>());
       if (result.contains("communication_seconds")) {
         comm_ms.push_back(1000.0 * result["communication_seconds"].get<double>() /
                           static_cast<double>(f.iters));
@@ -441,9 +549,25 @@ int RunTrainCommand(const TrainFlags& f) {
                 {"images_per_second", rates(run)},
                 {"images_per_second_mean", m.mean},
                 {"images_per_second_ci95", m.half_width},
-                {"step_ms_mean", Summarize(step_ms).mean},
                 {"peak_rss_mib", peak_rss_mib},
                 {"runs", results[RunLabel(run)]}};
+    std::vector<std::string> cells = {std::to_string(run.np), run.framework,
+                                      std::to_string(run.batch)};
+    double step_ms = 0, wall_seconds = 0, test_accuracy = 0;
+    if (accuracy) {
+      wall_seconds = Summarize(figures(run, "wall_seconds")).mean;
+      // Percent, as tables and reports give it; the jobs report fractions.
+      test_accuracy = Summarize(figures(run, "test_accuracy", 100.0)).mean;
+      row["epochs"] = f.epochs;
+      row["wall_seconds"] = wall_seconds;
+      row["test_accuracy"] = test_accuracy;
+      cells.insert(cells.end(), {std::to_string(f.epochs),
+                                 FormatFixed(wall_seconds, 1)});
+    } else {
+      step_ms = Summarize(figures(run, "step_ms")).mean;
+      row["step_ms_mean"] = step_ms;
+    }
+    cells.insert(cells.end(), {FormatRate(m), FormatFixed(m.mean / run.np, 0)});
     if (base && *base > 0) {
       const double s = m.mean / *base;
       speedup = FormatFixed(s, 2);
@@ -455,27 +579,33 @@ int RunTrainCommand(const TrainFlags& f) {
       ratio = FormatFixed(*kolo / m.mean, 2);
       row["kolo_ratio"] = *kolo / m.mean;
     }
-    std::string comm = "-";
-    if (!comm_ms.empty() && run.framework == kKolo && run.np > 1) {
-      comm = FormatFixed(Summarize(comm_ms).mean, 2);
-      row["communication_ms_per_step"] = Summarize(comm_ms).mean;
+    if (accuracy) {
+      cells.push_back(FormatFixed(test_accuracy, 2));
+    } else {
+      std::string comm = "-";
+      if (!comm_ms.empty() && run.framework == kKolo && run.np > 1) {
+        comm = FormatFixed(Summarize(comm_ms).mean, 2);
+        row["communication_ms_per_step"] = Summarize(comm_ms).mean;
+      }
+      cells.insert(cells.end(), {FormatFixed(step_ms, 1), comm});
     }
+    cells.insert(cells.end(),
+                 {FormatFixed(peak_rss_mib, 0), speedup, efficiency, ratio});
     rows.push_back(row);
-    fmt::print("{}\n", table.Row({std::to_string(run.np), run.framework,
-                                  std::to_string(run.batch), FormatRate(m),
-                                  FormatFixed(m.mean / run.np, 0),
-                                  FormatFixed(Summarize(step_ms).mean, 1), comm,
-                                  FormatFixed(peak_rss_mib, 0), speedup, efficiency,
-                                  ratio}));
+    fmt::print("{}\n", table.Row(cells));
   }
   if (!ddp_missing.empty()) {
-    fmt::print("{}\n", table.Row({"-", kTorchDdp, "", ddp_missing}));
+    std::vector<std::string> cells = {"-", kTorchDdp, ""};
+    if (accuracy) cells.insert(cells.end(), {"", ""});
+    cells.push_back(ddp_missing);
+    fmt::print("{}\n", table.Row(cells));
     rows.push_back({{"framework", kTorchDdp}, {"missing", ddp_missing}});
   }
-  if (f.json_path.empty()) return 0;
+  std::fflush(stdout);
   json out = {{"tool", "kolo-bench train"},
               {"config",
-               {{"model", f.model},
+               {{"mode", accuracy ? "epochs" : "throughput"},
+                {"model", f.model},
                 {"dataset", f.dataset},
                 {"batch_size", f.batch_size},
                 {"scaling", f.scaling},
@@ -484,9 +614,15 @@ int RunTrainCommand(const TrainFlags& f) {
                 {"warmup", f.warmup},
                 {"iters", f.iters},
                 {"repeat", f.repeat},
+                {"epochs", f.epochs},
+                {"train_subset", f.train_subset},
+                {"test_subset", f.test_subset},
+                {"image_size", f.image_size},
                 {"peers", *peers}}},
               {"environment", Environment()},
               {"rows", rows}};
+  if (!f.study.empty()) out["study"] = f.study;
+  if (f.json_path.empty()) return out;
   // Appended: one file collects the runs a report is drawn from.
   json history = json::array();
   {
@@ -498,16 +634,16 @@ int RunTrainCommand(const TrainFlags& f) {
       } else if (old.is_object()) {
         history.push_back(std::move(old));
       } else {
-        return fail(InvalidArgument(f.json_path +
-                                    " holds something other than kolo-bench JSON; "
-                                    "give --json a new file"));
+        return InvalidArgument(f.json_path +
+                               " holds something other than kolo-bench JSON; "
+                               "give --json a new file");
       }
     }
   }
-  history.push_back(std::move(out));
+  history.push_back(out);
   Status written = WriteJsonFile(f.json_path, history);
-  if (!written.ok()) return fail(written);
-  return 0;
+  if (!written.ok()) return written;
+  return out;
 }
 
 }  // namespace kolo::bench

@@ -1,9 +1,12 @@
-// kolo-bench train: training throughput of kolo and of its peers, measured
-// alternately in one invocation on the same model, data, batch and threads.
+// kolo-bench train: training throughput (and, with --epochs, accuracy) of
+// kolo and of its peers, measured alternately in one invocation on the same
+// model, data, batch and threads.
 //
 //   kolo-bench train --model lenet --dataset fashion-mnist --batch-size 128
 //       --np 1,2 --threads 1 --warmup 5 --iters 100 --repeat 3
 //       --peer torch-ddp,libtorch [--scaling weak|strong] [--json FILE]
+//   kolo-bench train --model lenet --dataset fashion-mnist --batch-size 128
+//       --np 1,2,4 --epochs 15 --repeat 1 --peer torch-ddp
 //
 // Every measurement is its own job, started the way a user would:
 //
@@ -15,8 +18,18 @@
 //              DistributedDataParallel on gloo, the same architecture
 //              defined in Python)
 //
-// Each reports images/s over the same window (warm-up steps untimed, the
-// ranks meeting at a barrier before and after). Repeats cycle through every
+// Throughput (the default): each reports images/s over the same window
+// (warm-up steps untimed, the ranks meeting at a barrier before and after).
+//
+// Accuracy (--epochs E, a real dataset): each job trains for E epochs with
+// kolo-train's default recipe (kolorun -np N kolo-train --epochs E; the
+// torch-ddp peer's --epochs mode follows the same recipe, schedule and
+// evaluation) and reports its wall time, images/s over its training loops
+// and the final test accuracy. --train-subset and --test-subset shorten a
+// run by using fewer examples; what each job measures stays the same. The
+// libtorch peer has no such mode (kolo-train --no-kolo only times steps).
+//
+// Repeats cycle through every
 // configuration in turn, so drift on a noisy machine spreads over all of
 // them alike. The table gives the mean and 95% interval over the repeats
 // (Student's t, as Horovod's synthetic benchmark reports), the step time,
@@ -36,6 +49,7 @@
 #define KOLO_TOOLS_KOLO_BENCH_TRAIN_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -58,8 +72,15 @@ struct TrainFlags {
   int64_t warmup = 5;
   int64_t iters = 50;
   int32_t repeat = 3;
+  // Accuracy mode: train for this many epochs instead of timing --iters
+  // steps; 0: throughput.
+  int64_t epochs = 0;
+  int64_t train_subset = 0;  // the first N training images; 0: all
+  int64_t test_subset = 0;   // the first N test images (--epochs); 0: all
+  int64_t image_size = 32;   // --dataset synthetic's height and width
   std::string peers;  // comma-separated: torch-ddp, libtorch
   std::string json_path;
+  std::string study;  // kolo-bench study's preset, stamped on the record
   std::string kolorun;     // empty: found next to kolo-bench
   std::string kolo_train;  // empty: found next to kolo-bench
   std::string ddp_script;  // empty: the installed or source-tree script
@@ -67,6 +88,28 @@ struct TrainFlags {
 
 CLI::App* AddTrainCommand(CLI::App& app, TrainFlags* flags);
 int RunTrainCommand(const TrainFlags& flags);
+
+// What RunTrainCommand does, for kolo-bench study to compose: runs every
+// measurement `flags` describe, prints the table, appends the record to
+// flags.json_path (when set) and returns it. kInvalidArgument naming the
+// flag for a bad configuration; kInternal quoting a failed job's output.
+StatusOr<nlohmann::json> RunTrain(const TrainFlags& flags);
+
+// The programs a measurement runs.
+struct TrainTools {
+  std::string kolorun;
+  std::string kolo_train;
+  std::string python;
+  std::string ddp_script;
+};
+
+// The command line of one measurement: `framework` (kolo, libtorch or
+// torch-ddp) at `np` workers of `batch` images each, writing its JSON to
+// `json_path`.
+std::vector<std::string> TrainCommand(const TrainFlags& flags,
+                                      const std::string& framework, int32_t np,
+                                      int64_t batch, const TrainTools& tools,
+                                      const std::string& json_path);
 
 // Mean and half-width of the 95% confidence interval of `values`
 // (Student's t with n-1 degrees of freedom; 0 for fewer than 2 values).
