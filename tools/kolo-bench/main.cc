@@ -8,6 +8,7 @@
 
 #include "collectives.h"
 #include "fusion.h"
+#include "study.h"
 #include "train.h"
 
 int main(int argc, char** argv) {
@@ -21,6 +22,8 @@ int main(int argc, char** argv) {
   CLI::App* fusion = kolo::bench::AddFusionCommand(app, &fusion_flags);
   kolo::bench::TrainFlags train_flags;
   CLI::App* train = kolo::bench::AddTrainCommand(app, &train_flags);
+  kolo::bench::StudyFlags study_flags;
+  CLI::App* study = kolo::bench::AddStudyCommand(app, &study_flags);
 
   try {
     app.parse(argc, argv);
@@ -41,6 +44,9 @@ int main(int argc, char** argv) {
     }
     if (train->parsed()) {
       return kolo::bench::RunTrainCommand(train_flags);
+    }
+    if (study->parsed()) {
+      return kolo::bench::RunStudyCommand(study_flags);
     }
   } catch (const std::exception& e) {
     fmt::print(stderr, "kolo-bench: {}\n", e.what());

@@ -1,0 +1,80 @@
+// kolo-bench study: named presets of kolo-bench train, each a set of runs
+// that answers one question about kolo against its peers, sized to finish in
+// under 15 minutes on a 2-core machine.
+//
+//   kolo-bench study small-cnn [--peer torch-ddp] [--json FILE] [--quick]
+//
+// A preset is a list of steps, each one kolo-bench train configuration
+// (TrainFlags) run through RunTrain, the same code path as the command, so a
+// study measures exactly what the equivalent `kolo-bench train` lines would.
+// Every record it appends to --json (default kolo-study-NAME.json) carries
+// "study": NAME.
+//
+//   small-cnn         lenet on Fashion-MNIST, batch 128 per worker: wall
+//                     time, images/s and test accuracy after full training
+//                     at np 1, 2 and 4
+//   resnet-mobilenet  resnet50 on 28x28 synthetic images, batch 32:
+//                     throughput at np 1 and 2; mobilenetv2 on Fashion-MNIST,
+//                     batch 32: wall time, images/s and test accuracy at
+//                     np 1 and 2
+//   scaling           resnet18 on synthetic 32x32 images, global batch 128:
+//                     weak (128 per worker) and strong (128 / np per worker)
+//                     scaling at np 1, 2 and 4, as throughput, speedup and
+//                     efficiency
+//
+// What a preset scales down to fit its time is the number of steps, epochs
+// or examples (--train-subset, --test-subset), never the model, the batch
+// or the worker counts; PresetScale() says what each preset uses and the
+// help text repeats it. --quick shrinks those further, for tests: its
+// figures show the plumbing works, not how fast or how accurate kolo is.
+//
+// Peers: torch-ddp joins every step when asked; libtorch (np 1 only) joins
+// the throughput steps, since kolo-train --no-kolo has no accuracy mode.
+#ifndef KOLO_TOOLS_KOLO_BENCH_STUDY_H_
+#define KOLO_TOOLS_KOLO_BENCH_STUDY_H_
+
+#include <string>
+#include <vector>
+
+#include "kolo/status.h"
+#include "train.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace kolo::bench {
+
+struct StudyFlags {
+  std::string name;
+  std::string peers;      // comma-separated: torch-ddp, libtorch
+  std::string json_path;  // empty: kolo-study-NAME.json
+  bool quick = false;
+  std::string data_dir;   // empty: each program's default
+  std::string kolorun;     // as kolo-bench train's
+  std::string kolo_train;  // as kolo-bench train's
+  std::string ddp_script;  // as kolo-bench train's
+};
+
+// One step of a study: a kolo-bench train run under a title.
+struct StudyStep {
+  std::string title;
+  TrainFlags flags;
+};
+
+// The presets' names, in the order the help lists them.
+std::vector<std::string> StudyNames();
+
+// One line per preset: what it scales down, and to what, for the help text.
+std::string PresetScale(const std::string& name);
+
+// The steps of `flags.name`, with flags.peers, --json, --data-dir and the
+// tool paths applied; kInvalidArgument naming an unknown preset or peer.
+StatusOr<std::vector<StudyStep>> PlanStudy(const StudyFlags& flags);
+
+CLI::App* AddStudyCommand(CLI::App& app, StudyFlags* flags);
+int RunStudyCommand(const StudyFlags& flags);
+
+}  // namespace kolo::bench
+
+#endif  // KOLO_TOOLS_KOLO_BENCH_STUDY_H_
