@@ -35,5 +35,19 @@ if(TARGET kolo_bench_lib)
     add_dependencies(kolo_bench_train_test kolorun kolo-bench kolo-train)
     gtest_discover_tests(kolo_bench_train_test DISCOVERY_TIMEOUT 60
       PROPERTIES TIMEOUT 300)
+
+    # The study presets' plans, accuracy-mode command lines, the DDP peer's
+    # --epochs mode and small-cnn --quick end to end.
+    add_executable(kolo_bench_study_test
+      ${CMAKE_CURRENT_LIST_DIR}/kolo_bench_study_test.cc)
+    target_link_libraries(kolo_bench_study_test PRIVATE
+      kolo_bench_lib kolo_testing nlohmann_json::nlohmann_json GTest::gmock
+      GTest::gtest_main)
+    target_compile_definitions(kolo_bench_study_test PRIVATE
+      KOLO_BENCH_PATH="$<TARGET_FILE:kolo-bench>"
+      KOLO_DDP_SCRIPT="${PROJECT_SOURCE_DIR}/bench/peers/torch_ddp.py")
+    add_dependencies(kolo_bench_study_test kolorun kolo-bench kolo-train)
+    gtest_discover_tests(kolo_bench_study_test DISCOVERY_TIMEOUT 60
+      PROPERTIES TIMEOUT 180)
   endif()
 endif()

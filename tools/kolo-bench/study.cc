@@ -39,19 +39,20 @@ constexpr Scale kFull = {/*lenet_epochs=*/10,
                          /*lenet_train_subset=*/0,
                          /*lenet_test_subset=*/0,
                          /*resnet50_warmup=*/2,
-                         /*resnet50_iters=*/8,
+                         /*resnet50_iters=*/6,
                          /*resnet50_repeat=*/2,
                          /*mobilenet_epochs=*/2,
-                         /*mobilenet_train_subset=*/4096,
-                         /*mobilenet_test_subset=*/2000,
+                         /*mobilenet_train_subset=*/2048,
+                         /*mobilenet_test_subset=*/1000,
                          /*resnet18_warmup=*/1,
                          /*resnet18_iters=*/3,
                          /*resnet18_repeat=*/2};
 
 // Small enough for a test: every job lasts a few seconds, and lenet still
-// learns enough in its two epochs to tell a working run from a broken one.
-constexpr Scale kQuick = {/*lenet_epochs=*/2,
-                          /*lenet_train_subset=*/2048,
+// learns enough in its three epochs (at np 4, 8 steps each) to tell a
+// working run from a broken one.
+constexpr Scale kQuick = {/*lenet_epochs=*/3,
+                          /*lenet_train_subset=*/4096,
                           /*lenet_test_subset=*/1000,
                           /*resnet50_warmup=*/0,
                           /*resnet50_iters=*/1,
