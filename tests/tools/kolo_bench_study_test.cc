@@ -91,7 +91,9 @@ TEST(StudyPlan, ResnetMobilenetTimesResnet50AndTrainsMobilenet) {
   EXPECT_EQ(mobilenet.batch_size, 32);
   EXPECT_EQ(mobilenet.np, "1,2");
   EXPECT_GT(mobilenet.epochs, 0);  // time, images/s and accuracy
-  for (const StudyStep& step : steps) EXPECT_EQ(step.flags.study, "resnet-mobilenet");
+  for (const StudyStep& step : steps) {
+    EXPECT_EQ(step.flags.study, "resnet-mobilenet");
+  }
 }
 
 TEST(StudyPlan, ScalingIsResnet18WeakAndStrongAtGlobalBatch128) {
@@ -172,7 +174,8 @@ TEST(StudyPlan, UnknownPresetAndPeerAreNamed) {
   flags.peers = "horovod";
   steps = PlanStudy(flags);
   ASSERT_FALSE(steps.ok());
-  EXPECT_THAT(steps.status().message(), HasSubstr("--peer must be torch-ddp or libtorch"));
+  EXPECT_THAT(steps.status().message(),
+              HasSubstr("--peer must be torch-ddp or libtorch"));
 }
 
 // ------------------------------------------------- command-line plumbing
@@ -187,7 +190,8 @@ kolo::bench::TrainTools Tools() {
 }
 
 // The value after `flag` in `command`, or "" when it is absent.
-std::string ValueOf(const std::vector<std::string>& command, const std::string& flag) {
+std::string ValueOf(const std::vector<std::string>& command,
+                    const std::string& flag) {
   auto it = std::find(command.begin(), command.end(), flag);
   return it == command.end() || it + 1 == command.end() ? "" : *(it + 1);
 }
@@ -247,15 +251,17 @@ TEST(TrainCommand, ThroughputModeTimesStepsAtTheSyntheticImageSize) {
 }
 
 TEST(TrainCommand, AccuracyRunsRefuseWhatCannotMeasureAccuracy) {
-  RunResult synthetic = RunProgram({KOLO_BENCH_PATH, "train", "--epochs", "1"}, {},
-                                   std::chrono::seconds(30));
+  RunResult synthetic = RunProgram({KOLO_BENCH_PATH, "train", "--epochs", "1"},
+                                   {}, std::chrono::seconds(30));
   EXPECT_EQ(synthetic.exit_code, 1);
   EXPECT_THAT(synthetic.err, HasSubstr("--epochs needs a real --dataset"));
-  RunResult libtorch = RunProgram({KOLO_BENCH_PATH, "train", "--epochs", "1",
-                                   "--dataset", "fashion-mnist", "--peer", "libtorch"},
-                                  {}, std::chrono::seconds(30));
+  RunResult libtorch =
+      RunProgram({KOLO_BENCH_PATH, "train", "--epochs", "1", "--dataset",
+                  "fashion-mnist", "--peer", "libtorch"},
+                 {}, std::chrono::seconds(30));
   EXPECT_EQ(libtorch.exit_code, 1);
-  EXPECT_THAT(libtorch.err, HasSubstr("--peer libtorch measures throughput only"));
+  EXPECT_THAT(libtorch.err,
+              HasSubstr("--peer libtorch measures throughput only"));
   RunResult unknown = RunProgram({KOLO_BENCH_PATH, "study", "huge-cnn"}, {},
                                  std::chrono::seconds(30));
   EXPECT_EQ(unknown.exit_code, 1);
@@ -268,14 +274,30 @@ TEST(TrainCommand, AccuracyRunsRefuseWhatCannotMeasureAccuracy) {
 // and the two ranks' evaluations cover the test subset exactly once.
 TEST(TorchDdpEpochs, TrainsOnTheSubsetsAndEvaluatesEveryTestImage) {
   if (!HasTorch()) GTEST_SKIP() << "python3-torch is not installed";
-  if (!std::filesystem::exists(kFashionMnist)) GTEST_SKIP() << "no Fashion-MNIST";
+  if (!std::filesystem::exists(kFashionMnist))
+    GTEST_SKIP() << "no Fashion-MNIST";
   const std::string json_path = TempPath("torch_ddp_epochs");
-  RunResult r = RunProgram(
-      {"/usr/bin/python3", KOLO_DDP_SCRIPT, "--np", "2", "--model", "lenet",
-       "--dataset", "fashion-mnist", "--batch-size", "64", "--threads", "1",
-       "--epochs", "2", "--train-subset", "512", "--test-subset", "101",
-       "--json", json_path},
-      {}, std::chrono::seconds(90));
+  RunResult r = RunProgram({"/usr/bin/python3",
+                            KOLO_DDP_SCRIPT,
+                            "--np",
+                            "2",
+                            "--model",
+                            "lenet",
+                            "--dataset",
+                            "fashion-mnist",
+                            "--batch-size",
+                            "64",
+                            "--threads",
+                            "1",
+                            "--epochs",
+                            "2",
+                            "--train-subset",
+                            "512",
+                            "--test-subset",
+                            "101",
+                            "--json",
+                            json_path},
+                           {}, std::chrono::seconds(90));
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   const nlohmann::json json = ReadJson(json_path);
   ASSERT_FALSE(json.is_discarded()) << r.out;
@@ -303,8 +325,9 @@ TEST(TorchDdpEpochs, TrainsOnTheSubsetsAndEvaluatesEveryTestImage) {
 
 TEST(TorchDdpEpochs, TestSubsetWithoutEpochsIsRefused) {
   if (!HasTorch()) GTEST_SKIP() << "python3-torch is not installed";
-  RunResult r = RunProgram({"/usr/bin/python3", KOLO_DDP_SCRIPT, "--test-subset", "5"},
-                           {}, std::chrono::seconds(60));
+  RunResult r =
+      RunProgram({"/usr/bin/python3", KOLO_DDP_SCRIPT, "--test-subset", "5"},
+                 {}, std::chrono::seconds(60));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--test-subset applies to --epochs only"));
 }
@@ -317,11 +340,12 @@ TEST(TorchDdpEpochs, TestSubsetWithoutEpochsIsRefused) {
 // lowest: its 8 steps an epoch leave it least trained) and far over chance
 // (10%): it catches a run that did not learn, not a slow learner.
 TEST(StudyRun, SmallCnnQuickWithTheDdpPeer) {
-  if (!std::filesystem::exists(kFashionMnist)) GTEST_SKIP() << "no Fashion-MNIST";
+  if (!std::filesystem::exists(kFashionMnist))
+    GTEST_SKIP() << "no Fashion-MNIST";
   const std::string json_path = TempPath("kolo_bench_study");
   std::remove(json_path.c_str());
-  RunResult r = RunProgram({KOLO_BENCH_PATH, "study", "small-cnn", "--quick", "--peer",
-                            "torch-ddp", "--json", json_path},
+  RunResult r = RunProgram({KOLO_BENCH_PATH, "study", "small-cnn", "--quick",
+                            "--peer", "torch-ddp", "--json", json_path},
                            {}, std::chrono::seconds(150));
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   EXPECT_THAT(r.out, HasSubstr("test acc"));

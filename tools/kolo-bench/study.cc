@@ -71,7 +71,8 @@ std::string Examples(int64_t subset, const char* all) {
 std::string ScaleText(const std::string& name, const Scale& s) {
   if (name == kSmallCnn) {
     return fmt::format("{} epochs on {} training and {} test images, 1 repeat",
-                       s.lenet_epochs, Examples(s.lenet_train_subset, "all 60,000"),
+                       s.lenet_epochs,
+                       Examples(s.lenet_train_subset, "all 60,000"),
                        Examples(s.lenet_test_subset, "all 10,000"));
   }
   if (name == kResnetMobilenet) {
@@ -93,9 +94,8 @@ TrainFlags BaseFlags(const StudyFlags& study) {
   f.threads = 1;
   f.repeat = 1;
   f.peers = study.peers;
-  f.json_path = study.json_path.empty()
-                    ? "kolo-study-" + study.name + ".json"
-                    : study.json_path;
+  f.json_path = study.json_path.empty() ? "kolo-study-" + study.name + ".json"
+                                        : study.json_path;
   f.study = study.name;
   f.kolorun = study.kolorun;
   f.kolo_train = study.kolo_train;
@@ -151,7 +151,8 @@ StatusOr<std::vector<StudyStep>> PlanStudy(const StudyFlags& study) {
     f.train_subset = s.lenet_train_subset;
     f.test_subset = s.lenet_test_subset;
     f.peers = AccuracyPeers(study.peers);
-    steps.push_back({"lenet on Fashion-MNIST: time, images/s, test accuracy", f});
+    steps.push_back(
+        {"lenet on Fashion-MNIST: time, images/s, test accuracy", f});
   } else if (study.name == kResnetMobilenet) {
     TrainFlags resnet = base;
     resnet.model = "resnet50";
@@ -198,8 +199,8 @@ StatusOr<std::vector<StudyStep>> PlanStudy(const StudyFlags& study) {
     for (const std::string& n : StudyNames()) {
       names += (names.empty() ? "" : ", ") + n;
     }
-    return InvalidArgument("unknown study '" + study.name + "'; the presets are " +
-                           names);
+    return InvalidArgument("unknown study '" + study.name +
+                           "'; the presets are " + names);
   }
   return steps;
 }
@@ -258,8 +259,8 @@ int RunStudyCommand(const StudyFlags& flags) {
   }
   const double total =
       std::chrono::duration<double>(Clock::now() - start).count();
-  fmt::print("\n# study {}: {} step{} in {:.0f} s (", flags.name,
-             steps->size(), steps->size() == 1 ? "" : "s", total);
+  fmt::print("\n# study {}: {} step{} in {:.0f} s (", flags.name, steps->size(),
+             steps->size() == 1 ? "" : "s", total);
   for (size_t i = 0; i < seconds.size(); ++i) {
     fmt::print("{}{:.0f} s", i == 0 ? "" : ", ", seconds[i]);
   }

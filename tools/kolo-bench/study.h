@@ -50,7 +50,7 @@ struct StudyFlags {
   std::string peers;      // comma-separated: torch-ddp, libtorch
   std::string json_path;  // empty: kolo-study-NAME.json
   bool quick = false;
-  std::string data_dir;   // empty: each program's default
+  std::string data_dir;    // empty: each program's default
   std::string kolorun;     // as kolo-bench train's
   std::string kolo_train;  // as kolo-bench train's
   std::string ddp_script;  // as kolo-bench train's
