@@ -87,6 +87,21 @@ std::string ScaleText(const std::string& name, const Scale& s) {
                      s.resnet18_warmup, s.resnet18_iters, s.resnet18_repeat);
 }
 
+// What a preset is for, in a line of the help text.
+std::string Purpose(const std::string& name) {
+  if (name == kSmallCnn) {
+    return "lenet on Fashion-MNIST, batch 128 per worker, np 1, 2, 4: wall "
+           "time, images/s, test accuracy";
+  }
+  if (name == kResnetMobilenet) {
+    return "resnet50 on 28x28 synthetic images, batch 32, np 1, 2: "
+           "throughput; mobilenetv2 on Fashion-MNIST, batch 32, np 1, 2: wall "
+           "time, images/s, test accuracy";
+  }
+  return "resnet18 on 32x32 synthetic images, global batch 128, np 1, 2, 4: "
+         "weak and strong scaling (images/s, speedup, efficiency)";
+}
+
 // What every step shares: one LibTorch thread per worker (the machine's
 // two cores are the workers'), and the tools and output of the study.
 TrainFlags BaseFlags(const StudyFlags& study) {
@@ -211,7 +226,8 @@ CLI::App* AddStudyCommand(CLI::App& app, StudyFlags* f) {
       "on 2 cores, scaled down in steps, epochs and examples (never in "
       "model, batch or workers):";
   for (const std::string& name : StudyNames()) {
-    description += "\n  " + name + ": " + PresetScale(name);
+    description += "\n  " + name + ": " + Purpose(name) +
+                   ".\n    Scaled down to " + PresetScale(name) + ".";
   }
   CLI::App* cmd = app.add_subcommand("study", description);
   cmd->add_option("name", f->name, "the preset")

@@ -154,7 +154,6 @@ StatusOr<json> Measure(const std::vector<std::string>& command,
   return result;
 }
 
-
 // Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom.
 double StudentT95(int64_t dof) {
   static const double kTable[] = {
