@@ -353,7 +353,10 @@ INSTANTIATE_TEST_SUITE_P(
                        {"--train-subset", "60001"},
                        "--train-subset 60001 is more than the 60000 training "
                        "images",
-                       true}),
+                       true},
+        BadCommandLine{"ImageSizeOnRealData",
+                       {"--image-size", "28"},
+                       "--image-size applies to --dataset synthetic only"}),
     [](const ::testing::TestParamInfo<BadCommandLine>& info) {
       return info.param.name;
     });
@@ -398,6 +401,22 @@ TEST(KoloTrain, BenchmarkModeOnKoloAndOnPlainLibTorch) {
                   p["result"]["seconds"].get<double>(),
               48.0, 1e-6);
   EXPECT_EQ(p["result"]["communication_seconds"].get<double>(), 0);
+}
+
+// --image-size sets the synthetic images' height and width (kolo-bench
+// study times resnet50 on 28x28 ones).
+TEST(KoloTrain, SyntheticImageSize) {
+  TempDir dir;
+  RunResult run = RunKoloTrain(
+      1, {"--model", "lenet", "--dataset", "synthetic", "--image-size", "28",
+          "--epochs", "1", "--train-subset", "64", "--test-subset", "32",
+          "--batch-size", "32", "--json", dir / "out.json"});
+  ASSERT_EQ(run.exit_code, 0) << Describe(run);
+  nlohmann::json j = ReadJson(dir / "out.json");
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["config"]["data"], "synthetic 3x28x28");
+  EXPECT_EQ(j["config"]["train_images"], 64);
+  EXPECT_EQ(j["result"]["test_total"], 32);
 }
 
 // Without a launcher kolo-train is a one-worker world, and says the same.
