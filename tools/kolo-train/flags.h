@@ -46,8 +46,8 @@ struct Flags {
   bool resume = false;
   int64_t train_subset = 0;  // 0: the whole training set
   int64_t test_subset = 0;   // 0: the whole test set
-  // Synthetic images are 3 x image_size x image_size; 28 matches the
-  // MNIST-sized inputs the zoo's small-image models are built for.
+  // Synthetic images are 3 x image_size x image_size: CIFAR-10's size by
+  // default, MNIST's (28) for throughput at that scale.
   int64_t image_size = 32;
   std::string json_path;
   // Throughput mode: time this many steps after --benchmark-warmup untimed
