@@ -1,7 +1,8 @@
 # kolo-bench's pure pieces (size sweep, bus-bandwidth factors, expected
 # values, table formatting; fusion's model table and checks; --peer's list,
 # memcpy line, comparison and JSON), and fusion and collectives --peer run
-# end to end under kolorun. Included from tests/CMakeLists.txt; a build
+# end to end under kolorun. Test names start with kolo_bench. (ctest -R
+# kolo_bench runs them all). Included from tests/CMakeLists.txt; a build
 # without tools/kolo-bench has no kolo_bench_lib and skips it.
 if(TARGET kolo_bench_lib)
   find_package(GTest REQUIRED)
@@ -11,7 +12,7 @@ if(TARGET kolo_bench_lib)
     ${CMAKE_CURRENT_LIST_DIR}/kolo_bench_fusion_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/kolo_bench_peers_test.cc)
   target_link_libraries(kolo_bench_test PRIVATE kolo_bench_lib GTest::gtest_main)
-  gtest_discover_tests(kolo_bench_test DISCOVERY_TIMEOUT 60)
+  gtest_discover_tests(kolo_bench_test TEST_PREFIX kolo_bench. DISCOVERY_TIMEOUT 60)
 
   if(TARGET kolorun AND TARGET kolo_testing)
     add_executable(kolo_bench_fusion_run_test
@@ -22,7 +23,8 @@ if(TARGET kolo_bench_lib)
       KOLORUN_PATH="$<TARGET_FILE:kolorun>"
       KOLO_BENCH_PATH="$<TARGET_FILE:kolo-bench>")
     add_dependencies(kolo_bench_fusion_run_test kolorun kolo-bench)
-    gtest_discover_tests(kolo_bench_fusion_run_test DISCOVERY_TIMEOUT 60
+    gtest_discover_tests(kolo_bench_fusion_run_test TEST_PREFIX kolo_bench.
+      DISCOVERY_TIMEOUT 60
       PROPERTIES TIMEOUT 240)
 
     add_executable(kolo_bench_peers_run_test
@@ -33,7 +35,8 @@ if(TARGET kolo_bench_lib)
       KOLORUN_PATH="$<TARGET_FILE:kolorun>"
       KOLO_BENCH_PATH="$<TARGET_FILE:kolo-bench>")
     add_dependencies(kolo_bench_peers_run_test kolorun kolo-bench)
-    gtest_discover_tests(kolo_bench_peers_run_test DISCOVERY_TIMEOUT 60
+    gtest_discover_tests(kolo_bench_peers_run_test TEST_PREFIX kolo_bench.
+      DISCOVERY_TIMEOUT 60
       PROPERTIES TIMEOUT 200)
   endif()
 
@@ -46,7 +49,8 @@ if(TARGET kolo_bench_lib)
     target_compile_definitions(kolo_bench_train_test PRIVATE
       KOLO_BENCH_PATH="$<TARGET_FILE:kolo-bench>")
     add_dependencies(kolo_bench_train_test kolorun kolo-bench kolo-train)
-    gtest_discover_tests(kolo_bench_train_test DISCOVERY_TIMEOUT 60
+    gtest_discover_tests(kolo_bench_train_test TEST_PREFIX kolo_bench.
+      DISCOVERY_TIMEOUT 60
       PROPERTIES TIMEOUT 300)
   endif()
 endif()

@@ -22,6 +22,7 @@ using kolo::testing::RunProgram;
 using kolo::testing::RunResult;
 
 struct PeerCase {
+  std::string name;                 // the test's suffix
   std::vector<std::string> launch;  // kolorun's flags besides -np
   std::string peers;
   std::vector<std::string> engines;  // what the JSON must list
@@ -117,10 +118,15 @@ TEST_P(PeersRunTest, EveryEngineRunsAndIsRight) {
 
 INSTANTIATE_TEST_SUITE_P(
     Launchers, PeersRunTest,
-    ::testing::Values(PeerCase{{}, "gloo,shm", {"gloo", "shm"}},
-                      PeerCase{{"--launcher", "mpirun", "--backend", "shm"},
-                               "mpi,gloo,shm",
-                               {"mpi", "gloo", "shm"}}));
+    ::testing::Values(
+        PeerCase{"KolorunGlooShm", {}, "gloo,shm", {"gloo", "shm"}},
+        PeerCase{"MpirunMpiGlooShm",
+                 {"--launcher", "mpirun", "--backend", "shm"},
+                 "mpi,gloo,shm",
+                 {"mpi", "gloo", "shm"}}),
+    [](const ::testing::TestParamInfo<PeerCase>& info) {
+      return info.param.name;
+    });
 
 TEST(PeersRunErrorTest, MpiWithoutMpirunSaysHowToRunIt) {
   RunResult r =
