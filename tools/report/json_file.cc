@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <utility>
 
 namespace kolo::bench {
 
@@ -35,6 +36,27 @@ Status WriteFileAtomically(const std::string& path, const std::string& contents,
 
 Status WriteJsonFile(const std::string& path, const nlohmann::json& json) {
   return WriteFileAtomically(path, json.dump(2) + "\n", "--json");
+}
+
+Status AppendJsonRecord(const std::string& path, nlohmann::json record) {
+  nlohmann::json history = nlohmann::json::array();
+  std::ifstream in(path);
+  if (in) {
+    nlohmann::json old =
+        nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (old.is_array()) {
+      history = std::move(old);
+    } else if (old.is_object()) {
+      history.push_back(std::move(old));
+    } else {
+      return InvalidArgument(fmt::format(
+          "--json: {} holds something other than kolo-bench JSON; give "
+          "--json a new file",
+          path));
+    }
+  }
+  history.push_back(std::move(record));
+  return WriteJsonFile(path, history);
 }
 
 }  // namespace kolo::bench

@@ -20,6 +20,13 @@ Status WriteFileAtomically(const std::string& path, const std::string& contents,
 // `json`, indented, through WriteFileAtomically; errors name --json.
 Status WriteJsonFile(const std::string& path, const nlohmann::json& json);
 
+// Adds `record` to the array of records in `path`, so one file collects the
+// runs a report is drawn from. A missing file starts a new array; a file
+// holding one object (what kolo-bench wrote before it appended) becomes the
+// array's first record; anything else is refused rather than overwritten.
+// Written through WriteJsonFile, so the file is never half-written.
+Status AppendJsonRecord(const std::string& path, nlohmann::json record);
+
 }  // namespace kolo::bench
 
 #endif  // KOLO_TOOLS_REPORT_JSON_FILE_H_
