@@ -175,6 +175,23 @@ TEST_P(CollectivesFailureTest, SurvivorsNameTheRankThatDied) {
   EXPECT_THAT(OrphanedSegments(), ::testing::IsEmpty());
 }
 
+TEST(JobFailureTest, HierarchicalSurvivorsNameTheRankThatDied) {
+  // Two hosts of two ranks; rank 1 leads the second host.
+  RunResult r = RunProgram({kKolorun, "-np", "4", "--timeout", "20", "/bin/sh", "-c",
+                            "KOLO_HOST_ID=host$((KOLO_RANK % 2)) exec \"$0\" die", kWorker},
+                           {}, std::chrono::seconds(60));
+  EXPECT_NE(r.exit_code, 0) << Describe(r);
+  EXPECT_LT(r.seconds, 15) << Describe(r);
+  for (const char* rank : {"0", "2", "3"}) {
+    EXPECT_TRUE(std::regex_search(
+        r.err, std::regex(std::string("\\[") + rank + "\\]<stderr>: rank " + rank +
+                          ": step \\d+: (peer failure|timeout): synchronous call #\\d+: rank " +
+                          rank + ": rank 1 is gone")))
+        << Describe(r);
+  }
+  EXPECT_THAT(OrphanedSegments(), ::testing::IsEmpty());
+}
+
 TEST(JobFailureTest, MpiJobEndsWhenARankDies) {
   RunResult r = RunProgram({kKolorun, "-np", "2", "--backend", "mpi", kWorker, "die"}, {},
                     std::chrono::seconds(60));
