@@ -152,6 +152,11 @@ class DistributedOptimizer {
   void ZeroGrad();
   ::torch::optim::Optimizer& optimizer() { return optimizer_; }
 
+  // Seconds Step() has spent blocked on outstanding allreduces, in total:
+  // the communication (and the waiting for slower ranks) that backward did
+  // not hide.
+  double wait_seconds() const { return wait_seconds_; }
+
   // When the hooks enqueued gradients during the last backward pass, for
   // tests and benchmarks: first and last enqueue times.
   std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>
@@ -172,6 +177,7 @@ class DistributedOptimizer {
   std::vector<std::unique_ptr<Parameter>> parameters_;
   std::vector<std::unique_ptr<Bucket>> buckets_;
   int32_t passes_ = 0;  // backward passes since the last step
+  double wait_seconds_ = 0;
   mutable std::mutex mutex_;
   Status hook_error_;  // guarded by mutex_: first error a hook met
   std::chrono::steady_clock::time_point first_enqueue_;  // guarded by mutex_

@@ -439,7 +439,10 @@ Status DistributedOptimizer::Step() {
                                 : 1.0;
   Status first_error;
   for (auto& b : buckets_) {
+    const auto wait_start = std::chrono::steady_clock::now();
     StatusOr<::torch::Tensor> reduced = b->handle.Wait();
+    wait_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
     b->enqueued = false;
     b->collected = 0;
     if (!reduced.ok()) {
