@@ -13,6 +13,8 @@ packages=(
   libtorch-dev dataset-fashion-mnist
   # The PyTorch DDP peer of kolo-bench train (bench/peers/torch_ddp.py).
   python3-torch
+  # Headless rendering of kolo-bench report's page in its tests.
+  chromium
 )
 
 missing=()

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "collectives/backend.h"
+#include "collectives/topology.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "kolo/runtime.h"
@@ -25,6 +26,7 @@ struct Process {
   bool initialized = false;  // guarded by mutex
   int generation = 0;        // guarded by mutex; Init calls so far
   JobConfig config;          // guarded by mutex
+  bool hierarchical_allreduce = false;  // guarded by mutex
   std::unique_ptr<TcpStoreServer> store_server;  // rank 0 without kolorun
   std::shared_ptr<TcpStoreClient> store_client;
   std::unique_ptr<Runtime> runtime;
@@ -76,6 +78,9 @@ StatusOr<BackendKind> ParseBackend(const std::string& name) {
 StatusOr<std::unique_ptr<Backend>> CreateMpiBackend(const BackendOptions&) {
   return InvalidArgument("backend 'mpi' was not built (configure with -DKOLO_WITH_MPI=ON)");
 }
+StatusOr<std::unique_ptr<Backend>> CreateMpiSubBackend(const BackendOptions&, bool) {
+  return InvalidArgument("backend 'mpi' was not built (configure with -DKOLO_WITH_MPI=ON)");
+}
 #endif
 #ifndef KOLO_WITH_GLOO
 StatusOr<std::unique_ptr<Backend>> CreateGlooBackend(const BackendOptions&,
@@ -112,6 +117,28 @@ Status Init() {
     client = std::move(connected);
   }
 
+  // The job agrees on which ranks share a host; where there is no store
+  // (MPI alone) the launcher's description stands.
+  std::optional<HostTopology> topology;
+  if (client) {
+    StatusOr<HostTopology> found =
+        DiscoverTopology(*client, "kolo/init" + std::to_string(p.generation) + "/host", world,
+                         config.host_id, config.timeout);
+    if (!found.ok()) {
+      (void)client->Close();
+      return found.status();
+    }
+    topology = *std::move(found);
+    config.world = topology->world;
+  }
+  const bool spans_hosts = topology && topology->HostCount() > 1;
+  const bool hierarchical =
+      spans_hosts && config.hierarchical_allreduce.value_or(topology->LargestHost() > 1);
+  // Between hosts, a job asked to run on shm runs on Gloo.
+  const BackendKind network =
+      config.backend == BackendKind::kShm ? BackendKind::kGloo : config.backend;
+  if (spans_hosts && !hierarchical) config.backend = network;
+
   BackendOptions backend_options;
   backend_options.world = world;
   backend_options.timeout = config.timeout;
@@ -119,9 +146,12 @@ Status Init() {
   backend_options.store_prefix = "kolo/init" + std::to_string(p.generation) + "/gloo";
   StatusOr<std::unique_ptr<Backend>> backend = std::unique_ptr<Backend>();
   backend_options.shm_area_bytes = config.shm_area_bytes;
-  if (config.backend == BackendKind::kMpi) {
+  if (hierarchical) {
+    backend_options.store_prefix = "kolo/init" + std::to_string(p.generation) + "/hierarchical";
+    backend = CreateHierarchicalBackend(backend_options, client, *topology, network);
+  } else if (network == BackendKind::kMpi) {
     backend = CreateMpiBackend(backend_options);
-  } else if (config.backend == BackendKind::kShm && world.size > 1) {
+  } else if (config.backend == BackendKind::kShm && world.size > 1 && !spans_hosts) {
     backend_options.store_prefix = "kolo/init" + std::to_string(p.generation) + "/shm";
     backend = CreateShmBackend(backend_options, client);
   } else if (world.size > 1) {
@@ -145,6 +175,7 @@ Status Init() {
   }
   ++p.generation;
   p.config = config;
+  p.hierarchical_allreduce = hierarchical;
   p.store_server = std::move(server);
   p.store_client = std::move(client);
   p.runtime = std::move(runtime).value();
@@ -177,6 +208,12 @@ Status Shutdown() {
   p.store_client.reset();
   p.store_server.reset();
   return status;
+}
+
+bool HierarchicalAllreduce() {
+  Process& p = TheProcess();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  return p.initialized && p.hierarchical_allreduce;
 }
 
 bool IsInitialized() {

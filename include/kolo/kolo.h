@@ -73,6 +73,12 @@ int32_t LocalSize();
 int32_t CrossRank();
 int32_t CrossSize();
 BackendKind ActiveBackend();
+// True when allreduce runs in three stages: shm inside each host, the
+// network engine between one leader per host, shm again to share the
+// result. That is the default when the job spans hosts and some host holds
+// more than one rank; KOLO_HIERARCHICAL_ALLREDUCE=0|1 decides otherwise.
+// Host identity: the hostname, or KOLO_HOST_ID where set.
+bool HierarchicalAllreduce();
 
 Status Allreduce(const void* send, void* recv, int64_t count, DataType type,
                  ReduceOp op);

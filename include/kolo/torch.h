@@ -113,11 +113,20 @@ struct DistributedOptimizerOptions {
   // With kAverage: divide by this before the sum and by size/this after it
   // (keeps float16 sums in range on many ranks).
   double gradient_predivide_factor = 1.0;
+  // Gradients travel in buckets of about this many bytes (float32), filled
+  // in the reverse of the parameters' order, roughly the order autograd
+  // produces them; a bucket is enqueued once all of its gradients are in.
+  // One allreduce per bucket rather than per parameter keeps the runtime's
+  // ticks, and the wake-ups that steal the compute core, few on small
+  // models while larger models still overlap many buckets with backward
+  // (PyTorch DDP buckets the same way). 0: one parameter per bucket.
+  int64_t bucket_bytes = int64_t{1} << 20;
 };
 
-// Wraps an optimizer: each parameter's gradient is enqueued for allreduce
-// from an autograd hook the moment it is computed, so communication overlaps
-// the rest of the backward pass; Step() waits for what is outstanding,
+// Wraps an optimizer: autograd hooks collect each gradient the moment it is
+// computed into its bucket, and a full bucket is enqueued for allreduce at
+// once, so communication overlaps the rest of the backward pass; Step()
+// waits for what is outstanding,
 // writes the averaged gradients and steps the wrapped optimizer.
 // Parameters that got no gradient in a step (unused branches) are reduced as
 // zeros, so ranks never wait for each other's missing gradients.
@@ -143,6 +152,11 @@ class DistributedOptimizer {
   void ZeroGrad();
   ::torch::optim::Optimizer& optimizer() { return optimizer_; }
 
+  // Seconds Step() has spent blocked on outstanding allreduces, in total:
+  // the communication (and the waiting for slower ranks) that backward did
+  // not hide.
+  double wait_seconds() const { return wait_seconds_; }
+
   // When the hooks enqueued gradients during the last backward pass, for
   // tests and benchmarks: first and last enqueue times.
   std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>
@@ -150,14 +164,20 @@ class DistributedOptimizer {
 
  private:
   struct Parameter;
+  struct Bucket;
   void OnGradient(Parameter& parameter, const ::torch::Tensor& grad);
-  Status Enqueue(Parameter& parameter, ::torch::Tensor gradient_sum);
+  // Puts this step's gradient of `parameter` into its bucket, and enqueues
+  // the bucket when it was the last one missing.
+  Status Collect(Parameter& parameter, const ::torch::Tensor& gradient_sum);
+  Status Enqueue(Bucket& bucket);
 
   ::torch::optim::Optimizer& optimizer_;
   const DistributedOptimizerOptions options_;
   const bool alone_;  // a world of one: nothing to communicate
   std::vector<std::unique_ptr<Parameter>> parameters_;
+  std::vector<std::unique_ptr<Bucket>> buckets_;
   int32_t passes_ = 0;  // backward passes since the last step
+  double wait_seconds_ = 0;
   mutable std::mutex mutex_;
   Status hook_error_;  // guarded by mutex_: first error a hook met
   std::chrono::steady_clock::time_point first_enqueue_;  // guarded by mutex_

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/topology.h"
 #include "kolo/kolo.h"
 #include "store/store.h"
 
@@ -69,9 +70,22 @@ StatusOr<std::unique_ptr<Backend>> CreateGlooBackend(
     const BackendOptions& options, std::shared_ptr<Store> store);
 StatusOr<std::unique_ptr<Backend>> CreateMpiBackend(
     const BackendOptions& options);
+// The ranks of MPI_COMM_WORLD for which `member` is true, as a world of
+// their own (options.world gives this rank's place in it, in world-rank
+// order). Every rank of the job must call it, members or not, because MPI
+// splits a communicator collectively; non-members get a null backend.
+StatusOr<std::unique_ptr<Backend>> CreateMpiSubBackend(const BackendOptions& options,
+                                                       bool member);
 // All ranks must be on one host.
 StatusOr<std::unique_ptr<Backend>> CreateShmBackend(
     const BackendOptions& options, std::shared_ptr<Store> store);
+// Allreduce in three stages for jobs that span hosts (shm inside each host,
+// `network` between one leader per host); the other collectives run flat
+// over `network`. See hierarchical/hierarchical_backend.cc.
+StatusOr<std::unique_ptr<Backend>> CreateHierarchicalBackend(const BackendOptions& options,
+                                                             std::shared_ptr<Store> store,
+                                                             const HostTopology& topology,
+                                                             BackendKind network);
 
 }  // namespace kolo
 

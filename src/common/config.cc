@@ -264,6 +264,26 @@ StatusOr<JobConfig> ReadJobConfig(const EnvLookup& env) {
 
   KOLO_RETURN_IF_ERROR(ReadRuntimeSettings(env, &config));
 
+  if (std::optional<std::string> host_id = env(env::kHostId)) {
+    if (host_id->empty()) {
+      return InvalidArgument(std::string("environment variable ") + env::kHostId +
+                             " is set but empty; unset it to use the hostname");
+    }
+    config.host_id = *host_id;
+  } else {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    config.host_id = name;
+  }
+  if (std::optional<std::string> text = env(env::kHierarchicalAllreduce)) {
+    if (*text != "0" && *text != "1") {
+      return InvalidArgument(std::string("environment variable ") +
+                             env::kHierarchicalAllreduce + " must be 0 or 1, got '" +
+                             *text + "'");
+    }
+    config.hierarchical_allreduce = *text == "1";
+  }
+
   if (std::optional<std::string> hostname = env(env::kGlooHostname)) {
     config.gloo_hostname = *hostname;
   } else if (config.store_host.empty() || config.store_host == "127.0.0.1" ||

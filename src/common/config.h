@@ -24,6 +24,14 @@
 // under mpirun when no store address is given), KOLO_TIMEOUT_S (default 30),
 // KOLO_GLOO_HOSTNAME (the address Gloo listens on; default 127.0.0.1 when
 // the store is on loopback, else this host's name).
+//
+// Hosts: ranks that share a host identity share memory. The identity is the
+// hostname unless KOLO_HOST_ID overrides it (so one machine can play several
+// hosts in a test); where a store is available, Init() exchanges the
+// identities and derives local and cross ranks from them, overriding what
+// the launcher said. KOLO_HIERARCHICAL_ALLREDUCE=1|0 forces the three-stage
+// allreduce on or off (default: on when the job spans hosts and some host
+// holds more than one rank).
 #ifndef KOLO_COMMON_CONFIG_H_
 #define KOLO_COMMON_CONFIG_H_
 
@@ -57,6 +65,8 @@ inline constexpr const char* kTimeline = "KOLO_TIMELINE";
 inline constexpr const char* kStallWarningSeconds = "KOLO_STALL_WARNING_S";
 inline constexpr const char* kStallShutdownSeconds = "KOLO_STALL_SHUTDOWN_S";
 inline constexpr const char* kShmAreaBytes = "KOLO_SHM_AREA_BYTES";
+inline constexpr const char* kHostId = "KOLO_HOST_ID";
+inline constexpr const char* kHierarchicalAllreduce = "KOLO_HIERARCHICAL_ALLREDUCE";
 }  // namespace env
 
 inline constexpr std::chrono::seconds kDefaultTimeout{30};
@@ -73,6 +83,8 @@ struct JobConfig {
   bool rank0_hosts_store = false;
   std::string gloo_hostname;
   int64_t shm_area_bytes = int64_t{1} << 20;  // see BackendOptions
+  std::string host_id;  // KOLO_HOST_ID, else the hostname
+  std::optional<bool> hierarchical_allreduce;  // unset: decided by topology
 
   // The runtime (see src/runtime/runtime.h).
   std::chrono::microseconds cycle_time{1000};

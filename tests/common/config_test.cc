@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <map>
 
 namespace kolo {
@@ -126,6 +128,28 @@ TEST(ConfigTest, ShmBackendAndAreaSize) {
                 HasSubstr("KOLO_SHM_AREA_BYTES"))
         << bad;
   }
+}
+
+TEST(ConfigTest, HostIdentityAndHierarchicalSwitch) {
+  StatusOr<JobConfig> defaults = ReadJobConfig(Env({}));
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  char hostname[256] = {};
+  gethostname(hostname, sizeof(hostname) - 1);
+  EXPECT_EQ(defaults->host_id, hostname);
+  EXPECT_FALSE(defaults->hierarchical_allreduce.has_value());
+
+  StatusOr<JobConfig> set =
+      ReadJobConfig(Env({{"KOLO_HOST_ID", "rack3-node7"}, {"KOLO_HIERARCHICAL_ALLREDUCE", "0"}}));
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->host_id, "rack3-node7");
+  EXPECT_EQ(set->hierarchical_allreduce, std::optional<bool>(false));
+  EXPECT_EQ(ReadJobConfig(Env({{"KOLO_HIERARCHICAL_ALLREDUCE", "1"}}))->hierarchical_allreduce,
+            std::optional<bool>(true));
+
+  EXPECT_THAT(ReadJobConfig(Env({{"KOLO_HIERARCHICAL_ALLREDUCE", "yes"}})).status().message(),
+              HasSubstr("KOLO_HIERARCHICAL_ALLREDUCE must be 0 or 1, got 'yes'"));
+  EXPECT_THAT(ReadJobConfig(Env({{"KOLO_HOST_ID", ""}})).status().message(),
+              HasSubstr("KOLO_HOST_ID is set but empty"));
 }
 
 TEST(ConfigTest, ByteSizes) {

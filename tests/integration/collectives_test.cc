@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <regex>
 #include <string>
 #include <vector>
@@ -68,6 +69,53 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(info.param.backend) + "_np" + std::to_string(info.param.np);
     });
 
+// Four processes on this machine play two hosts of two ranks each: the
+// host identity of rank r is "host<r % 2>", so hosts interleave ranks and
+// the topology cannot come from rank blocks.
+struct HierarchicalCase {
+  const char* backend;
+  const char* hierarchical;  // KOLO_HIERARCHICAL_ALLREDUCE, or "" for the default
+};
+
+void PrintTo(const HierarchicalCase& c, std::ostream* os) {
+  *os << c.backend << " hierarchical=" << c.hierarchical;
+}
+
+class HierarchicalTest : public ::testing::TestWithParam<HierarchicalCase> {};
+
+TEST_P(HierarchicalTest, TwoHostsOfTwoRanksGetEveryCollectiveRight) {
+  const HierarchicalCase& c = GetParam();
+  std::map<std::string, std::string> env;
+  if (*c.hierarchical) env["KOLO_HIERARCHICAL_ALLREDUCE"] = c.hierarchical;
+  RunResult r = RunProgram(
+      {kKolorun, "-np", "4", "--backend", c.backend, "--timeout", "60", "/bin/sh", "-c",
+       "KOLO_HOST_ID=host$(( ${KOLO_RANK:-$OMPI_COMM_WORLD_RANK} % 2 )) exec \"$0\" matrix 0 1 7 "
+       "300003",
+       kWorker},
+      env, std::chrono::seconds(240));
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(CountMatches(r.out, "all collectives correct in 32 type/count cases"), 4)
+      << Describe(r);
+  const bool on = std::string(c.hierarchical) != "0";
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_THAT(r.out, HasSubstr("rank " + std::to_string(rank) + ": host " +
+                                 std::to_string(rank % 2) + " of 2, local rank " +
+                                 std::to_string(rank / 2) + " of 2, hierarchical allreduce " +
+                                 (on ? "on" : "off")))
+        << Describe(r);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TwoHosts, HierarchicalTest,
+    ::testing::Values(HierarchicalCase{"shm", ""}, HierarchicalCase{"gloo", ""},
+                      HierarchicalCase{"mpi", ""}, HierarchicalCase{"shm", "0"}),
+    [](const ::testing::TestParamInfo<HierarchicalCase>& info) {
+      return std::string(info.param.backend) +
+             (*info.param.hierarchical ? std::string("_hierarchical") + info.param.hierarchical
+                                       : std::string("_default"));
+    });
+
 class CollectivesErrorTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CollectivesErrorTest, MismatchedCountsGiveTheNamedErrorOnEveryRank) {
@@ -122,6 +170,23 @@ TEST_P(CollectivesFailureTest, SurvivorsNameTheRankThatDied) {
         r.err, std::regex(std::string("\\[") + rank +
                           "\\]<stderr>: rank " + rank + ": step \\d+: (peer failure|timeout): "
                           "synchronous call #\\d+: rank " + rank + ": rank 1 is gone")))
+        << Describe(r);
+  }
+  EXPECT_THAT(OrphanedSegments(), ::testing::IsEmpty());
+}
+
+TEST(JobFailureTest, HierarchicalSurvivorsNameTheRankThatDied) {
+  // Two hosts of two ranks; rank 1 leads the second host.
+  RunResult r = RunProgram({kKolorun, "-np", "4", "--timeout", "20", "/bin/sh", "-c",
+                            "KOLO_HOST_ID=host$((KOLO_RANK % 2)) exec \"$0\" die", kWorker},
+                           {}, std::chrono::seconds(60));
+  EXPECT_NE(r.exit_code, 0) << Describe(r);
+  EXPECT_LT(r.seconds, 15) << Describe(r);
+  for (const char* rank : {"0", "2", "3"}) {
+    EXPECT_TRUE(std::regex_search(
+        r.err, std::regex(std::string("\\[") + rank + "\\]<stderr>: rank " + rank +
+                          ": step \\d+: (peer failure|timeout): synchronous call #\\d+: rank " +
+                          rank + ": rank 1 is gone")))
         << Describe(r);
   }
   EXPECT_THAT(OrphanedSegments(), ::testing::IsEmpty());

@@ -378,7 +378,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCommandLine{{"-np"}, "-np expects a value", 2},
         BadCommandLine{{"-np", "1", "--env"}, "--env expects a value", 2},
         BadCommandLine{{"-np", "1", "--mpi-args", "-x", "WORKER"},
-                       "--mpi-args needs --backend mpi",
+                       "--mpi-args needs mpirun to start the ranks: "
+                       "--launcher mpirun or --backend mpi",
                        2},
         BadCommandLine{{"-np", "1", "--bogus", "WORKER"},
                        "unknown flag '--bogus' (see --help)",

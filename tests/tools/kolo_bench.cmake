@@ -1,15 +1,22 @@
 # kolo-bench's pure pieces (size sweep, bus-bandwidth factors, expected
-# values, table formatting; fusion's model table and checks), and fusion run
-# end to end under kolorun. Included from tests/CMakeLists.txt; a build
-# without tools/kolo-bench has no kolo_bench_lib and skips it.
+# values, table formatting; fusion's model table and checks; --peer's list,
+# memcpy line, comparison and JSON; the report's charts and reading), fusion
+# and collectives --peer run end to end under kolorun, and the report end to
+# end and in a browser. Included from tests/CMakeLists.txt; a build without
+# tools/kolo-bench has no kolo_bench_lib and skips it. Every test's name
+# starts with kolo_bench., so `ctest -R kolo_bench` runs them all.
 if(TARGET kolo_bench_lib)
   find_package(GTest REQUIRED)
   include(GoogleTest)
   add_executable(kolo_bench_test
     ${CMAKE_CURRENT_LIST_DIR}/kolo_bench_test.cc
-    ${CMAKE_CURRENT_LIST_DIR}/kolo_bench_fusion_test.cc)
-  target_link_libraries(kolo_bench_test PRIVATE kolo_bench_lib GTest::gtest_main)
-  gtest_discover_tests(kolo_bench_test DISCOVERY_TIMEOUT 60)
+    ${CMAKE_CURRENT_LIST_DIR}/kolo_bench_fusion_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/kolo_bench_peers_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/kolo_bench_report_test.cc)
+  target_link_libraries(kolo_bench_test PRIVATE kolo_bench_lib GTest::gmock
+    GTest::gtest_main)
+  gtest_discover_tests(kolo_bench_test TEST_PREFIX kolo_bench.
+    DISCOVERY_TIMEOUT 60)
 
   if(TARGET kolorun AND TARGET kolo_testing)
     add_executable(kolo_bench_fusion_run_test
@@ -20,8 +27,21 @@ if(TARGET kolo_bench_lib)
       KOLORUN_PATH="$<TARGET_FILE:kolorun>"
       KOLO_BENCH_PATH="$<TARGET_FILE:kolo-bench>")
     add_dependencies(kolo_bench_fusion_run_test kolorun kolo-bench)
-    gtest_discover_tests(kolo_bench_fusion_run_test DISCOVERY_TIMEOUT 60
+    gtest_discover_tests(kolo_bench_fusion_run_test TEST_PREFIX kolo_bench.
+      DISCOVERY_TIMEOUT 60
       PROPERTIES TIMEOUT 240)
+
+    add_executable(kolo_bench_peers_run_test
+      ${CMAKE_CURRENT_LIST_DIR}/kolo_bench_peers_run_test.cc)
+    target_link_libraries(kolo_bench_peers_run_test PRIVATE
+      kolo_testing nlohmann_json::nlohmann_json GTest::gtest_main)
+    target_compile_definitions(kolo_bench_peers_run_test PRIVATE
+      KOLORUN_PATH="$<TARGET_FILE:kolorun>"
+      KOLO_BENCH_PATH="$<TARGET_FILE:kolo-bench>")
+    add_dependencies(kolo_bench_peers_run_test kolorun kolo-bench)
+    gtest_discover_tests(kolo_bench_peers_run_test TEST_PREFIX kolo_bench.
+      DISCOVERY_TIMEOUT 60
+      PROPERTIES TIMEOUT 200)
   endif()
 
   if(TARGET kolorun AND TARGET kolo-train AND TARGET kolo_testing)
@@ -33,8 +53,8 @@ if(TARGET kolo_bench_lib)
     target_compile_definitions(kolo_bench_train_test PRIVATE
       KOLO_BENCH_PATH="$<TARGET_FILE:kolo-bench>")
     add_dependencies(kolo_bench_train_test kolorun kolo-bench kolo-train)
-    gtest_discover_tests(kolo_bench_train_test DISCOVERY_TIMEOUT 60
-      PROPERTIES TIMEOUT 300)
+    gtest_discover_tests(kolo_bench_train_test TEST_PREFIX kolo_bench.
+      DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 
     # The study presets' plans, accuracy-mode command lines, the DDP peer's
     # --epochs mode and small-cnn --quick end to end.
@@ -47,7 +67,22 @@ if(TARGET kolo_bench_lib)
       KOLO_BENCH_PATH="$<TARGET_FILE:kolo-bench>"
       KOLO_DDP_SCRIPT="${PROJECT_SOURCE_DIR}/bench/peers/torch_ddp.py")
     add_dependencies(kolo_bench_study_test kolorun kolo-bench kolo-train)
-    gtest_discover_tests(kolo_bench_study_test DISCOVERY_TIMEOUT 60
-      PROPERTIES TIMEOUT 180)
+    gtest_discover_tests(kolo_bench_study_test TEST_PREFIX kolo_bench.
+      DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 180)
+  endif()
+
+  # The report page: written by the real binary, then rendered by headless
+  # Chromium, whose screenshot is decoded with zlib.
+  if(TARGET kolo_testing)
+    find_package(ZLIB REQUIRED)
+    add_executable(kolo_bench_report_run_test
+      ${CMAKE_CURRENT_LIST_DIR}/kolo_bench_report_run_test.cc)
+    target_link_libraries(kolo_bench_report_run_test PRIVATE
+      kolo_testing ZLIB::ZLIB GTest::gmock GTest::gtest_main)
+    target_compile_definitions(kolo_bench_report_run_test PRIVATE
+      KOLO_BENCH_PATH="$<TARGET_FILE:kolo-bench>")
+    add_dependencies(kolo_bench_report_run_test kolo-bench)
+    gtest_discover_tests(kolo_bench_report_run_test TEST_PREFIX kolo_bench.
+      DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 180)
   endif()
 endif()

@@ -386,6 +386,20 @@ TEST(KoloTrain, BenchmarkModeOnKoloAndOnPlainLibTorch) {
               96.0, 1e-6);
   EXPECT_GT(k["result"]["communication_seconds"].get<double>(), 0);
   EXPECT_EQ(k["result"]["peak_rss_bytes"].size(), 2u);
+  // The phases of a step add up to (almost all of) the step; the waiting
+  // for allreduces is part of the optimizer step.
+  const nlohmann::json& phases = k["result"]["phase_ms"];
+  double phase_sum = 0;
+  for (const char* phase : {"data", "forward", "backward", "step"}) {
+    ASSERT_TRUE(phases.contains(phase)) << phases.dump();
+    EXPECT_GT(phases[phase].get<double>(), 0) << phase;
+    phase_sum += phases[phase].get<double>();
+  }
+  EXPECT_LE(phase_sum, k["result"]["step_ms"].get<double>() * 1.001);
+  EXPECT_GT(phase_sum, k["result"]["step_ms"].get<double>() * 0.5);
+  EXPECT_GE(k["result"]["waiting_seconds"].get<double>(), 0);
+  EXPECT_LE(k["result"]["waiting_seconds"].get<double>() / 3 * 1000,
+            phases["step"].get<double>() * 1.001);
 
   std::vector<std::string> plain_args = {kKoloTrain, "--no-kolo", "--threads", "1"};
   plain_args.insert(plain_args.end(), common.begin(), common.end());

@@ -1,5 +1,4 @@
 #include "collectives.h"
-#include "json_file.h"
 
 #include <fmt/format.h>
 
@@ -12,11 +11,18 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <utility>
 
+#include "collectives/backend.h"
 #include "common/config.h"
+#include "common/reduce.h"
+#include "environment.h"
+#include "json_file.h"
+#include "peers.h"
+#include "raw_backend.h"
 
 namespace kolo::bench {
 namespace {
@@ -105,6 +111,53 @@ Status RunReducescatter(const CollectiveArgs& a) {
   return Reducescatter(a.send, a.recv, a.count, a.type, a.op);
 }
 
+// The same calls on an engine. A Backend never averages: an average is the
+// sum divided once, as the runtime's executor does it.
+ReduceOp EngineOp(ReduceOp op) {
+  return op == ReduceOp::kAverage ? ReduceOp::kSum : op;
+}
+
+void FinishAverage(const CollectiveArgs& a, int64_t count, int32_t n) {
+  if (a.op == ReduceOp::kAverage) DivideInPlace(a.type, a.recv, count, n);
+}
+
+Status RawAllreduce(Backend& engine, const CollectiveArgs& a, int32_t,
+                    int32_t n) {
+  KOLO_RETURN_IF_ERROR(
+      engine.Allreduce(a.send, a.recv, a.count, a.type, EngineOp(a.op)));
+  FinishAverage(a, a.count, n);
+  return Status::Ok();
+}
+
+Status RawAllgather(Backend& engine, const CollectiveArgs& a, int32_t,
+                    int32_t n) {
+  return engine.Allgatherv(a.send, a.recv, std::vector<int64_t>(n, a.count),
+                           a.type);
+}
+
+// Engines broadcast in place; the root's input joins its output first.
+Status RawBroadcast(Backend& engine, const CollectiveArgs& a, int32_t rank,
+                    int32_t) {
+  if (rank == a.root && a.send != a.recv) {
+    std::memcpy(a.recv, a.send, a.count * DataTypeSize(a.type));
+  }
+  return engine.Broadcast(a.recv, a.count, a.type, a.root);
+}
+
+Status RawAlltoall(Backend& engine, const CollectiveArgs& a, int32_t,
+                   int32_t n) {
+  const std::vector<int64_t> counts(n, a.count);
+  return engine.Alltoallv(a.send, counts, a.recv, counts, a.type);
+}
+
+Status RawReducescatter(Backend& engine, const CollectiveArgs& a, int32_t,
+                        int32_t n) {
+  KOLO_RETURN_IF_ERROR(
+      engine.Reducescatter(a.send, a.recv, a.count, a.type, EngineOp(a.op)));
+  FinishAverage(a, a.count, n);
+  return Status::Ok();
+}
+
 // ---- Input values -----------------------------------------------------------
 
 // Data movement: 1..17, and 5 is coprime to 17, so at one index the first 17
@@ -177,17 +230,60 @@ std::string CollectiveNames() {
 
 using Clock = std::chrono::steady_clock;
 
+// What a row's timed calls run on: kolo's runtime, or one peer engine. The
+// bench's own bookkeeping (the slowest rank's times, wrong values over
+// ranks) always goes through kolo, which is up for the whole sweep.
+class RowEngine {
+ public:
+  virtual ~RowEngine() = default;
+  virtual std::string Name() const = 0;
+  virtual Status Run(const CollectiveDescriptor& collective,
+                     const CollectiveArgs& args) = 0;
+  // Lines the ranks up before the timed iterations.
+  virtual Status Barrier() = 0;
+};
+
+class RuntimeEngine : public RowEngine {
+ public:
+  std::string Name() const override { return "kolo"; }
+  Status Run(const CollectiveDescriptor& collective,
+             const CollectiveArgs& args) override {
+    return collective.run(args);
+  }
+  Status Barrier() override { return ::kolo::Barrier(); }
+};
+
+class PeerEngine : public RowEngine {
+ public:
+  PeerEngine(BackendKind kind, std::unique_ptr<Backend> backend)
+      : kind_(kind), backend_(std::move(backend)) {}
+  std::string Name() const override {
+    return fmt::format("peer {}", BackendName(kind_));
+  }
+  Status Run(const CollectiveDescriptor& collective,
+             const CollectiveArgs& args) override {
+    return collective.run_raw(*backend_, args, Rank(), Size());
+  }
+  Status Barrier() override { return backend_->Barrier(); }
+  BackendKind kind() const { return kind_; }
+
+ private:
+  const BackendKind kind_;
+  std::unique_ptr<Backend> backend_;
+};
+
 std::string RowName(const CollectiveDescriptor& collective, DataType type,
                     int64_t bytes) {
   return fmt::format("{} of {} B {}", collective.name, bytes,
                      DataTypeName(type));
 }
 
-Status RunOnce(const CollectiveDescriptor& collective,
+Status RunOnce(RowEngine& engine, const CollectiveDescriptor& collective,
                const CollectiveArgs& args, int64_t bytes) {
-  Status status = collective.run(args);
+  Status status = engine.Run(collective, args);
   if (!status.ok()) {
-    return status.WithContext(RowName(collective, args.type, bytes));
+    return status.WithContext(fmt::format(
+        "{}: {}", engine.Name(), RowName(collective, args.type, bytes)));
   }
   return Status::Ok();
 }
@@ -201,17 +297,18 @@ StatusOr<int64_t> SumOverRanks(int64_t local) {
 // Warms up, then times each iteration on its own; the slowest rank defines
 // an iteration's time, since the collective is not done until every rank
 // is. Returns the mean of those maxima in seconds.
-StatusOr<double> TimeCollective(const CollectiveDescriptor& collective,
+StatusOr<double> TimeCollective(RowEngine& engine,
+                                const CollectiveDescriptor& collective,
                                 const CollectiveArgs& args, int64_t bytes,
                                 int32_t warmup, int32_t iters) {
   for (int32_t i = 0; i < warmup; ++i) {
-    KOLO_RETURN_IF_ERROR(RunOnce(collective, args, bytes));
+    KOLO_RETURN_IF_ERROR(RunOnce(engine, collective, args, bytes));
   }
-  KOLO_RETURN_IF_ERROR(Barrier());
+  KOLO_RETURN_IF_ERROR(engine.Barrier());
   std::vector<double> seconds(iters);
   for (int32_t i = 0; i < iters; ++i) {
     const Clock::time_point start = Clock::now();
-    KOLO_RETURN_IF_ERROR(RunOnce(collective, args, bytes));
+    KOLO_RETURN_IF_ERROR(RunOnce(engine, collective, args, bytes));
     seconds[i] = std::chrono::duration<double>(Clock::now() - start).count();
   }
   KOLO_RETURN_IF_ERROR(Allreduce(seconds.data(), seconds.data(), iters,
@@ -221,11 +318,12 @@ StatusOr<double> TimeCollective(const CollectiveDescriptor& collective,
   return total / iters;
 }
 
-// One table row: out of place, then in place, each timed and then (with
-// --check) run once more on fresh inputs and zeroed outputs and compared.
+// One table row on `engine`: out of place, then in place, each timed and
+// then (with --check) run once more on fresh inputs and zeroed outputs and
+// compared.
 StatusOr<ResultRow> RunRow(const CollectivesConfig& config,
                            const CollectiveDescriptor& collective,
-                           DataType type, int64_t elements) {
+                           DataType type, int64_t elements, RowEngine& engine) {
   const int32_t rank = Rank();
   const int32_t n = Size();
   const int64_t element_size = DataTypeSize(type);
@@ -262,11 +360,12 @@ StatusOr<ResultRow> RunRow(const CollectivesConfig& config,
     args.send = send.data();
     args.recv = recv.data();
     KOLO_ASSIGN_OR_RETURN(
-        double seconds, TimeCollective(collective, args, bytes, warmup, iters));
+        double seconds,
+        TimeCollective(engine, collective, args, bytes, warmup, iters));
     std::optional<int64_t> wrong;
     if (config.check) {
       std::fill(recv.begin(), recv.end(), 0);
-      KOLO_RETURN_IF_ERROR(RunOnce(collective, args, bytes));
+      KOLO_RETURN_IF_ERROR(RunOnce(engine, collective, args, bytes));
       KOLO_ASSIGN_OR_RETURN(wrong, SumOverRanks(count_wrong(recv.data())));
     }
     row.out_of_place = MakeMeasurement(bytes, seconds, bus_factor, wrong);
@@ -287,16 +386,28 @@ StatusOr<ResultRow> RunRow(const CollectivesConfig& config,
     args.send = send;
     args.recv = recv;
     KOLO_ASSIGN_OR_RETURN(
-        double seconds, TimeCollective(collective, args, bytes, warmup, iters));
+        double seconds,
+        TimeCollective(engine, collective, args, bytes, warmup, iters));
     std::optional<int64_t> wrong;
     if (config.check) {
       reset();
-      KOLO_RETURN_IF_ERROR(RunOnce(collective, args, bytes));
+      KOLO_RETURN_IF_ERROR(RunOnce(engine, collective, args, bytes));
       KOLO_ASSIGN_OR_RETURN(wrong, SumOverRanks(count_wrong(recv)));
     }
     row.in_place = MakeMeasurement(bytes, seconds, bus_factor, wrong);
   }
   return row;
+}
+
+// The memcpy line of one size: rank 0 copies while the others wait, so the
+// copy has the cores to itself (see peers.h).
+StatusOr<MemcpyPoint> MeasureMemcpy(int64_t bytes) {
+  MemcpyPoint point;
+  point.bytes = bytes;
+  KOLO_RETURN_IF_ERROR(Barrier());
+  if (Rank() == 0) point.gbps = Memcpy2ThreadGbps(bytes);
+  KOLO_RETURN_IF_ERROR(Barrier());
+  return point;
 }
 
 std::string JoinNames(const std::vector<std::string>& names) {
@@ -322,6 +433,18 @@ std::vector<std::string> TypeNameList(const CollectivesConfig& config) {
   return names;
 }
 
+std::vector<std::string> PeerNameList(const CollectivesConfig& config) {
+  std::vector<std::string> names;
+  for (BackendKind peer : config.peers) names.push_back(BackendName(peer));
+  return names;
+}
+
+void PrintTableHeader(const Table& table) {
+  for (const std::string& line : table.HeaderLines()) {
+    fmt::print("{}\n", line);
+  }
+}
+
 void PrintHeader(const CollectivesConfig& config, const Table& table) {
   fmt::print(
       "# kolo-bench collectives: backend {}, np {}, minbytes {}, maxbytes {}, "
@@ -334,29 +457,122 @@ void PrintHeader(const CollectivesConfig& config, const Table& table) {
              config.root);
   fmt::print(
       "# iters and warmup are capped so each size moves at most {} GiB per "
-      "rank; time is the mean over iters of the slowest rank\n#\n",
+      "rank; time is the mean over iters of the slowest rank\n",
       kBytesPerSizeBudget >> 30);
-  for (const std::string& line : table.HeaderLines()) {
-    fmt::print("{}\n", line);
+  if (!config.peers.empty()) {
+    fmt::print(
+        "# peers {}: each row also runs straight on those engines (no "
+        "runtime), right after kolo's; their tables follow kolo's\n",
+        JoinNames(PeerNameList(config)));
   }
+  fmt::print("#\n");
+  PrintTableHeader(table);
   std::fflush(stdout);
 }
 
+void PrintFooter(const std::vector<ResultRow>& rows) {
+  const int64_t wrong = TotalWrong(rows);
+  fmt::print("# Out of bounds values : {} {}\n", wrong,
+             wrong == 0 ? "OK" : "FAILED");
+  fmt::print("# Avg bus bandwidth    : {}\n#\n",
+             FormatFixed(AverageBusBandwidth(rows), 3));
+}
+
+void PrintWrongRows(const std::string& engine,
+                    const std::vector<ResultRow>& rows) {
+  for (const ResultRow& row : rows) {
+    const int64_t out = row.out_of_place.wrong.value_or(0);
+    const int64_t in = row.in_place.wrong.value_or(0);
+    if (out + in == 0) continue;
+    fmt::print(stderr,
+               "kolo-bench: {}: wrong results in {} {} size {} B: {} out of "
+               "place, {} in place\n",
+               engine, row.collective, DataTypeName(row.type), row.bytes, out,
+               in);
+  }
+}
+
+// The peer tables and the comparison, after kolo's table.
+void PrintPeers(const CollectivesConfig& config,
+                const std::vector<ResultRow>& rows,
+                const std::vector<PeerResults>& peers,
+                const std::vector<MemcpyPoint>& memcpy) {
+  const Table table = CollectivesTable();
+  for (const PeerResults& peer : peers) {
+    fmt::print("# peer {}: the same calls on kolo's {} backend, no runtime\n",
+               BackendName(peer.engine), BackendName(peer.engine));
+    PrintTableHeader(table);
+    for (const ResultRow& row : peer.rows) {
+      fmt::print("{}\n", table.Row(RowCells(row)));
+    }
+    PrintFooter(peer.rows);
+  }
+  fmt::print(
+      "# kolo against its peers, in place. kolo/X = kolo busbw / X busbw = X "
+      "time / kolo time (above 1: kolo is faster)\n"
+      "# memcpy2t: two threads on rank 0 each copying half of a buffer of "
+      "the size, GB/s = bytes / time; kolo/ under it = kolo busbw / that\n");
+  const Table comparison = ComparisonTable(config.peers);
+  PrintTableHeader(comparison);
+  for (const ComparisonRow& row : Compare(rows, peers, memcpy)) {
+    fmt::print("{}\n", comparison.Row(ComparisonCells(row, config.peers)));
+  }
+  fmt::print("#\n");
+}
+
+// The peers named by --peer, in order; kolo must be initialized. `mpi` is
+// the MPI backend built before kolo::Init() when --peer names mpi.
+StatusOr<std::vector<std::unique_ptr<PeerEngine>>> MakePeers(
+    const CollectivesConfig& config, std::unique_ptr<Backend> mpi) {
+  std::vector<std::unique_ptr<PeerEngine>> peers;
+  for (BackendKind kind : config.peers) {
+    std::unique_ptr<Backend> backend;
+    if (kind == BackendKind::kMpi) {
+      if (!mpi) return Internal("--peer mpi: no MPI backend was built");
+      backend = std::move(mpi);
+    } else {
+      StatusOr<std::unique_ptr<Backend>> created = CreateRawStoreBackend(
+          kind, fmt::format("bench/peer-{}", BackendName(kind)));
+      if (!created.ok()) {
+        return created.status().WithContext(
+            fmt::format("--peer {}", BackendName(kind)));
+      }
+      backend = std::move(created).value();
+    }
+    peers.push_back(std::make_unique<PeerEngine>(kind, std::move(backend)));
+  }
+  return peers;
+}
 
 // Runs the whole sweep on every rank; rank 0 prints. Returns whether every
-// checked value was right.
-StatusOr<bool> RunCollectives(const CollectivesConfig& config) {
+// checked value, kolo's and the peers', was right.
+StatusOr<bool> RunCollectives(const CollectivesConfig& config,
+                              std::unique_ptr<Backend> mpi_peer) {
   const int32_t n = Size();
   const bool printer = Rank() == 0;
   if (config.root >= n) {
     return InvalidArgument(fmt::format(
         "--root {} is not a rank of this {}-rank world", config.root, n));
   }
+  if (!config.peers.empty() && n < 2) {
+    return InvalidArgument(fmt::format(
+        "--peer {} compares engines, which takes at least 2 ranks; this world "
+        "has {}: start it with kolorun -np 2 or more",
+        JoinNames(PeerNameList(config)), n));
+  }
+  KOLO_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<PeerEngine>> engines,
+                        MakePeers(config, std::move(mpi_peer)));
 
   const Table table = CollectivesTable();
   if (printer) PrintHeader(config, table);
 
+  RuntimeEngine kolo_engine;
   std::vector<ResultRow> rows;
+  std::vector<PeerResults> peers;
+  for (const std::unique_ptr<PeerEngine>& engine : engines) {
+    peers.push_back({engine->kind(), {}});
+  }
+  std::vector<MemcpyPoint> memcpy;
   for (const CollectiveDescriptor* collective : config.collectives) {
     for (DataType type : config.types) {
       int64_t previous = -1;
@@ -365,36 +581,50 @@ StatusOr<bool> RunCollectives(const CollectivesConfig& config) {
         const int64_t elements = RoundedElements(bytes, type, n);
         if (elements == 0 || elements == previous) continue;
         previous = elements;
-        KOLO_ASSIGN_OR_RETURN(ResultRow row,
-                              RunRow(config, *collective, type, elements));
+        KOLO_ASSIGN_OR_RETURN(ResultRow row, RunRow(config, *collective, type,
+                                                    elements, kolo_engine));
         if (printer) {
           fmt::print("{}\n", table.Row(RowCells(row)));
           std::fflush(stdout);
+        }
+        for (size_t p = 0; p < engines.size(); ++p) {
+          KOLO_ASSIGN_OR_RETURN(
+              ResultRow peer_row,
+              RunRow(config, *collective, type, elements, *engines[p]));
+          peers[p].rows.push_back(std::move(peer_row));
+        }
+        const bool measured = std::any_of(
+            memcpy.begin(), memcpy.end(),
+            [&](const MemcpyPoint& p) { return p.bytes == row.bytes; });
+        if (!engines.empty() && !measured) {
+          KOLO_ASSIGN_OR_RETURN(MemcpyPoint point, MeasureMemcpy(row.bytes));
+          memcpy.push_back(point);
         }
         rows.push_back(std::move(row));
       }
     }
   }
+  // The peers' engines go before kolo shuts down, while their peers are
+  // certainly still there to say goodbye to.
+  engines.clear();
 
-  const int64_t wrong = TotalWrong(rows);
+  int64_t wrong = TotalWrong(rows);
+  for (const PeerResults& peer : peers) wrong += TotalWrong(peer.rows);
   if (printer) {
-    fmt::print("# Out of bounds values : {} {}\n", wrong,
-               wrong == 0 ? "OK" : "FAILED");
-    fmt::print("# Avg bus bandwidth    : {}\n#\n",
-               FormatFixed(AverageBusBandwidth(rows), 3));
+    PrintFooter(rows);
+    if (!peers.empty()) PrintPeers(config, rows, peers, memcpy);
     std::fflush(stdout);
-    for (const ResultRow& row : rows) {
-      const int64_t out = row.out_of_place.wrong.value_or(0);
-      const int64_t in = row.in_place.wrong.value_or(0);
-      if (out + in == 0) continue;
-      fmt::print(stderr,
-                 "kolo-bench: wrong results in {} {} size {} B: {} out of "
-                 "place, {} in place\n",
-                 row.collective, DataTypeName(row.type), row.bytes, out, in);
+    PrintWrongRows("kolo", rows);
+    for (const PeerResults& peer : peers) {
+      PrintWrongRows(fmt::format("peer {}", BackendName(peer.engine)),
+                     peer.rows);
     }
     if (!config.json_path.empty()) {
-      KOLO_RETURN_IF_ERROR(WriteJsonFile(
-          config.json_path, ResultsToJson(config, ActiveBackend(), n, rows)));
+      nlohmann::json record =
+          ResultsToJson(config, ActiveBackend(), n, rows, peers, memcpy);
+      record["environment"] = Environment();
+      KOLO_RETURN_IF_ERROR(
+          AppendJsonRecord(config.json_path, std::move(record)));
     }
   }
   return wrong == 0;
@@ -410,15 +640,15 @@ int Fail(const Status& status) {
 const std::vector<CollectiveDescriptor>& AllCollectives() {
   static const std::vector<CollectiveDescriptor> kCollectives = {
       {"allreduce", true, false, RingAllreduceFactor, WholeBufferLayout,
-       AllreduceSource, RunAllreduce},
+       AllreduceSource, RunAllreduce, RawAllreduce},
       {"allgather", false, false, ShareFactor, AllgatherLayout, AllgatherSource,
-       RunAllgather},
+       RunAllgather, RawAllgather},
       {"broadcast", false, true, WholeBufferFactor, WholeBufferLayout,
-       BroadcastSource, RunBroadcast},
+       BroadcastSource, RunBroadcast, RawBroadcast},
       {"alltoall", false, false, ShareFactor, AlltoallLayout, AlltoallSource,
-       RunAlltoall},
+       RunAlltoall, RawAlltoall},
       {"reducescatter", true, false, ShareFactor, ReducescatterLayout,
-       ReducescatterSource, RunReducescatter},
+       ReducescatterSource, RunReducescatter, RawReducescatter},
   };
   return kCollectives;
 }
@@ -636,6 +866,7 @@ StatusOr<CollectivesConfig> ParseCollectivesFlags(
   config.warmup = flags.warmup;
   config.check = flags.check == 1;
   config.json_path = flags.json_path;
+  KOLO_ASSIGN_OR_RETURN(config.peers, ParsePeerList(flags.peers));
   return config;
 }
 
@@ -705,7 +936,9 @@ double AverageBusBandwidth(const std::vector<ResultRow>& rows) {
 
 nlohmann::json ResultsToJson(const CollectivesConfig& config,
                              BackendKind backend, int32_t world_size,
-                             const std::vector<ResultRow>& rows) {
+                             const std::vector<ResultRow>& rows,
+                             const std::vector<PeerResults>& peers,
+                             const std::vector<MemcpyPoint>& memcpy) {
   auto measurement = [](const Measurement& m) {
     nlohmann::json json = {{"time_us", m.time_us},
                            {"algbw_gbps", m.algbw_gbps},
@@ -714,20 +947,25 @@ nlohmann::json ResultsToJson(const CollectivesConfig& config,
     if (m.wrong) json["wrong"] = *m.wrong;
     return json;
   };
-  nlohmann::json json_rows = nlohmann::json::array();
-  for (const ResultRow& row : rows) {
-    json_rows.push_back({
-        {"collective", row.collective},
-        {"size", row.bytes},
-        {"count", row.elements},
-        {"type", DataTypeName(row.type)},
-        {"redop", row.op ? ReduceOpName(*row.op) : "none"},
-        {"root", row.root},
-        {"out_of_place", measurement(row.out_of_place)},
-        {"in_place", measurement(row.in_place)},
-    });
-  }
-  return {
+  auto rows_to_json = [&](const std::vector<ResultRow>& rows) {
+    nlohmann::json json_rows = nlohmann::json::array();
+    for (const ResultRow& row : rows) {
+      json_rows.push_back({
+          {"collective", row.collective},
+          {"size", row.bytes},
+          {"count", row.elements},
+          {"type", DataTypeName(row.type)},
+          {"redop", row.op ? ReduceOpName(*row.op) : "none"},
+          {"root", row.root},
+          {"out_of_place", measurement(row.out_of_place)},
+          {"in_place", measurement(row.in_place)},
+      });
+    }
+    return json_rows;
+  };
+  int64_t wrong = TotalWrong(rows);
+  for (const PeerResults& peer : peers) wrong += TotalWrong(peer.rows);
+  nlohmann::json json = {
       {"benchmark", "collectives"},
       {"backend", BackendName(backend)},
       {"np", world_size},
@@ -743,11 +981,26 @@ nlohmann::json ResultsToJson(const CollectivesConfig& config,
            {"iters", config.iters},
            {"warmup", config.warmup},
            {"check", config.check},
+           {"peers", PeerNameList(config)},
        }},
-      {"rows", std::move(json_rows)},
-      {"out_of_bounds", TotalWrong(rows)},
+      {"rows", rows_to_json(rows)},
+      {"out_of_bounds", wrong},
       {"avg_busbw_gbps", AverageBusBandwidth(rows)},
   };
+  if (!config.peers.empty()) {
+    nlohmann::json json_peers = nlohmann::json::array();
+    for (const PeerResults& peer : peers) {
+      json_peers.push_back({{"engine", BackendName(peer.engine)},
+                            {"rows", rows_to_json(peer.rows)}});
+    }
+    nlohmann::json json_memcpy = nlohmann::json::array();
+    for (const MemcpyPoint& point : memcpy) {
+      json_memcpy.push_back({{"size", point.bytes}, {"gbps", point.gbps}});
+    }
+    json["peers"] = std::move(json_peers);
+    json["memcpy_2thread"] = std::move(json_memcpy);
+  }
+  return json;
 }
 
 CLI::App* AddCollectivesCommand(CLI::App& parent, CollectivesFlags* flags) {
@@ -793,17 +1046,31 @@ CLI::App* AddCollectivesCommand(CLI::App& parent, CollectivesFlags* flags) {
       ->add_option("-c,--check", flags->check,
                    "Check results against their closed form (0 or 1)")
       ->capture_default_str();
+  command->add_option(
+      "--peer", flags->peers,
+      "Also time every row straight on these engines, without kolo's runtime: "
+      "mpi,gloo,shm (comma-separated; mpi needs kolorun --launcher mpirun). "
+      "Adds a 2-thread memcpy line and a comparison table");
   command->add_option("--json", flags->json_path,
-                      "Also write the results as JSON to this file (rank 0)");
+                      "Append the results as a JSON record to the array in "
+                      "this file (rank 0)");
   return command;
 }
 
 int RunCollectivesCommand(const CollectivesFlags& flags) {
   StatusOr<CollectivesConfig> config = ParseCollectivesFlags(flags);
   if (!config.ok()) return Fail(config.status());
+  // Before kolo::Init(), see raw_backend.h.
+  std::unique_ptr<Backend> mpi_peer;
+  if (std::find(config->peers.begin(), config->peers.end(),
+                BackendKind::kMpi) != config->peers.end()) {
+    StatusOr<std::unique_ptr<Backend>> mpi = CreateRawMpiBackend();
+    if (!mpi.ok()) return Fail(mpi.status().WithContext("--peer mpi"));
+    mpi_peer = std::move(mpi).value();
+  }
   Status init = Init();
   if (!init.ok()) return Fail(init);
-  StatusOr<bool> all_right = RunCollectives(*config);
+  StatusOr<bool> all_right = RunCollectives(*config, std::move(mpi_peer));
   // Shut down even after an error, so a failed run still leaves the job
   // cleanly; the first error is the one worth reporting.
   Status shutdown = Shutdown();

@@ -25,6 +25,15 @@
 // the checked call and no expected value is zero, so a call that writes
 // nothing cannot pass.
 //
+// Peers. --peer mpi,gloo,shm also times every row straight on those
+// engines, without kolo's runtime, interleaved with kolo's own rows, and
+// compares; peers.h says how.
+//
+// JSON. --json FILE appends one record to the array in FILE (a report draws
+// on many runs): the configuration, "environment", kolo's "rows", and with
+// --peer "peers": [{"engine": "mpi", "rows": [same schema as "rows"]}, ...]
+// and "memcpy_2thread": [{"size": bytes, "gbps": x}, ...].
+//
 // The declarations below are the pure pieces, testable without a world;
 // RunCollectivesCommand drives them over an initialized kolo job.
 #ifndef KOLO_TOOLS_KOLO_BENCH_COLLECTIVES_H_
@@ -42,6 +51,10 @@
 namespace CLI {
 class App;
 }  // namespace CLI
+
+namespace kolo {
+class Backend;
+}  // namespace kolo
 
 namespace kolo::bench {
 
@@ -86,7 +99,10 @@ struct CollectiveDescriptor {
   BufferLayout (*layout)(int64_t elements, int32_t rank, int32_t world_size);
   Source (*source)(int64_t recv_index, int64_t call_count, int32_t rank,
                    int32_t root);
-  Status (*run)(const CollectiveArgs& args);
+  Status (*run)(const CollectiveArgs& args);  // through kolo's runtime
+  // The same call straight on an engine (see peers.h for what it adds).
+  Status (*run_raw)(Backend& engine, const CollectiveArgs& args, int32_t rank,
+                    int32_t world_size);
 };
 
 // allreduce, allgather, broadcast, alltoall, reducescatter.
@@ -143,6 +159,7 @@ struct CollectivesFlags {
   int32_t warmup = 5;
   int32_t check = 1;
   std::string json_path;
+  std::string peers;  // "mpi,gloo,shm"; empty: none
 };
 
 struct CollectivesConfig {
@@ -156,7 +173,8 @@ struct CollectivesConfig {
   int32_t iters = 0;
   int32_t warmup = 0;
   bool check = true;
-  std::string json_path;  // empty: no JSON
+  std::string json_path;           // empty: no JSON
+  std::vector<BackendKind> peers;  // in the order given
 };
 
 // Errors name the flag and its bad value. The root is checked against the
@@ -182,6 +200,18 @@ struct ResultRow {
   Measurement in_place;
 };
 
+// One peer engine's rows, in the order of kolo's.
+struct PeerResults {
+  BackendKind engine = BackendKind::kMpi;
+  std::vector<ResultRow> rows;
+};
+
+// The 2-thread memcpy rate at one size (see peers.h).
+struct MemcpyPoint {
+  int64_t bytes = 0;
+  double gbps = 0;
+};
+
 Measurement MakeMeasurement(int64_t bytes, double seconds, double bus_factor,
                             std::optional<int64_t> wrong);
 
@@ -194,17 +224,22 @@ std::vector<std::string> RowCells(const ResultRow& row);
 int64_t TotalWrong(const std::vector<ResultRow>& rows);
 double AverageBusBandwidth(const std::vector<ResultRow>& rows);
 
-// The configuration and every row, for --json.
+// The configuration and every row, for --json; "peers" and
+// "memcpy_2thread" only when config.peers names any. The caller adds
+// "environment".
 nlohmann::json ResultsToJson(const CollectivesConfig& config,
                              BackendKind backend, int32_t world_size,
-                             const std::vector<ResultRow>& rows);
+                             const std::vector<ResultRow>& rows,
+                             const std::vector<PeerResults>& peers = {},
+                             const std::vector<MemcpyPoint>& memcpy = {});
 
 // Registers `collectives` and its flags under `parent`; the flags land in
 // `flags`, which must outlive parsing.
 CLI::App* AddCollectivesCommand(CLI::App& parent, CollectivesFlags* flags);
-// Initializes kolo, runs the sweep, prints on rank 0 and shuts down.
-// Returns the process exit status: 0 when every result was right, 1 on a
-// kolo error (printed as "kolo-bench: <status>"), 2 on wrong results.
+// Initializes kolo (and the peers), runs the sweep, prints on rank 0 and
+// shuts down. Returns the process exit status: 0 when every result, kolo's
+// and the peers', was right, 1 on an error (printed as "kolo-bench:
+// <status>"), 2 on wrong results.
 int RunCollectivesCommand(const CollectivesFlags& flags);
 
 }  // namespace kolo::bench

@@ -20,7 +20,7 @@
 #include "collectives/backend.h"
 #include "common/config.h"
 #include "kolo/runtime.h"
-#include "store/tcp_store.h"
+#include "raw_backend.h"
 
 namespace kolo::bench {
 namespace {
@@ -181,10 +181,8 @@ class RawRunner : public StepRunner {
 
 // The backends the raw mode runs on, kept across modes.
 struct RawBackends {
-  // Under the mpi backend: created before the first kolo::Init(), so that
-  // it, not kolo's backend, initializes MPI and finalizes it when the bench
-  // is done. kolo's backend finalizes MPI at Shutdown() when it was the one
-  // that initialized it, and MPI cannot be initialized twice.
+  // Under the mpi backend in a multi-rank world: created before the first
+  // kolo::Init() (see raw_backend.h).
   std::unique_ptr<Backend> mpi;
   // Gloo or shm backends created so far; each gets its own store namespace.
   int32_t gloo_created = 0;
@@ -193,42 +191,18 @@ struct RawBackends {
 // A raw runner over this job's kind of backend; kolo must be initialized.
 StatusOr<std::unique_ptr<StepRunner>> MakeRawRunner(const FusionMode& mode,
                                                     RawBackends* raw) {
+  if (Size() == 1) {
+    return std::unique_ptr<StepRunner>(
+        new RawRunner(nullptr, nullptr, mode.op));
+  }
   if (ActiveBackend() == BackendKind::kMpi) {
     if (!raw->mpi) return Internal("the raw mode has no MPI backend");
     return std::unique_ptr<StepRunner>(
         new RawRunner(raw->mpi.get(), nullptr, mode.op));
   }
-  if (Size() == 1) {
-    return std::unique_ptr<StepRunner>(
-        new RawRunner(nullptr, nullptr, mode.op));
-  }
-  KOLO_ASSIGN_OR_RETURN(JobConfig config, ReadJobConfig(ProcessEnvironment()));
-  StatusOr<std::unique_ptr<TcpStoreClient>> store =
-      TcpStoreClient::Connect(config.store_host, config.store_port,
-                              config.store_secret, Rank(), config.timeout);
-  if (!store.ok()) {
-    return store.status().WithContext(
-        fmt::format("raw mode: connecting to the store at {}:{} ({})",
-                    config.store_host, config.store_port, env::kStoreAddr));
-  }
-  std::shared_ptr<TcpStoreClient> shared_store(std::move(store).value());
-  BackendOptions options;
-  options.world = World();
-  options.timeout = config.timeout;
-  options.gloo_hostname = config.gloo_hostname;
-  options.store_prefix = fmt::format("bench/raw{}", raw->gloo_created++);
-  options.shm_area_bytes = config.shm_area_bytes;
-  const bool shm = config.backend == BackendKind::kShm;
-  StatusOr<std::unique_ptr<Backend>> backend =
-      shm ? CreateShmBackend(options, shared_store)
-          : CreateGlooBackend(options, shared_store);
-  // The rendezvous is over either way. A goodbye keeps the store from
-  // counting this rank as failed.
-  (void)shared_store->Close();
-  if (!backend.ok()) {
-    return backend.status().WithContext(
-        fmt::format("raw mode: creating a {} backend", shm ? "shm" : "gloo"));
-  }
+  StatusOr<std::unique_ptr<Backend>> backend = CreateRawStoreBackend(
+      ActiveBackend(), fmt::format("bench/raw{}", raw->gloo_created++));
+  if (!backend.ok()) return backend.status().WithContext("raw mode");
   Backend* engine = backend->get();
   return std::unique_ptr<StepRunner>(
       new RawRunner(engine, std::move(backend).value(), mode.op));
@@ -735,11 +709,8 @@ int RunFusionCommand(const FusionFlags& flags) {
   StatusOr<JobConfig> config = ReadJobConfig(ProcessEnvironment());
   if (!config.ok()) return Fail(config.status());
   RawBackends raw;
-  if (config->backend == BackendKind::kMpi) {
-    BackendOptions options;
-    options.world = config->world;
-    options.timeout = config->timeout;
-    StatusOr<std::unique_ptr<Backend>> mpi = CreateMpiBackend(options);
+  if (config->backend == BackendKind::kMpi && config->world.size > 1) {
+    StatusOr<std::unique_ptr<Backend>> mpi = CreateRawMpiBackend();
     if (!mpi.ok()) return Fail(mpi.status().WithContext("raw mode"));
     raw.mpi = std::move(mpi).value();
   }

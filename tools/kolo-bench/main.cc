@@ -1,6 +1,7 @@
 // kolo-bench: kolo's benchmarks behind one binary, one subcommand each.
 // Run it under a launcher (`kolorun -np 2 kolo-bench collectives`); without
-// one it runs as a single-rank world.
+// one it runs as a single-rank world. `kolo-bench report` runs alone and
+// turns their --json files into one HTML page.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -8,11 +9,12 @@
 
 #include "collectives.h"
 #include "fusion.h"
+#include "report.h"
 #include "study.h"
 #include "train.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"kolo-bench: benchmarks for kolo's collectives"};
+  CLI::App app{"kolo-bench: kolo's benchmarks, and a report of their results"};
   app.require_subcommand(1);
 
   kolo::bench::CollectivesFlags collectives_flags;
@@ -24,6 +26,8 @@ int main(int argc, char** argv) {
   CLI::App* train = kolo::bench::AddTrainCommand(app, &train_flags);
   kolo::bench::StudyFlags study_flags;
   CLI::App* study = kolo::bench::AddStudyCommand(app, &study_flags);
+  kolo::bench::ReportFlags report_flags;
+  CLI::App* report = kolo::bench::AddReportCommand(app, &report_flags);
 
   try {
     app.parse(argc, argv);
@@ -47,6 +51,9 @@ int main(int argc, char** argv) {
     }
     if (study->parsed()) {
       return kolo::bench::RunStudyCommand(study_flags);
+    }
+    if (report->parsed()) {
+      return kolo::bench::RunReportCommand(report_flags);
     }
   } catch (const std::exception& e) {
     fmt::print(stderr, "kolo-bench: {}\n", e.what());

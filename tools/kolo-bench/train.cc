@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "common/config.h"
+#include "environment.h"
 #include "json_file.h"
 #include "table.h"
 
@@ -163,39 +164,6 @@ double StudentT95(int64_t dof) {
   if (dof < 1) return 0;
   if (dof <= 30) return kTable[dof - 1];
   return 1.96;
-}
-
-// First line of a command's output, or "unknown".
-std::string CommandOutput(const std::string& command) {
-  std::string out;
-  if (FILE* pipe = popen(command.c_str(), "r")) {
-    char buffer[256];
-    if (fgets(buffer, sizeof(buffer), pipe) != nullptr) out = buffer;
-    pclose(pipe);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out.empty() ? "unknown" : out;
-}
-
-// Where the figures were measured: the machine, and what kolo was.
-json Environment() {
-  std::string cpu = "unknown";
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      cpu = line.substr(line.find(':') + 2);
-      break;
-    }
-  }
-  return {{"cpu_model", cpu},
-          {"cores", std::thread::hardware_concurrency()},
-          {"kernel", CommandOutput("uname -r 2>/dev/null")},
-          {"kolo_commit",
-           CommandOutput("git -C " + ShellQuote(KOLO_SOURCE_DIR) +
-                         " rev-parse --short HEAD 2>/dev/null")},
-          {"libtorch", CommandOutput("dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null")},
-          {"python3_torch",
-           CommandOutput("dpkg-query -W -f='${Version}' python3-torch 2>/dev/null")}};
 }
 
 std::string FormatRate(const MeanInterval& m) {
@@ -623,24 +591,7 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
   if (!f.study.empty()) out["study"] = f.study;
   if (f.json_path.empty()) return out;
   // Appended: one file collects the runs a report is drawn from.
-  json history = json::array();
-  {
-    std::ifstream in(f.json_path);
-    if (in) {
-      json old = json::parse(in, nullptr, /*allow_exceptions=*/false);
-      if (old.is_array()) {
-        history = std::move(old);
-      } else if (old.is_object()) {
-        history.push_back(std::move(old));
-      } else {
-        return InvalidArgument(f.json_path +
-                               " holds something other than kolo-bench JSON; "
-                               "give --json a new file");
-      }
-    }
-  }
-  history.push_back(out);
-  Status written = WriteJsonFile(f.json_path, history);
+  Status written = AppendJsonRecord(f.json_path, out);
   if (!written.ok()) return written;
   return out;
 }

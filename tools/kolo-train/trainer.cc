@@ -697,6 +697,9 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
   double loss_value = 0;
   Clock::time_point timed_start = Clock::now();
   RuntimeStats stats_before;
+  double wait_before = 0;
+  // Seconds per phase over the timed steps: where a step's time goes.
+  double data_s = 0, forward_s = 0, backward_s = 0, step_s = 0;
   model.train();
   for (int64_t epoch = 0; steps < total; ++epoch) {
     ::torch::manual_seed(EpochSeed(f.seed, epoch, rank));
@@ -708,9 +711,11 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
         if (distributed) {
           KOLO_RETURN_IF_ERROR(Barrier());
           stats_before = GetRuntimeStats();
+          wait_before = optimizer->wait_seconds();
         }
         timed_start = Clock::now();
       }
+      const Clock::time_point t0 = Clock::now();
       KOLO_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, loader->Next());
       if (!batch) break;
       if (distributed) {
@@ -718,16 +723,25 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
       } else {
         inner.zero_grad();
       }
+      const Clock::time_point t1 = Clock::now();
       ::torch::Tensor loss = ::torch::nn::functional::cross_entropy(
           model.forward(batch->images), batch->labels);
+      const Clock::time_point t2 = Clock::now();
       loss.backward();
+      const Clock::time_point t3 = Clock::now();
       if (distributed) {
         KOLO_RETURN_IF_ERROR(optimizer->Step().WithContext(
             fmt::format("benchmark step {}", steps + 1)));
       } else {
         inner.step();
       }
-      if (steps >= f.benchmark_warmup) timed_images += batch->labels.size(0);
+      if (steps >= f.benchmark_warmup) {
+        timed_images += batch->labels.size(0);
+        data_s += Seconds(t1 - t0);
+        forward_s += Seconds(t2 - t1);
+        backward_s += Seconds(t3 - t2);
+        step_s += Seconds(Clock::now() - t3);
+      }
       ++steps;
       loss_value = loss.item<double>();
     }
@@ -755,6 +769,9 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
       stats.collective_seconds - stats_before.collective_seconds;
   const double negotiation =
       stats.negotiation_seconds - stats_before.negotiation_seconds;
+  const double waiting = distributed ? optimizer->wait_seconds() - wait_before : 0.0;
+  const double per_step_ms =
+      1000.0 / static_cast<double>(std::max<int64_t>(f.benchmark_steps, 1));
   fmt::print(
       "kolo-train benchmark: {} on {}, {} {} x batch {}, {} thread{}: {} "
       "steps in {:.3f} s, {:.1f} ms/step, {:.0f} images/s ({:.0f} per "
@@ -762,6 +779,11 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
       f.model, f.dataset, size, distributed ? "kolo workers" : "plain LibTorch process",
       f.batch_size, threads, threads == 1 ? "" : "s", f.benchmark_steps, seconds,
       step_ms, rate, rate / size);
+  fmt::print(
+      "kolo-train benchmark: rank 0 per step: data {:.2f} ms, forward {:.2f} ms, "
+      "backward {:.2f} ms, step {:.2f} ms (of which waiting for allreduces {:.2f} ms)\n",
+      data_s * per_step_ms, forward_s * per_step_ms, backward_s * per_step_ms,
+      step_s * per_step_ms, waiting * per_step_ms);
   std::fflush(stdout);
   if (f.json_path.empty()) return Status::Ok();
   json out;
@@ -785,6 +807,14 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
                    {"step_ms", step_ms},
                    {"communication_seconds", communication},
                    {"negotiation_seconds", negotiation},
+                   // The training thread blocked on allreduces in Step().
+                   {"waiting_seconds", waiting},
+                   // Rank 0's mean per timed step; "step" includes the waiting.
+                   {"phase_ms",
+                    {{"data", data_s * per_step_ms},
+                     {"forward", forward_s * per_step_ms},
+                     {"backward", backward_s * per_step_ms},
+                     {"step", step_s * per_step_ms}}},
                    {"final_loss", loss_value},
                    {"peak_rss_bytes", peak_rss_all}};
   return bench::WriteJsonFile(f.json_path, out);

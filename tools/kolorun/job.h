@@ -1,13 +1,15 @@
 // Turns kolorun's options into the processes to start.
 //
-// shm and gloo: one process per rank, each told its place in the job through
-// KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_*, KOLO_CROSS_* (one host: local = global,
-// cross = 0 of 1) and where the store kolorun hosts is.
+// --launcher kolorun (shm and gloo by default): one process per rank, each
+// told its place in the job through KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_*,
+// KOLO_CROSS_* (one host: local = global, cross = 0 of 1) and where the store
+// kolorun hosts is.
 //
-// mpi: one mpirun, as horovodrun does it. The ranks learn their place from
-// mpirun's OMPI_COMM_WORLD_* variables; kolorun only exports the store and
-// the settings, with -x, and asks for tagged output, which it rewrites into
-// its own tags.
+// --launcher mpirun (always for mpi): one mpirun, as horovodrun does it. The
+// ranks learn their place from mpirun's OMPI_COMM_WORLD_* variables; kolorun
+// only exports the store and the settings, KOLO_BACKEND among them (so the
+// runtime may run shm or gloo in an MPI world), with -x, and asks for tagged
+// output, which it rewrites into its own tags.
 #ifndef KOLO_TOOLS_KOLORUN_JOB_H_
 #define KOLO_TOOLS_KOLORUN_JOB_H_
 

@@ -105,11 +105,14 @@ int Main(int argc, char** argv) {
     return 127;
   }
   std::string mpirun;
-  if (options.backend == BackendKind::kMpi) {
+  if (options.launcher == LauncherKind::kMpirun) {
     StatusOr<std::string> found = FindExecutable("mpirun");
     if (!found.ok()) {
-      PrintError(
-          "mpirun not found on PATH; --backend mpi starts the job through it");
+      PrintError(options.backend == BackendKind::kMpi
+                     ? "mpirun not found on PATH; --backend mpi starts the "
+                       "job through it"
+                     : "mpirun not found on PATH; --launcher mpirun starts "
+                       "the job through it");
       return 127;
     }
     mpirun = *found;
@@ -151,12 +154,13 @@ int Main(int argc, char** argv) {
   launcher_options.verbose = options.verbose;
   if (options.verbose) {
     PrintError("store listening on " + store.address + ", backend " +
-               BackendName(options.backend));
+               BackendName(options.backend) + ", launcher " +
+               LauncherName(options.launcher));
   }
 
   std::vector<ProcessSpec> specs;
   std::vector<std::string> base_env = CurrentEnvironment();
-  if (options.backend == BackendKind::kMpi) {
+  if (options.launcher == LauncherKind::kMpirun) {
     specs.push_back(
         BuildMpiJob(options, mpirun, geteuid() == 0, store, base_env));
   } else {

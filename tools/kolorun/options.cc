@@ -31,6 +31,10 @@ StatusOr<std::pair<std::string, std::string>> ParseEnvAssignment(
 
 }  // namespace
 
+const char* LauncherName(LauncherKind kind) {
+  return kind == LauncherKind::kMpirun ? "mpirun" : "kolorun";
+}
+
 std::string Usage() {
   return "Usage: kolorun -np N [options] [--] program [args...]\n"
          "\n"
@@ -42,8 +46,17 @@ std::string Usage() {
          "  -np N               number of ranks (required, >= 1)\n"
          "  --backend B         shm, gloo or mpi (default: $KOLO_BACKEND, "
          "else shm);\n"
-         "                      shm: shared memory, gloo: TCP, mpi: through "
-         "mpirun\n"
+         "                      shm: shared memory, gloo: TCP, mpi: MPI (its "
+         "ranks\n"
+         "                      are always started by mpirun)\n"
+         "  --launcher L        kolorun or mpirun: what starts the ranks "
+         "(default:\n"
+         "                      mpirun for --backend mpi, else kolorun). "
+         "mpirun with\n"
+         "                      shm or gloo gives kolo's runtime those "
+         "engines in an\n"
+         "                      MPI world, e.g. for kolo-bench collectives "
+         "--peer mpi\n"
          "  --env K=V           set K=V in every rank's environment "
          "(repeatable)\n"
          "  --timeout S         seconds a rank waits for its peers before it\n"
@@ -53,7 +66,9 @@ std::string Usage() {
          ")\n"
          "  --timeline-filename F  rank 0 writes a Chrome-trace timeline of\n"
          "                      the runtime to F (KOLO_TIMELINE)\n"
-         "  --mpi-args \"...\"    extra arguments for mpirun (--backend mpi)\n"
+         "  --mpi-args \"...\"    extra arguments for mpirun (--launcher "
+         "mpirun or\n"
+         "                      --backend mpi)\n"
          "  --verbose           print the store address, each rank's command\n"
          "                      and each rank's exit\n"
          "  -h, --help          print this help\n";
@@ -79,6 +94,7 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
   LaunchOptions options;
   std::string np_text;
   std::string backend_text;
+  std::string launcher_text;
   std::string timeout_text;
   std::string mpi_args_text;
   std::vector<std::string> env_texts;
@@ -88,6 +104,7 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
   app.add_flag("-h,--help", options.help);
   app.add_option("--np", np_text)->allow_extra_args(false);
   app.add_option("--backend", backend_text)->allow_extra_args(false);
+  app.add_option("--launcher", launcher_text)->allow_extra_args(false);
   app.add_option("--env", env_texts)->allow_extra_args(false);
   app.add_option("--timeout", timeout_text)->allow_extra_args(false);
   app.add_option("--mpi-args", mpi_args_text)->allow_extra_args(false);
@@ -159,6 +176,25 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
     options.backend = *kind;
   }
 
+  // MPI's ranks must come from mpirun; the other engines run either way.
+  if (app.count("--launcher") == 0) {
+    options.launcher = options.backend == BackendKind::kMpi
+                           ? LauncherKind::kMpirun
+                           : LauncherKind::kKolorun;
+  } else if (launcher_text == "mpirun") {
+    options.launcher = LauncherKind::kMpirun;
+  } else if (launcher_text == "kolorun") {
+    if (options.backend == BackendKind::kMpi) {
+      return InvalidArgument(
+          "--launcher kolorun cannot start --backend mpi: MPI ranks are "
+          "started by mpirun (drop --launcher, or use --launcher mpirun)");
+    }
+    options.launcher = LauncherKind::kKolorun;
+  } else {
+    return InvalidArgument("--launcher must be kolorun or mpirun, got '" +
+                           launcher_text + "'");
+  }
+
   for (const std::string& text : env_texts) {
     KOLO_ASSIGN_OR_RETURN(auto assignment, ParseEnvAssignment(text));
     options.env.push_back(std::move(assignment));
@@ -180,8 +216,10 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
   }
 
   if (app.count("--mpi-args") > 0) {
-    if (options.backend != BackendKind::kMpi) {
-      return InvalidArgument("--mpi-args needs --backend mpi");
+    if (options.launcher != LauncherKind::kMpirun) {
+      return InvalidArgument(
+          "--mpi-args needs mpirun to start the ranks: --launcher mpirun or "
+          "--backend mpi");
     }
     options.mpi_args = SplitOnWhitespace(mpi_args_text);
   }

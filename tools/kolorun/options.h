@@ -1,8 +1,13 @@
 // kolorun's command line:
 //
-//   kolorun -np N [--backend shm|gloo|mpi] [--env K=V]... [--timeout S]
-//           [--timeline-filename F] [--mpi-args "..."] [--verbose]
-//           [--] program args...
+//   kolorun -np N [--backend shm|gloo|mpi] [--launcher kolorun|mpirun]
+//           [--env K=V]... [--timeout S] [--timeline-filename F]
+//           [--mpi-args "..."] [--verbose] [--] program args...
+//
+// The backend is what kolo's runtime runs on; the launcher is what starts
+// the ranks. They are separate because a job may want MPI's world without
+// MPI's engine: kolo-bench collectives --peer mpi times raw MPI beside kolo
+// on shm, which needs ranks started by mpirun.
 //
 // Everything up to the program belongs to kolorun; the program and every
 // argument after it go to the workers untouched, so `kolorun -np 2 prog -np 3`
@@ -26,17 +31,28 @@ namespace kolorun {
 // tools and CLI11 return it.
 inline constexpr int kUsageExitCode = 2;
 
+// Who starts the ranks.
+enum class LauncherKind : int32_t {
+  kKolorun = 0,  // kolorun forks each rank itself
+  kMpirun,       // one mpirun starts them all (MPI can then be initialized)
+};
+
+// "kolorun", "mpirun".
+const char* LauncherName(LauncherKind kind);
+
 struct LaunchOptions {
   bool help = false;  // --help: print Usage() and do nothing else
   int32_t num_ranks = 0;
   // kolorun starts every rank on this host, where shared memory is fastest.
   BackendKind backend = BackendKind::kShm;
+  // --launcher; without it mpirun for the mpi backend, kolorun otherwise.
+  LauncherKind launcher = LauncherKind::kKolorun;
   // --env K=V in the order given; a later K overrides an earlier one.
   std::vector<std::pair<std::string, std::string>> env;
   int64_t timeout_seconds = kDefaultTimeout.count();
   bool verbose = false;
   std::string timeline_path;          // --timeline-filename: KOLO_TIMELINE
-  std::vector<std::string> mpi_args;  // --mpi-args, split on whitespace
+  std::vector<std::string> mpi_args;  // --mpi-args (mpirun), split on whitespace
   std::vector<std::string> command;   // program and its arguments
 };
 

@@ -201,42 +201,69 @@ class MpiBackend : public Backend {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Backend>> CreateMpiBackend(
-    const BackendOptions& options) {
+namespace {
+
+Status InitializeMpiOnce() {
   int initialized = 0;
   MPI_Initialized(&initialized);
-  if (!initialized) {
-    int provided = 0;
-    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) !=
-        MPI_SUCCESS) {
-      return Internal("MPI_Init_thread failed");
-    }
-    // MPI starts once per process and cannot start again after it ends, so
-    // kolo::Shutdown() leaves it running (a later kolo::Init() reuses it)
-    // and it ends when the process does.
-    std::atexit([] {
-      int finalized = 0;
-      MPI_Finalized(&finalized);
-      if (!finalized) MPI_Finalize();
-    });
+  if (initialized) return Status::Ok();
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+    return Internal("MPI_Init_thread failed");
   }
-  MPI_Comm comm;
-  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  // MPI starts once per process and cannot start again after it ends, so
+  // kolo::Shutdown() leaves it running (a later kolo::Init() reuses it)
+  // and it ends when the process does.
+  std::atexit([] {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  });
+  return Status::Ok();
+}
+
+// Takes `comm` over when it matches the world the caller expects.
+StatusOr<std::unique_ptr<Backend>> AdoptCommunicator(const WorldInfo& world, MPI_Comm comm,
+                                                     const char* what) {
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   int rank = 0;
   int size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  if (rank != options.world.rank || size != options.world.size) {
+  if (rank != world.rank || size != world.size) {
     MPI_Comm_free(&comm);
-    return InvalidArgument(
-        "the mpi backend sees rank " + std::to_string(rank) + " of " +
-        std::to_string(size) + " but the launcher said rank " +
-        std::to_string(options.world.rank) + " of " +
-        std::to_string(options.world.size) +
-        ": start MPI jobs with mpirun or kolorun --backend mpi");
+    return InvalidArgument(std::string("the mpi backend sees rank ") + std::to_string(rank) +
+                           " of " + std::to_string(size) + " in " + what +
+                           " but kolo expected rank " + std::to_string(world.rank) + " of " +
+                           std::to_string(world.size) +
+                           ": start MPI jobs with mpirun or kolorun --backend mpi");
   }
-  return std::unique_ptr<Backend>(new MpiBackend(options.world, comm));
+  return std::unique_ptr<Backend>(new MpiBackend(world, comm));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Backend>> CreateMpiBackend(
+    const BackendOptions& options) {
+  KOLO_RETURN_IF_ERROR(InitializeMpiOnce());
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  return AdoptCommunicator(options.world, comm, "the job's world");
+}
+
+StatusOr<std::unique_ptr<Backend>> CreateMpiSubBackend(const BackendOptions& options,
+                                                       bool member) {
+  KOLO_RETURN_IF_ERROR(InitializeMpiOnce());
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm comm = MPI_COMM_NULL;
+  if (MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, world_rank, &comm) !=
+      MPI_SUCCESS) {
+    return Internal("MPI_Comm_split failed while forming a sub-world of " +
+                    std::to_string(options.world.size) + " ranks");
+  }
+  if (!member) return std::unique_ptr<Backend>();
+  return AdoptCommunicator(options.world, comm, "a sub-world");
 }
 
 }  // namespace kolo

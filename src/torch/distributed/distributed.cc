@@ -287,9 +287,18 @@ StatusOr<double> AverageMetric(double value, const std::string& name) {
 struct DistributedOptimizer::Parameter {
   std::string name;
   ::torch::Tensor tensor;
-  int32_t passes_seen = 0;    // hook calls since the last step
-  ::torch::Tensor wire;       // what travels (compressed gradient)
-  TensorHandle handle;        // the outstanding allreduce, if any
+  int32_t passes_seen = 0;  // hook calls since the last step
+  Bucket* bucket = nullptr;
+  int64_t offset = 0;       // where its elements start in the bucket
+  bool collected = false;   // this step's gradient is in the bucket
+};
+
+struct DistributedOptimizer::Bucket {
+  std::string name;                 // the same on every rank
+  std::vector<Parameter*> members;
+  ::torch::Tensor gradients;        // float32, the members' gradients end to end
+  int32_t collected = 0;            // members collected this step
+  TensorHandle handle;              // the outstanding allreduce, if any
   bool enqueued = false;
 };
 
@@ -301,7 +310,7 @@ DistributedOptimizer::DistributedOptimizer(
   for (const auto& item : named_parameters) {
     if (!item.value().requires_grad()) continue;
     auto parameter = std::make_unique<Parameter>();
-    parameter->name = "kolo.grad." + item.key();
+    parameter->name = item.key();
     parameter->tensor = item.value();
     Parameter* raw = parameter.get();
     // The hook sees each gradient as autograd produces it, before it is
@@ -312,12 +321,35 @@ DistributedOptimizer::DistributedOptimizer(
     });
     parameters_.push_back(std::move(parameter));
   }
+  // Autograd produces the last layers' gradients first.
+  auto close = [this](std::unique_ptr<Bucket> bucket, int64_t elements) {
+    const std::string& first = bucket->members.front()->name;
+    const std::string& last = bucket->members.back()->name;
+    bucket->name = "kolo.grad." + first + (bucket->members.size() > 1 ? ".." + last : "");
+    bucket->gradients = ::torch::zeros({elements}, ::torch::kFloat32);
+    buckets_.push_back(std::move(bucket));
+  };
+  auto bucket = std::make_unique<Bucket>();
+  int64_t elements = 0;
+  for (auto it = parameters_.rbegin(); it != parameters_.rend(); ++it) {
+    Parameter& p = **it;
+    p.bucket = bucket.get();
+    p.offset = elements;
+    bucket->members.push_back(&p);
+    elements += p.tensor.numel();
+    if (elements * 4 >= options_.bucket_bytes) {
+      close(std::move(bucket), elements);
+      bucket = std::make_unique<Bucket>();
+      elements = 0;
+    }
+  }
+  if (!bucket->members.empty()) close(std::move(bucket), elements);
 }
 
 DistributedOptimizer::~DistributedOptimizer() {
-  // Outstanding reductions write into our wire tensors: let them finish.
-  for (auto& p : parameters_) {
-    if (p->enqueued) (void)p->handle.Wait();
+  // Outstanding reductions read our buckets: let them finish.
+  for (auto& b : buckets_) {
+    if (b->enqueued) (void)b->handle.Wait();
   }
 }
 
@@ -329,14 +361,23 @@ void DistributedOptimizer::OnGradient(Parameter& parameter, const ::torch::Tenso
   // pass's gradient to what the earlier passes left there.
   ::torch::Tensor sum = grad.detach();
   if (parameter.tensor.grad().defined()) sum = sum + parameter.tensor.grad().detach();
-  Status status = Enqueue(parameter, sum);
+  Status status = Collect(parameter, sum);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!status.ok() && hook_error_.ok()) hook_error_ = status;
 }
 
-Status DistributedOptimizer::Enqueue(Parameter& parameter, ::torch::Tensor gradient_sum) {
+Status DistributedOptimizer::Collect(Parameter& parameter, const ::torch::Tensor& gradient_sum) {
+  Bucket& bucket = *parameter.bucket;
+  bucket.gradients.narrow(0, parameter.offset, parameter.tensor.numel())
+      .copy_(gradient_sum.reshape({-1}));
+  parameter.collected = true;
+  if (++bucket.collected < static_cast<int32_t>(bucket.members.size())) return Status::Ok();
+  return Enqueue(bucket);
+}
+
+Status DistributedOptimizer::Enqueue(Bucket& bucket) {
+  ::torch::Tensor wire = bucket.gradients;
   const double passes = options_.backward_passes_per_step;
-  ::torch::Tensor wire = gradient_sum.to(::torch::kFloat32, /*non_blocking=*/false, /*copy=*/true);
   if (passes > 1) wire.div_(passes);
   ReduceOp op = options_.op;
   if (op == ReduceOp::kAverage && options_.gradient_predivide_factor != 1.0) {
@@ -345,9 +386,8 @@ Status DistributedOptimizer::Enqueue(Parameter& parameter, ::torch::Tensor gradi
   }
   if (options_.compression == Compression::kFloat16) wire = wire.to(::torch::kFloat16);
   if (options_.compression == Compression::kBFloat16) wire = wire.to(::torch::kBFloat16);
-  parameter.wire = wire;
-  KOLO_ASSIGN_OR_RETURN(parameter.handle, AllreduceAsync(parameter.name, wire, op));
-  parameter.enqueued = true;
+  KOLO_ASSIGN_OR_RETURN(bucket.handle, AllreduceAsync(bucket.name, wire, op));
+  bucket.enqueued = true;
   std::lock_guard<std::mutex> lock(mutex_);
   const auto now = std::chrono::steady_clock::now();
   if (first_enqueue_ == std::chrono::steady_clock::time_point() || first_enqueue_ > now) {
@@ -382,36 +422,45 @@ Status DistributedOptimizer::Step() {
     optimizer_.step();
     return Status::Ok();
   }
+  ::torch::NoGradGuard no_grad;
   // Parameters whose hook did not fire (an unused branch on this rank) are
-  // reduced now, so every rank enqueues every name every step.
+  // collected now, so every rank enqueues every bucket every step.
   for (auto& p : parameters_) {
-    if (p->enqueued) continue;
+    if (p->collected) continue;
     ::torch::Tensor grad = p->tensor.grad().defined()
                                ? p->tensor.grad().detach()
                                : ::torch::zeros_like(p->tensor).detach();
     // Only the last pass was missing: .grad holds the k-pass sum already.
-    KOLO_RETURN_IF_ERROR(Enqueue(*p, grad));
+    KOLO_RETURN_IF_ERROR(Collect(*p, grad));
   }
-  ::torch::NoGradGuard no_grad;
   const double post_scale = options_.op == ReduceOp::kAverage &&
                                     options_.gradient_predivide_factor != 1.0
                                 ? options_.gradient_predivide_factor / Size()
                                 : 1.0;
   Status first_error;
-  for (auto& p : parameters_) {
-    StatusOr<::torch::Tensor> reduced = p->handle.Wait();
-    p->enqueued = false;
-    p->passes_seen = 0;
+  for (auto& b : buckets_) {
+    const auto wait_start = std::chrono::steady_clock::now();
+    StatusOr<::torch::Tensor> reduced = b->handle.Wait();
+    wait_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+    b->enqueued = false;
+    b->collected = 0;
     if (!reduced.ok()) {
       if (first_error.ok()) first_error = reduced.status();
-      continue;
     }
-    ::torch::Tensor g = reduced->to(p->tensor.scalar_type());
-    if (post_scale != 1.0) g.mul_(post_scale);
-    if (p->tensor.grad().defined()) {
-      p->tensor.mutable_grad().copy_(g.view_as(p->tensor));
-    } else {
-      p->tensor.mutable_grad() = g.view_as(p->tensor).clone();
+    for (Parameter* p : b->members) {
+      p->collected = false;
+      p->passes_seen = 0;
+      if (!reduced.ok()) continue;
+      ::torch::Tensor g = reduced->narrow(0, p->offset, p->tensor.numel())
+                              .view_as(p->tensor)
+                              .to(p->tensor.scalar_type());
+      if (post_scale != 1.0) g = g.mul(post_scale);
+      if (p->tensor.grad().defined()) {
+        p->tensor.mutable_grad().copy_(g);
+      } else {
+        p->tensor.mutable_grad() = g.clone();
+      }
     }
   }
   {

@@ -37,6 +37,9 @@ int Matrix(const std::vector<int64_t>& counts) {
   }
   std::printf("rank %d of %d (%s): all collectives correct in %d type/count cases\n",
               kolo::Rank(), kolo::Size(), kolo::BackendName(kolo::ActiveBackend()), cases);
+  std::printf("rank %d: host %d of %d, local rank %d of %d, hierarchical allreduce %s\n",
+              kolo::Rank(), kolo::CrossRank(), kolo::CrossSize(), kolo::LocalRank(),
+              kolo::LocalSize(), kolo::HierarchicalAllreduce() ? "on" : "off");
   return 0;
 }
 

@@ -1,5 +1,6 @@
 #include "job.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,21 @@ TEST(BuildMpiJobTest, ExportsTheStoreThroughMpirun) {
   ProcessSpec as_user =
       BuildMpiJob(options, "/usr/bin/mpirun", false, store, {});
   EXPECT_EQ(as_user.child.argv[1], "--oversubscribe");
+}
+
+// --launcher mpirun --backend shm: mpirun starts the ranks and they run
+// kolo's runtime on shm, with the store kolorun hosts.
+TEST(BuildMpiJobTest, CarriesAnyBackendToTheRanks) {
+  LaunchOptions options = TwoRanks();
+  options.backend = BackendKind::kShm;
+  options.launcher = LauncherKind::kMpirun;
+  StoreInfo store{"127.0.0.1:4242", "s3cr3t"};
+  ProcessSpec spec = BuildMpiJob(options, "/usr/bin/mpirun", false, store, {});
+  EXPECT_EQ(spec.name, "mpirun");
+  EXPECT_EQ(Value(spec.child.env, "KOLO_BACKEND"), "shm");
+  EXPECT_EQ(Value(spec.child.env, "KOLO_STORE_ADDR"), "127.0.0.1:4242");
+  const std::vector<std::string>& argv = spec.child.argv;
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "KOLO_BACKEND"), argv.end());
 }
 
 }  // namespace

@@ -51,6 +51,46 @@ TEST(ParseOptionsTest, Defaults) {
   EXPECT_TRUE(options->env.empty());
 }
 
+TEST(ParseOptionsTest, LauncherFollowsTheBackendUnlessGiven) {
+  StatusOr<LaunchOptions> shm = Parse({"-np", "2", "prog"});
+  ASSERT_TRUE(shm.ok()) << shm.status().ToString();
+  EXPECT_EQ(shm->launcher, LauncherKind::kKolorun);
+  StatusOr<LaunchOptions> mpi = Parse({"-np", "2", "--backend", "mpi", "prog"});
+  ASSERT_TRUE(mpi.ok()) << mpi.status().ToString();
+  EXPECT_EQ(mpi->launcher, LauncherKind::kMpirun);
+
+  // shm's runtime in an MPI world, and --mpi-args with it.
+  StatusOr<LaunchOptions> shm_under_mpirun =
+      Parse({"-np", "2", "--launcher", "mpirun", "--backend", "shm",
+             "--mpi-args", "--bind-to none", "prog"});
+  ASSERT_TRUE(shm_under_mpirun.ok()) << shm_under_mpirun.status().ToString();
+  EXPECT_EQ(shm_under_mpirun->launcher, LauncherKind::kMpirun);
+  EXPECT_EQ(shm_under_mpirun->backend, BackendKind::kShm);
+  EXPECT_EQ(shm_under_mpirun->mpi_args,
+            (std::vector<std::string>{"--bind-to", "none"}));
+  EXPECT_STREQ(LauncherName(shm_under_mpirun->launcher), "mpirun");
+}
+
+TEST(ParseOptionsTest, LauncherErrorsNameTheFlag) {
+  StatusOr<LaunchOptions> bad =
+      Parse({"-np", "2", "--launcher", "srun", "prog"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "--launcher must be kolorun or mpirun, got 'srun'");
+  StatusOr<LaunchOptions> mpi_by_kolorun = Parse(
+      {"-np", "2", "--launcher", "kolorun", "--backend", "mpi", "prog"});
+  ASSERT_FALSE(mpi_by_kolorun.ok());
+  EXPECT_NE(mpi_by_kolorun.status().message().find(
+                "--launcher kolorun cannot start --backend mpi"),
+            std::string::npos)
+      << mpi_by_kolorun.status().message();
+  StatusOr<LaunchOptions> args_without_mpirun =
+      Parse({"-np", "2", "--mpi-args", "-x A", "prog"});
+  ASSERT_FALSE(args_without_mpirun.ok());
+  EXPECT_NE(args_without_mpirun.status().message().find("--launcher mpirun"),
+            std::string::npos);
+}
+
 TEST(ParseOptionsTest, BackendDefaultsToTheEnvironmentAndTheFlagWins) {
   StatusOr<LaunchOptions> from_env =
       Parse({"-np", "1", "prog"}, {{"KOLO_BACKEND", "mpi"}});

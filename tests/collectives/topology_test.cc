@@ -1,0 +1,88 @@
+// Host topology: the numbering every rank derives from the host identities,
+// and the exchange of those identities through the store.
+#include "collectives/topology.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "store/memory_store.h"
+
+namespace kolo {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(TopologyTest, InterleavedHostsAreNumberedByTheirLowestRank) {
+  // Ranks 0 and 2 on "b", 1 and 3 on "a": "b" is host 0 because rank 0 is there.
+  const std::vector<std::string> ids = {"b", "a", "b", "a"};
+  for (int32_t rank = 0; rank < 4; ++rank) {
+    HostTopology t = TopologyFromHostIds(rank, ids);
+    EXPECT_EQ(t.world.rank, rank);
+    EXPECT_EQ(t.world.size, 4);
+    EXPECT_EQ(t.world.cross_size, 2);
+    EXPECT_EQ(t.world.cross_rank, rank % 2);
+    EXPECT_EQ(t.world.local_size, 2);
+    EXPECT_EQ(t.world.local_rank, rank / 2);
+    EXPECT_EQ(t.IsLeader(rank), rank < 2);
+    EXPECT_THAT(t.host_of_rank, ElementsAre(0, 1, 0, 1));
+    EXPECT_THAT(t.ranks_on_host, ElementsAre(ElementsAre(0, 2), ElementsAre(1, 3)));
+    EXPECT_THAT(t.Leaders(), ElementsAre(0, 1));
+    EXPECT_EQ(t.LargestHost(), 2);
+  }
+}
+
+TEST(TopologyTest, UnevenHostsAndSingleHost) {
+  HostTopology uneven = TopologyFromHostIds(3, {"x", "y", "y", "y", "z"});
+  EXPECT_EQ(uneven.world.cross_size, 3);
+  EXPECT_EQ(uneven.world.cross_rank, 1);
+  EXPECT_EQ(uneven.world.local_size, 3);
+  EXPECT_EQ(uneven.world.local_rank, 2);
+  EXPECT_EQ(uneven.LargestHost(), 3);
+  EXPECT_THAT(uneven.Leaders(), ElementsAre(0, 1, 4));
+
+  HostTopology one = TopologyFromHostIds(2, {"h", "h", "h"});
+  EXPECT_EQ(one.HostCount(), 1);
+  EXPECT_EQ(one.world.local_rank, 2);
+  EXPECT_EQ(one.world.local_size, 3);
+  EXPECT_EQ(one.world.cross_size, 1);
+  EXPECT_FALSE(one.IsLeader(2));
+}
+
+TEST(TopologyTest, RanksAgreeThroughTheStore) {
+  auto store = std::make_shared<MemoryStore>();
+  constexpr int32_t kSize = 4;
+  std::vector<StatusOr<HostTopology>> found(kSize, Internal("not run"));
+  std::vector<std::thread> threads;
+  for (int32_t rank = 0; rank < kSize; ++rank) {
+    threads.emplace_back([&, rank] {
+      WorldInfo world;
+      world.rank = rank;
+      world.size = kSize;
+      found[rank] = DiscoverTopology(*store, "hosts", world, rank < 3 ? "m1" : "m2",
+                                     std::chrono::milliseconds(5000));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int32_t rank = 0; rank < kSize; ++rank) {
+    ASSERT_TRUE(found[rank].ok()) << found[rank].status().ToString();
+    EXPECT_EQ(found[rank]->world.local_size, rank < 3 ? 3 : 1);
+    EXPECT_EQ(found[rank]->world.cross_rank, rank < 3 ? 0 : 1);
+  }
+}
+
+TEST(TopologyTest, AMissingRankIsNamed) {
+  MemoryStore store;
+  WorldInfo world;
+  world.rank = 0;
+  world.size = 2;
+  StatusOr<HostTopology> found =
+      DiscoverTopology(store, "hosts", world, "m1", std::chrono::milliseconds(100));
+  ASSERT_FALSE(found.ok());
+  EXPECT_THAT(found.status().ToString(), HasSubstr("waited for rank 1's host identity"));
+}
+
+}  // namespace
+}  // namespace kolo

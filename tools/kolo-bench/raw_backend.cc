@@ -1,0 +1,77 @@
+#include "raw_backend.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "common/config.h"
+#include "store/tcp_store.h"
+
+namespace kolo::bench {
+
+StatusOr<std::unique_ptr<Backend>> CreateRawMpiBackend() {
+  KOLO_ASSIGN_OR_RETURN(JobConfig config, ReadJobConfig(ProcessEnvironment()));
+  // kolorun's own ranks, or a lone process, are no MPI world: MPI_Init
+  // would make each a world of one (or fail looking for a launcher).
+  if (config.launcher == "kolorun" || config.launcher == "none") {
+    const std::string started_by =
+        config.launcher == "kolorun"
+            ? fmt::format("kolorun started this rank itself ({} is set)",
+                          env::kRank)
+            : std::string("this process was started without a launcher");
+    return InvalidArgument(fmt::format(
+        "an MPI engine needs ranks started by mpirun, but {}: run `kolorun "
+        "-np N --launcher mpirun [--backend shm|gloo|mpi] kolo-bench ...`, "
+        "or mpirun itself",
+        started_by));
+  }
+  BackendOptions options;
+  options.world = config.world;
+  options.timeout = config.timeout;
+  return CreateMpiBackend(options);
+}
+
+StatusOr<std::unique_ptr<Backend>> CreateRawStoreBackend(
+    BackendKind kind, const std::string& store_prefix) {
+  if (kind != BackendKind::kGloo && kind != BackendKind::kShm) {
+    return InvalidArgument(fmt::format(
+        "a {} engine does not rendezvous through the store (gloo or shm do)",
+        BackendName(kind)));
+  }
+  KOLO_ASSIGN_OR_RETURN(JobConfig config, ReadJobConfig(ProcessEnvironment()));
+  if (config.store_host.empty()) {
+    return InvalidArgument(fmt::format(
+        "a {} engine needs the job's rendezvous store, and {} is not set: "
+        "start the job with kolorun (any --launcher), or set {}=host:port "
+        "for rank 0 to host it",
+        BackendName(kind), env::kStoreAddr, env::kStoreAddr));
+  }
+  StatusOr<std::unique_ptr<TcpStoreClient>> store =
+      TcpStoreClient::Connect(config.store_host, config.store_port,
+                              config.store_secret, Rank(), config.timeout);
+  if (!store.ok()) {
+    return store.status().WithContext(
+        fmt::format("connecting to the store at {}:{} ({})", config.store_host,
+                    config.store_port, env::kStoreAddr));
+  }
+  std::shared_ptr<TcpStoreClient> shared_store(std::move(store).value());
+  BackendOptions options;
+  options.world = World();
+  options.timeout = config.timeout;
+  options.gloo_hostname = config.gloo_hostname;
+  options.store_prefix = store_prefix;
+  options.shm_area_bytes = config.shm_area_bytes;
+  StatusOr<std::unique_ptr<Backend>> backend =
+      kind == BackendKind::kShm ? CreateShmBackend(options, shared_store)
+                                : CreateGlooBackend(options, shared_store);
+  // The rendezvous is over either way. A goodbye keeps the store from
+  // counting this rank as failed.
+  (void)shared_store->Close();
+  if (!backend.ok()) {
+    return backend.status().WithContext(
+        fmt::format("creating a {} backend", BackendName(kind)));
+  }
+  return backend;
+}
+
+}  // namespace kolo::bench
