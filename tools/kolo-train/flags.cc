@@ -63,6 +63,10 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--backward-passes-per-step", f->backward_passes_per_step,
                  "batches whose gradients are summed locally per allreduce")
       ->capture_default_str();
+  app.add_option("--bucket-kib", f->bucket_kib,
+                 "gradients travel in buckets of about this many KiB; 0: one "
+                 "allreduce per parameter")
+      ->capture_default_str();
   app.add_option("--checkpoint-dir", f->checkpoint_dir,
                  "rank 0 writes checkpoint.pt here after every epoch");
   app.add_flag("--resume", f->resume,
@@ -99,6 +103,7 @@ Status Validate(const Flags& f) {
   KOLO_RETURN_IF_ERROR(at_least("--threads", f.threads, 0));
   KOLO_RETURN_IF_ERROR(
       at_least("--backward-passes-per-step", f.backward_passes_per_step, 1));
+  KOLO_RETURN_IF_ERROR(at_least("--bucket-kib", f.bucket_kib, 0));
   KOLO_RETURN_IF_ERROR(at_least("--train-subset", f.train_subset, 0));
   KOLO_RETURN_IF_ERROR(at_least("--test-subset", f.test_subset, 0));
   KOLO_RETURN_IF_ERROR(at_least("--image-size", f.image_size, 1));

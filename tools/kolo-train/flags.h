@@ -42,6 +42,7 @@ struct Flags {
   uint64_t seed = 42;
   std::string compression = "none";  // none | fp16 | bf16
   int32_t backward_passes_per_step = 1;
+  int64_t bucket_kib = 1024;  // DistributedOptimizerOptions::bucket_bytes / 1024
   std::string checkpoint_dir;
   bool resume = false;
   int64_t train_subset = 0;  // 0: the whole training set

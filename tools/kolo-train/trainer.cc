@@ -432,6 +432,7 @@ kolo::torch::DistributedOptimizerOptions OptimizerOptions(const Flags& f) {
   kolo::torch::DistributedOptimizerOptions options;
   options.compression = ParseCompression(f.compression);
   options.backward_passes_per_step = f.backward_passes_per_step;
+  options.bucket_bytes = f.bucket_kib * 1024;
   return options;
 }
 
