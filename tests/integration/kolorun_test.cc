@@ -31,6 +31,7 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::Contains;
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using Clock = std::chrono::steady_clock;
@@ -202,6 +203,53 @@ TEST(KolorunTest, EachRankSeesItsPlaceAndTheUserEnv) {
   EXPECT_EQ(addresses[0], addresses[1]);
   EXPECT_THAT(addresses[0], StartsWith("127.0.0.1:"));
   EXPECT_NE(addresses[0], "127.0.0.1:0");
+}
+
+// The cores this test may run on, as /proc/self/status lists them.
+std::vector<int> OwnCores() {
+  std::vector<int> cores;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cores;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cores.push_back(cpu);
+  }
+  return cores;
+}
+
+// Each rank reports the CPUs it may use, as the kernel lists them for a
+// single CPU ("3") or a range ("0-1").
+std::map<int, std::string> CoresByRank(int ranks, const std::vector<std::string>& flags) {
+  std::vector<std::string> args = {"-np", std::to_string(ranks)};
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.insert(args.end(), {"/bin/sh", "-c",
+                           "echo \"cores=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "
+                           "/proc/self/status)\""});
+  RunResult r = RunKolorun(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return ValuesByRank(r.out, "cores");
+}
+
+TEST(KolorunTest, RanksAreBoundToTheirOwnCoresWhenTheyFit) {
+  const std::vector<int> own = OwnCores();
+  ASSERT_GE(own.size(), 2u) << "needs two cores";
+  std::map<int, std::string> bound = CoresByRank(2, {});
+  ASSERT_EQ(bound.size(), 2u);
+  // With 2 or 3 cores each rank gets one, listed as itself.
+  if (own.size() < 4) {
+    EXPECT_EQ(bound[0], std::to_string(own[0]));
+    EXPECT_EQ(bound[1], std::to_string(own[1]));
+  } else {
+    EXPECT_NE(bound[0], bound[1]);
+  }
+  // --bind-to none, and more ranks than cores, leave kolorun's own set.
+  std::map<int, std::string> free = CoresByRank(2, {"--bind-to", "none"});
+  std::map<int, std::string> crowded = CoresByRank(static_cast<int>(own.size()) + 1, {});
+  for (const auto& [rank, cores] : free) EXPECT_EQ(cores, free[0]) << rank;
+  for (const auto& [rank, cores] : crowded) EXPECT_EQ(cores, free[0]) << rank;
+  EXPECT_EQ(crowded.size(), own.size() + 1);
+  if (own.size() == 2) {
+    EXPECT_EQ(free[0], std::to_string(own[0]) + "-" + std::to_string(own[1]));
+  }
 }
 
 TEST(KolorunTest, TimeoutDefaultsToThirtySeconds) {
@@ -447,7 +495,10 @@ TEST(KolorunTest, VerboseNamesStoreCommandsAndExits) {
                           HasSubstr("backend shm"))));
   for (int rank = 0; rank < 2; ++rank) {
     std::string name = "kolorun: rank " + std::to_string(rank);
-    EXPECT_THAT(err, Contains(name + ": " + kWorker + " rank")) << r.err;
+    // On two cores or more each rank is bound to its own, and says which.
+    EXPECT_THAT(err, Contains(AllOf(StartsWith(name + " (cores "),
+                                    EndsWith("): " + std::string(kWorker) + " rank"))))
+        << r.err;
     EXPECT_THAT(err, Contains(name + " exited with code 0")) << r.err;
   }
 }

@@ -52,9 +52,12 @@ void UnsetEnv(std::vector<std::string>* env, const std::string& name) {
 
 std::vector<ProcessSpec> BuildRankJob(
     const LaunchOptions& options, const std::string& program_path,
-    const StoreInfo& store, const std::vector<std::string>& base_env) {
+    const StoreInfo& store, const std::vector<std::string>& base_env,
+    const std::vector<int>& usable_cores) {
   std::vector<ProcessSpec> specs;
   const std::string size = std::to_string(options.num_ranks);
+  const std::vector<std::vector<int>> blocks =
+      CoreBlocks(usable_cores, options.num_ranks, options.bind_to);
   for (int32_t rank = 0; rank < options.num_ranks; ++rank) {
     const std::string rank_text = std::to_string(rank);
     ProcessSpec spec;
@@ -62,6 +65,7 @@ std::vector<ProcessSpec> BuildRankJob(
     spec.child.path = program_path;
     spec.child.argv = options.command;
     spec.child.env = base_env;
+    spec.child.cores = blocks[rank];
     SetEnv(&spec.child.env, env::kRank, rank_text);
     SetEnv(&spec.child.env, env::kSize, size);
     SetEnv(&spec.child.env, env::kLocalRank, rank_text);

@@ -30,10 +30,13 @@ struct StoreInfo {
 
 // `program_path` is options.command[0] resolved by FindExecutable;
 // `base_env` is kolorun's own environment ("K=V").
+// `usable_cores` are the CPUs kolorun may run on; each rank is bound to its
+// block of them (CoreBlocks).
 std::vector<ProcessSpec> BuildRankJob(const LaunchOptions& options,
                                       const std::string& program_path,
                                       const StoreInfo& store,
-                                      const std::vector<std::string>& base_env);
+                                      const std::vector<std::string>& base_env,
+                                      const std::vector<int>& usable_cores = {});
 
 // `mpirun_path` is mpirun resolved by FindExecutable; `as_root` adds
 // --allow-run-as-root, without which mpirun refuses to start as root.

@@ -101,7 +101,10 @@ int Launcher::Run(const std::vector<ProcessSpec>& specs) {
 
 void Launcher::Start(const ProcessSpec& spec) {
   if (options_.verbose) {
-    Message(spec.name + ": " + JoinCommand(spec.child.argv));
+    std::string where;
+    for (int core : spec.child.cores) where += (where.empty() ? " (cores " : ",") + std::to_string(core);
+    if (!where.empty()) where += ")";
+    Message(spec.name + where + ": " + JoinCommand(spec.child.argv));
   }
   StatusOr<Child> child = SpawnChild(spec.child, signals_->original_mask());
   if (!child.ok()) {

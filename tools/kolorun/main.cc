@@ -45,12 +45,15 @@ void EnsureStandardDescriptors() {
 }
 
 // The cores this process may run on (a cpuset or taskset may allow fewer
-// than the machine has).
-int UsableCores() {
+// than the machine has); empty when the kernel does not say.
+std::vector<int> UsableCores() {
+  std::vector<int> cores;
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  unsigned int cores = std::thread::hardware_concurrency();
-  return cores > 0 ? static_cast<int>(cores) : 1;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cores;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cores.push_back(cpu);
+  }
+  return cores;
 }
 
 // 128 random bits as 32 hex digits; a new one per job, so that one job's
@@ -118,7 +121,12 @@ int Main(int argc, char** argv) {
     mpirun = *found;
   }
 
-  int cores = UsableCores();
+  const std::vector<int> usable_cores = UsableCores();
+  int cores = static_cast<int>(usable_cores.size());
+  if (cores == 0) {
+    const unsigned int counted = std::thread::hardware_concurrency();
+    cores = counted > 0 ? static_cast<int>(counted) : 1;
+  }
   if (options.num_ranks > cores) {
     PrintError("-np " + std::to_string(options.num_ranks) + " oversubscribes " +
                std::to_string(cores) + (cores == 1 ? " core" : " cores"));
@@ -164,7 +172,7 @@ int Main(int argc, char** argv) {
     specs.push_back(
         BuildMpiJob(options, mpirun, geteuid() == 0, store, base_env));
   } else {
-    specs = BuildRankJob(options, *program, store, base_env);
+    specs = BuildRankJob(options, *program, store, base_env, usable_cores);
   }
 
   Launcher launcher(launcher_options, &*signals);

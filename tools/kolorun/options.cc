@@ -1,6 +1,7 @@
 #include "options.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstddef>
 
 namespace kolo {
@@ -57,6 +58,9 @@ std::string Usage() {
          "engines in an\n"
          "                      MPI world, e.g. for kolo-bench collectives "
          "--peer mpi\n"
+         "  --bind-to B         core (default): each rank runs on its own block\n"
+         "                      of cores when there are at least as many cores\n"
+         "                      as ranks; none: anywhere (mpirun binds itself)\n"
          "  --env K=V           set K=V in every rank's environment "
          "(repeatable)\n"
          "  --timeout S         seconds a rank waits for its peers before it\n"
@@ -72,6 +76,19 @@ std::string Usage() {
          "  --verbose           print the store address, each rank's command\n"
          "                      and each rank's exit\n"
          "  -h, --help          print this help\n";
+}
+
+std::vector<std::vector<int>> CoreBlocks(const std::vector<int>& usable_cores, int32_t ranks,
+                                         BindTo bind_to) {
+  std::vector<std::vector<int>> blocks(static_cast<size_t>(std::max(ranks, 0)));
+  const int32_t cores = static_cast<int32_t>(usable_cores.size());
+  if (bind_to == BindTo::kNone || ranks <= 0 || ranks > cores) return blocks;
+  const int32_t per_rank = cores / ranks;
+  for (int32_t rank = 0; rank < ranks; ++rank) {
+    blocks[rank].assign(usable_cores.begin() + rank * per_rank,
+                        usable_cores.begin() + (rank + 1) * per_rank);
+  }
+  return blocks;
 }
 
 std::vector<std::string> SplitOnWhitespace(const std::string& text) {
@@ -95,6 +112,7 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
   std::string np_text;
   std::string backend_text;
   std::string launcher_text;
+  std::string bind_text;
   std::string timeout_text;
   std::string mpi_args_text;
   std::vector<std::string> env_texts;
@@ -105,6 +123,7 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
   app.add_option("--np", np_text)->allow_extra_args(false);
   app.add_option("--backend", backend_text)->allow_extra_args(false);
   app.add_option("--launcher", launcher_text)->allow_extra_args(false);
+  app.add_option("--bind-to", bind_text)->allow_extra_args(false);
   app.add_option("--env", env_texts)->allow_extra_args(false);
   app.add_option("--timeout", timeout_text)->allow_extra_args(false);
   app.add_option("--mpi-args", mpi_args_text)->allow_extra_args(false);
@@ -193,6 +212,16 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
   } else {
     return InvalidArgument("--launcher must be kolorun or mpirun, got '" +
                            launcher_text + "'");
+  }
+
+  if (app.count("--bind-to") > 0) {
+    if (bind_text == "core") {
+      options.bind_to = BindTo::kCore;
+    } else if (bind_text == "none") {
+      options.bind_to = BindTo::kNone;
+    } else {
+      return InvalidArgument("--bind-to must be core or none, got '" + bind_text + "'");
+    }
   }
 
   for (const std::string& text : env_texts) {

@@ -1,7 +1,7 @@
 // kolorun's command line:
 //
 //   kolorun -np N [--backend shm|gloo|mpi] [--launcher kolorun|mpirun]
-//           [--env K=V]... [--timeout S] [--timeline-filename F]
+//           [--bind-to core|none] [--env K=V]... [--timeout S] [--timeline-filename F]
 //           [--mpi-args "..."] [--verbose] [--] program args...
 //
 // The backend is what kolo's runtime runs on; the launcher is what starts
@@ -40,6 +40,23 @@ enum class LauncherKind : int32_t {
 // "kolorun", "mpirun".
 const char* LauncherName(LauncherKind kind);
 
+// Where the ranks kolorun starts may run.
+enum class BindTo : int32_t {
+  kCore = 0,  // each rank its own block of cores, when there are enough
+  kNone,      // anywhere, as the scheduler likes
+};
+
+// The cores each of `ranks` ranks is bound to, given the cores this process
+// may use: with --bind-to core and at least as many cores as ranks, rank r
+// gets the r-th of `ranks` equal blocks (cores / ranks each; leftovers stay
+// unused), so no rank's threads migrate onto a neighbour's core. A rank's
+// helper threads (its runtime, its data loader) then share its own cores
+// instead of interrupting another rank's compute, and every rank sees the
+// same interference, so the ranks run in step. With more ranks than cores,
+// or --bind-to none, every rank gets an empty list: no binding.
+std::vector<std::vector<int>> CoreBlocks(const std::vector<int>& usable_cores, int32_t ranks,
+                                         BindTo bind_to);
+
 struct LaunchOptions {
   bool help = false;  // --help: print Usage() and do nothing else
   int32_t num_ranks = 0;
@@ -50,6 +67,7 @@ struct LaunchOptions {
   // --env K=V in the order given; a later K overrides an earlier one.
   std::vector<std::pair<std::string, std::string>> env;
   int64_t timeout_seconds = kDefaultTimeout.count();
+  BindTo bind_to = BindTo::kCore;  // --bind-to (kolorun's launcher only)
   bool verbose = false;
   std::string timeline_path;          // --timeline-filename: KOLO_TIMELINE
   std::vector<std::string> mpi_args;  // --mpi-args (mpirun), split on whitespace

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -62,6 +63,7 @@ struct ChildSetup {
   int err_fd = -1;
   int exec_error_fd = -1;  // the child writes its errno here if exec fails
   const sigset_t* mask = nullptr;
+  const cpu_set_t* cores = nullptr;  // null: keep kolorun's affinity
 };
 
 // The child's half of SpawnChild. It calls only async-signal-safe
@@ -80,6 +82,9 @@ struct ChildSetup {
   if (dup2(setup.null_fd, STDIN_FILENO) < 0 ||
       dup2(setup.out_fd, STDOUT_FILENO) < 0 ||
       dup2(setup.err_fd, STDERR_FILENO) < 0) {
+    fail(errno);
+  }
+  if (setup.cores != nullptr && sched_setaffinity(0, sizeof(cpu_set_t), setup.cores) != 0) {
     fail(errno);
   }
   MarkInheritedDescriptorsCloexec();
@@ -211,6 +216,10 @@ StatusOr<Child> SpawnChild(const ChildSpec& spec, const sigset_t& child_mask) {
                     "': " + ErrnoText(error));
   }
 
+  cpu_set_t cores;
+  CPU_ZERO(&cores);
+  for (int core : spec.cores) CPU_SET(core, &cores);
+
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
@@ -230,6 +239,7 @@ StatusOr<Child> SpawnChild(const ChildSpec& spec, const sigset_t& child_mask) {
     setup.err_fd = err_pipe[1];
     setup.exec_error_fd = exec_pipe[1];
     setup.mask = &child_mask;
+    setup.cores = spec.cores.empty() ? nullptr : &cores;
     RunChild(setup);
   }
   // Also set the group here, so that it exists before anyone signals it. The

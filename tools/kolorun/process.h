@@ -56,6 +56,7 @@ struct ChildSpec {
   std::string path;               // resolved by FindExecutable
   std::vector<std::string> argv;  // argv[0] included
   std::vector<std::string> env;   // "K=V", the child's whole environment
+  std::vector<int> cores;         // the CPUs it may run on; empty: any
 };
 
 // A started child. Its pipes are non-blocking and close-on-exec.
