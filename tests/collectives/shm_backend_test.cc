@@ -25,12 +25,15 @@ BackendOptions OptionsFor(int32_t rank, int32_t size) {
   return options;
 }
 
-// Allreduce (2 ranks: whole-buffer path; 3: sliced path), reducescatter
-// and alltoallv over buffers many areas long; element i of rank r is r + i.
+// Allreduce (60 KB: the whole-buffer path; 120 KB: the sliced path),
+// reducescatter and alltoallv over buffers many areas long, at 2 and 3
+// ranks; element i of rank r is r + i % 1000.
 TEST(ShmBackendTest, CollectivesSpanningManyAreasAreExact) {
-  for (int32_t size : {2, 3}) {
+  for (const auto& world_and_count : {std::pair<int32_t, int64_t>{2, 15000}, {2, 30000},
+                                      {3, 15000}, {3, 30000}}) {  // divisible by 2 and 3
+    const int32_t size = world_and_count.first;
+    const int64_t kCount = world_and_count.second;
     auto store = std::make_shared<MemoryStore>();
-    constexpr int64_t kCount = 3 * 10000;  // divisible by 2 and 3
     std::vector<int> wrong(size, 0);
     std::vector<std::thread> threads;
     for (int32_t rank = 0; rank < size; ++rank) {

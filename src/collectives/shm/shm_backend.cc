@@ -8,11 +8,13 @@
 // input area j % 2 (results in area 2 + j % 2), so the next round may
 // overwrite the other area at once: one sync per round.
 //
-//   allreduce, 2 ranks or small: publish my chunk; sync; reduce every rank's
-//     chunk straight from its segment into my output (no copy out);
-//   allreduce, 3+ ranks and large: publish; sync; reduce my slice of the
+//   allreduce, small: publish my chunk; sync; reduce every rank's chunk
+//     straight from its segment into my output (no copy out);
+//   allreduce, 64 KiB and more: publish; sync; reduce my slice of the
 //     chunk into my result area; sync; copy every rank's reduced slice out.
-//     Each element is reduced once instead of once per rank;
+//     Each element is reduced once instead of once per rank. That pays for
+//     the second sync even at 2 ranks: 15-20% faster at 256 KiB-4 MiB, the
+//     same from 16 MiB up, where memory bandwidth bounds both;
 //   allgatherv / broadcast: publish; sync; copy from the owners;
 //   reducescatter: publish a piece of every block; sync; fold my block's
 //     pieces from every rank in rank order;
@@ -34,8 +36,8 @@
 namespace kolo {
 namespace {
 
-// Below this many bytes an allreduce of 3+ ranks reduces the whole buffer
-// on every rank: one sync instead of two.
+// Below this many bytes an allreduce reduces the whole buffer on every
+// rank: one sync instead of two.
 constexpr int64_t kSliceAllreduceMinBytes = 64 * 1024;
 
 class ShmBackend : public Backend {
@@ -47,7 +49,7 @@ class ShmBackend : public Backend {
                    ReduceOp op) override {
     const int64_t element = DataTypeSize(type);
     const int64_t bytes = count * element;
-    if (world_.size >= 3 && bytes >= kSliceAllreduceMinBytes) {
+    if (bytes >= kSliceAllreduceMinBytes) {
       return SliceAllreduce(send, recv, count, type, op);
     }
     const int64_t per_round = area_bytes_ / element;
