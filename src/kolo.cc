@@ -117,13 +117,15 @@ Status Init() {
     client = std::move(connected);
   }
 
+  // Each Init's keys live apart in the store, so a re-initialized job
+  // never reads the previous round's.
+  const std::string store_prefix = "kolo/init" + std::to_string(p.generation);
   // The job agrees on which ranks share a host; where there is no store
   // (MPI alone) the launcher's description stands.
   std::optional<HostTopology> topology;
   if (client) {
-    StatusOr<HostTopology> found =
-        DiscoverTopology(*client, "kolo/init" + std::to_string(p.generation) + "/host", world,
-                         config.host_id, config.timeout);
+    StatusOr<HostTopology> found = DiscoverTopology(*client, store_prefix + "/host", world,
+                                                    config.host_id, config.timeout);
     if (!found.ok()) {
       (void)client->Close();
       return found.status();
@@ -143,16 +145,16 @@ Status Init() {
   backend_options.world = world;
   backend_options.timeout = config.timeout;
   backend_options.gloo_hostname = config.gloo_hostname;
-  backend_options.store_prefix = "kolo/init" + std::to_string(p.generation) + "/gloo";
+  backend_options.store_prefix = store_prefix + "/gloo";
   StatusOr<std::unique_ptr<Backend>> backend = std::unique_ptr<Backend>();
   backend_options.shm_area_bytes = config.shm_area_bytes;
   if (hierarchical) {
-    backend_options.store_prefix = "kolo/init" + std::to_string(p.generation) + "/hierarchical";
+    backend_options.store_prefix = store_prefix + "/hierarchical";
     backend = CreateHierarchicalBackend(backend_options, client, *topology, network);
   } else if (network == BackendKind::kMpi) {
     backend = CreateMpiBackend(backend_options);
-  } else if (config.backend == BackendKind::kShm && world.size > 1 && !spans_hosts) {
-    backend_options.store_prefix = "kolo/init" + std::to_string(p.generation) + "/shm";
+  } else if (config.backend == BackendKind::kShm && world.size > 1) {
+    backend_options.store_prefix = store_prefix + "/shm";
     backend = CreateShmBackend(backend_options, client);
   } else if (world.size > 1) {
     backend = CreateGlooBackend(backend_options, client);
