@@ -12,7 +12,9 @@ if(TARGET kolorun)
   target_link_libraries(kolorun_worker PRIVATE kolo_core)
 
   add_executable(kolorun_test ${CMAKE_CURRENT_LIST_DIR}/kolorun_test.cc)
-  target_link_libraries(kolorun_test PRIVATE kolo_testing GTest::gmock GTest::gtest_main)
+  # kolorun_lib: the test reads the usable cores the way kolorun does.
+  target_link_libraries(kolorun_test PRIVATE kolorun_lib kolo_testing GTest::gmock
+    GTest::gtest_main)
   target_compile_definitions(kolorun_test PRIVATE
     KOLORUN_PATH="$<TARGET_FILE:kolorun>"
     KOLORUN_WORKER_PATH="$<TARGET_FILE:kolorun_worker>")

@@ -5,7 +5,6 @@
 // the test fails.
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -25,6 +24,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "job.h"
 #include "testing/child_process.h"
 
 namespace {
@@ -64,10 +64,11 @@ RunResult RunKolorun(const std::vector<std::string>& args,
   return Kolorun(args, env).Wait(std::chrono::seconds(30));
 }
 
-int UsableCores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  return static_cast<int>(std::thread::hardware_concurrency());
+// As kolorun counts them.
+int UsableCoreCount() {
+  const size_t cores = kolo::kolorun::UsableCores().size();
+  return cores > 0 ? static_cast<int>(cores)
+                   : static_cast<int>(std::thread::hardware_concurrency());
 }
 
 // Alive and not a zombie: a worker's orphaned child may wait a moment for
@@ -205,17 +206,6 @@ TEST(KolorunTest, EachRankSeesItsPlaceAndTheUserEnv) {
   EXPECT_NE(addresses[0], "127.0.0.1:0");
 }
 
-// The cores this test may run on, as /proc/self/status lists them.
-std::vector<int> OwnCores() {
-  std::vector<int> cores;
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cores;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &set)) cores.push_back(cpu);
-  }
-  return cores;
-}
-
 // Each rank reports the CPUs it may use, as the kernel lists them for a
 // single CPU ("3") or a range ("0-1").
 std::map<int, std::string> CoresByRank(int ranks, const std::vector<std::string>& flags) {
@@ -230,7 +220,7 @@ std::map<int, std::string> CoresByRank(int ranks, const std::vector<std::string>
 }
 
 TEST(KolorunTest, RanksAreBoundToTheirOwnCoresWhenTheyFit) {
-  const std::vector<int> own = OwnCores();
+  const std::vector<int> own = kolo::kolorun::UsableCores();
   ASSERT_GE(own.size(), 2u) << "needs two cores";
   std::map<int, std::string> bound = CoresByRank(2, {});
   ASSERT_EQ(bound.size(), 2u);
@@ -473,7 +463,7 @@ TEST(KolorunTest, HelpPrintsUsage) {
 }
 
 TEST(KolorunTest, OversubscriptionIsAllowedAndSaidOnce) {
-  int cores = UsableCores();
+  int cores = UsableCoreCount();
   int np = cores + 1;
   RunResult r = RunKolorun({"-np", std::to_string(np), kWorker, "rank"});
   ASSERT_FALSE(r.timed_out);

@@ -1,5 +1,7 @@
 #include "job.h"
 
+#include <sched.h>
+
 #include <algorithm>
 
 #include "common/config.h"
@@ -48,6 +50,29 @@ void UnsetEnv(std::vector<std::string>* env, const std::string& name) {
                  env->begin(), env->end(),
                  [&](const std::string& var) { return HasName(var, name); }),
              env->end());
+}
+
+std::vector<int> UsableCores() {
+  std::vector<int> cores;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cores;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cores.push_back(cpu);
+  }
+  return cores;
+}
+
+std::vector<std::vector<int>> CoreBlocks(const std::vector<int>& usable_cores, int32_t ranks,
+                                         BindTo bind_to) {
+  std::vector<std::vector<int>> blocks(static_cast<size_t>(std::max(ranks, 0)));
+  const int32_t cores = static_cast<int32_t>(usable_cores.size());
+  if (bind_to == BindTo::kNone || ranks <= 0 || ranks > cores) return blocks;
+  const int32_t per_rank = cores / ranks;
+  for (int32_t rank = 0; rank < ranks; ++rank) {
+    blocks[rank].assign(usable_cores.begin() + rank * per_rank,
+                        usable_cores.begin() + (rank + 1) * per_rank);
+  }
+  return blocks;
 }
 
 std::vector<ProcessSpec> BuildRankJob(

@@ -2,7 +2,6 @@
 // command line, job.h for what each rank is told and launcher.h for how the
 // job is supervised and stopped.
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -42,18 +41,6 @@ void EnsureStandardDescriptors() {
       close(null_fd);
     }
   }
-}
-
-// The cores this process may run on (a cpuset or taskset may allow fewer
-// than the machine has); empty when the kernel does not say.
-std::vector<int> UsableCores() {
-  std::vector<int> cores;
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cores;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &set)) cores.push_back(cpu);
-  }
-  return cores;
 }
 
 // 128 random bits as 32 hex digits; a new one per job, so that one job's

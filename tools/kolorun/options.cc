@@ -1,7 +1,6 @@
 #include "options.h"
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <cstddef>
 
 namespace kolo {
@@ -76,19 +75,6 @@ std::string Usage() {
          "  --verbose           print the store address, each rank's command\n"
          "                      and each rank's exit\n"
          "  -h, --help          print this help\n";
-}
-
-std::vector<std::vector<int>> CoreBlocks(const std::vector<int>& usable_cores, int32_t ranks,
-                                         BindTo bind_to) {
-  std::vector<std::vector<int>> blocks(static_cast<size_t>(std::max(ranks, 0)));
-  const int32_t cores = static_cast<int32_t>(usable_cores.size());
-  if (bind_to == BindTo::kNone || ranks <= 0 || ranks > cores) return blocks;
-  const int32_t per_rank = cores / ranks;
-  for (int32_t rank = 0; rank < ranks; ++rank) {
-    blocks[rank].assign(usable_cores.begin() + rank * per_rank,
-                        usable_cores.begin() + (rank + 1) * per_rank);
-  }
-  return blocks;
 }
 
 std::vector<std::string> SplitOnWhitespace(const std::string& text) {

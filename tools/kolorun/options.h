@@ -46,16 +46,6 @@ enum class BindTo : int32_t {
   kNone,      // anywhere, as the scheduler likes
 };
 
-// The cores each of `ranks` ranks is bound to, given the cores this process
-// may use: with --bind-to core and at least as many cores as ranks, rank r
-// gets the r-th of `ranks` equal blocks (cores / ranks each; leftovers stay
-// unused), so no rank's threads migrate onto a neighbour's core. A rank's
-// helper threads (its runtime, its data loader) then share its own cores
-// instead of interrupting another rank's compute, and every rank sees the
-// same interference, so the ranks run in step. With more ranks than cores,
-// or --bind-to none, every rank gets an empty list: no binding.
-std::vector<std::vector<int>> CoreBlocks(const std::vector<int>& usable_cores, int32_t ranks,
-                                         BindTo bind_to);
 
 struct LaunchOptions {
   bool help = false;  // --help: print Usage() and do nothing else

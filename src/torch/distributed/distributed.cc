@@ -337,7 +337,7 @@ DistributedOptimizer::DistributedOptimizer(
     p.offset = elements;
     bucket->members.push_back(&p);
     elements += p.tensor.numel();
-    if (elements * 4 >= options_.bucket_bytes) {
+    if (elements * static_cast<int64_t>(sizeof(float)) >= options_.bucket_bytes) {
       close(std::move(bucket), elements);
       bucket = std::make_unique<Bucket>();
       elements = 0;

@@ -151,18 +151,6 @@ TEST(ParseOptionsTest, BindTo) {
   EXPECT_EQ(bad.status().message(), "--bind-to must be core or none, got 'socket'");
 }
 
-TEST(CoreBlocksTest, EachRankGetsItsOwnEqualBlock) {
-  using Blocks = std::vector<std::vector<int>>;
-  EXPECT_EQ(CoreBlocks({0, 1}, 2, BindTo::kCore), (Blocks{{0}, {1}}));
-  EXPECT_EQ(CoreBlocks({0, 1}, 1, BindTo::kCore), (Blocks{{0, 1}}));
-  // Cores a taskset allowed, in order; the leftover core stays unused.
-  EXPECT_EQ(CoreBlocks({2, 3, 5, 7, 8}, 2, BindTo::kCore), (Blocks{{2, 3}, {5, 7}}));
-  // More ranks than cores, or none asked: no binding at all.
-  EXPECT_EQ(CoreBlocks({0, 1}, 3, BindTo::kCore), (Blocks{{}, {}, {}}));
-  EXPECT_EQ(CoreBlocks({0, 1}, 2, BindTo::kNone), (Blocks{{}, {}}));
-  EXPECT_EQ(CoreBlocks({}, 1, BindTo::kCore), (Blocks{{}}));
-}
-
 TEST(SplitOnWhitespaceTest, DropsEmptyPieces) {
   EXPECT_EQ(SplitOnWhitespace("  a \tb  c "),
             (std::vector<std::string>{"a", "b", "c"}));
