@@ -42,6 +42,7 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 struct CycleReport {
   bool joined = false;
   bool shutting_down = false;
+  bool stalled = false;  // this rank's stall inspector called for shutdown
   std::vector<int32_t> cached_bits;  // announced by response-cache bit
   std::vector<TensorSpec> specs;     // announced in full
 };

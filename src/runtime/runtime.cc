@@ -22,6 +22,7 @@ constexpr std::chrono::milliseconds kIdleTick{100};
 
 constexpr uint32_t kFlagJoined = 1;
 constexpr uint32_t kFlagShuttingDown = 2;
+constexpr uint32_t kFlagStalled = 4;
 
 // The fixed-size part of a rank's report; the cache bit vector follows.
 struct ReportHeader {
@@ -31,6 +32,14 @@ struct ReportHeader {
 };
 
 int64_t BitWords(int32_t capacity) { return (capacity + 63) / 64; }
+
+// "tensor 'x' has waited 3 s for rank 1"
+std::string DescribeWait(const WaitingOperation& w, int64_t seconds) {
+  std::string missing;
+  for (int32_t r : w.missing_ranks) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+  return "tensor '" + w.name + "' has waited " + std::to_string(seconds) + " s for rank" +
+         (w.missing_ranks.size() > 1 ? "s " : " ") + missing;
+}
 
 }  // namespace
 
@@ -233,6 +242,7 @@ bool Runtime::Tick() {
     mine.joined = join_requested_;
     mine.shutting_down = shutdown_requested_;
   }
+  mine.stalled = !stall_verdict_.empty();
   if (mine.shutting_down && shutdown_since_ == SteadyTime()) shutdown_since_ = start;
 
   // Announce what became ready here.
@@ -260,6 +270,11 @@ bool Runtime::Tick() {
   ++loop_stats_.cycles;
   if (!reports.ok()) {
     FailEverything(NamePeerFailure(reports.status().WithContext("negotiation")));
+    return false;
+  }
+  if (std::any_of(reports->begin(), reports->end(),
+                  [](const CycleReport& r) { return r.stalled; })) {
+    FailEverything(StallShutdown(decided_at));
     return false;
   }
   CycleDecision decision = coordinator_.Decide(*reports, decided_at);
@@ -347,7 +362,8 @@ StatusOr<std::vector<CycleReport>> Runtime::Exchange(const CycleReport& mine) {
     for (const TensorSpec& spec : mine.specs) SerializeSpec(spec, &payload);
   }
   ReportHeader header;
-  header.flags = (mine.joined ? kFlagJoined : 0) | (mine.shutting_down ? kFlagShuttingDown : 0);
+  header.flags = (mine.joined ? kFlagJoined : 0) | (mine.shutting_down ? kFlagShuttingDown : 0) |
+                 (mine.stalled ? kFlagStalled : 0);
   header.payload_bytes = mine.specs.empty() ? 0 : payload.size();
   std::memcpy(record.data(), &header, sizeof(header));
   for (int32_t bit : mine.cached_bits) record[2 + bit / 64] |= uint64_t{1} << (bit % 64);
@@ -365,6 +381,7 @@ StatusOr<std::vector<CycleReport>> Runtime::Exchange(const CycleReport& mine) {
     std::memcpy(static_cast<void*>(&h), rec, sizeof(h));
     reports[r].joined = h.flags & kFlagJoined;
     reports[r].shutting_down = h.flags & kFlagShuttingDown;
+    reports[r].stalled = h.flags & kFlagStalled;
     for (int64_t w = 0; w < words; ++w) {
       for (uint64_t bits = rec[2 + w]; bits != 0; bits &= bits - 1) {
         reports[r].cached_bits.push_back(static_cast<int32_t>(w * 64 + __builtin_ctzll(bits)));
@@ -450,12 +467,8 @@ void Runtime::InspectStalls(SteadyTime now) {
   std::vector<WaitingOperation> waiting = coordinator_.Waiting(now, warning);
   std::string worst;
   for (const WaitingOperation& w : waiting) {
-    std::string missing;
-    for (int32_t r : w.missing_ranks) missing += (missing.empty() ? "" : ",") + std::to_string(r);
-    const double seconds = std::chrono::duration<double>(w.waited).count();
-    const std::string line = "tensor '" + w.name + "' has waited " +
-                             std::to_string(static_cast<int64_t>(seconds)) + " s for rank" +
-                             (w.missing_ranks.size() > 1 ? "s " : " ") + missing;
+    const std::string line =
+        DescribeWait(w, std::chrono::duration_cast<std::chrono::seconds>(w.waited).count());
     auto warned = stall_warned_.find(w.name);
     if (warned == stall_warned_.end() || now - warned->second >= warning) {
       KOLO_LOG(WARNING) << "stall: " << line
@@ -470,10 +483,30 @@ void Runtime::InspectStalls(SteadyTime now) {
                                            [&](const WaitingOperation& w) { return w.name == it->first; });
     it = still_waiting ? std::next(it) : stall_warned_.erase(it);
   }
-  if (!worst.empty()) {
-    FailEverything(Aborted("stall: " + worst + " (KOLO_STALL_SHUTDOWN_S=" +
-                           std::to_string(options_.stall_shutdown.count()) + ")"));
+  // Reported in the next exchange, after which every rank fails together.
+  if (!worst.empty() && stall_verdict_.empty()) stall_verdict_ = worst;
+}
+
+Status Runtime::StallShutdown(SteadyTime now) const {
+  std::string line = stall_verdict_;
+  if (line.empty()) {
+    // Another rank's clock got there first: name the operation this rank
+    // has seen waiting longest, which waited the shutdown time there.
+    std::vector<WaitingOperation> waiting = coordinator_.Waiting(now, Clock::duration::zero());
+    auto longest = std::max_element(
+        waiting.begin(), waiting.end(),
+        [](const WaitingOperation& a, const WaitingOperation& b) { return a.waited < b.waited; });
+    if (longest == waiting.end()) {
+      line = "another rank saw an operation wait past the shutdown time";
+    } else {
+      line = DescribeWait(*longest, std::max<int64_t>(
+                                        options_.stall_shutdown.count(),
+                                        std::chrono::duration_cast<std::chrono::seconds>(
+                                            longest->waited).count()));
+    }
   }
+  return Aborted("stall: " + line + " (KOLO_STALL_SHUTDOWN_S=" +
+                 std::to_string(options_.stall_shutdown.count()) + ")");
 }
 
 }  // namespace kolo

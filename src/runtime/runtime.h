@@ -19,7 +19,11 @@
 //   5. execute  the executor runs each batch and fills the outputs;
 //   6. complete handles, callbacks, statistics, the cache, Join() waiters;
 //               then the stall inspector looks for operations some ranks
-//               announced long ago and others never did.
+//               announced long ago and others never did. When one has
+//               waited KOLO_STALL_SHUTDOWN_S, the rank says so in its next
+//               report and every rank fails after that same exchange: a
+//               rank that left alone would leave the others blocked in the
+//               exchange until the engine's timeout.
 // Ticks are collective: every rank runs the same number, in lockstep. A
 // rank with work ticks every cycle time (KOLO_CYCLE_TIME_MS), so that what
 // is enqueued meanwhile is fused into one batch; it ticks at once when a
@@ -114,6 +118,9 @@ class Runtime {
   void FailEverything(const Status& error);
   Status NamePeerFailure(const Status& status);
   void InspectStalls(SteadyTime now);
+  // The error every rank fails with once some rank called for a stall
+  // shutdown: this rank's own verdict, or the longest wait it sees.
+  Status StallShutdown(SteadyTime now) const;
 
   const RuntimeOptions options_;
   std::unique_ptr<Backend> backend_;
@@ -149,6 +156,7 @@ class Runtime {
   SteadyTime shutdown_since_;
   SteadyTime last_stall_check_;
   std::map<std::string, SteadyTime> stall_warned_;
+  std::string stall_verdict_;  // set once an operation waited past shutdown
 
   std::thread thread_;
 };

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <future>
 #include <random>
 #include <thread>
@@ -46,7 +47,9 @@ class World : public std::vector<Rank> {
 };
 
 // Starts `size` runtimes concurrently (the rendezvous needs all of them).
-World MakeWorld(int32_t size, RuntimeOptions base = RuntimeOptions()) {
+// `adjust` may give one rank options the others lack.
+World MakeWorld(int32_t size, RuntimeOptions base = RuntimeOptions(),
+                std::function<void(int32_t rank, RuntimeOptions&)> adjust = nullptr) {
   auto store = std::make_shared<MemoryStore>();
   std::vector<std::future<StatusOr<std::unique_ptr<Runtime>>>> pending;
   for (int32_t r = 0; r < size; ++r) {
@@ -54,6 +57,7 @@ World MakeWorld(int32_t size, RuntimeOptions base = RuntimeOptions()) {
       RuntimeOptions options = base;
       options.world = WorldInfo{r, size, r, size, 0, 1};
       if (options.timeout == RuntimeOptions().timeout) options.timeout = std::chrono::seconds(20);
+      if (adjust) adjust(r, options);
       std::unique_ptr<Backend> backend;
       if (size > 1) {
         BackendOptions b;
@@ -340,6 +344,30 @@ TEST(RuntimeTest, StallIsReportedWithTheMissingRankThenEndsTheJob) {
   EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
   EXPECT_THAT(s.message(), HasSubstr("stall: tensor 'late' has waited 3 s for rank 1"));
   EXPECT_THAT(log, HasSubstr("stall: tensor 'late' has waited 1 s for rank 1"));
+}
+
+TEST(RuntimeTest, StallShutdownOnOneRankEndsEveryRankInTheSameExchange) {
+  // Only rank 1 would ever shut down for the stall. It must not leave
+  // rank 0 blocked in the next exchange until the 20 s engine timeout.
+  auto world = MakeWorld(2, RuntimeOptions(), [](int32_t rank, RuntimeOptions& options) {
+    options.stall_warning = std::chrono::seconds(1);
+    options.stall_shutdown = std::chrono::seconds(rank == 1 ? 2 : 0);
+  });
+  ASSERT_EQ(world.size(), 2u);
+  ::testing::internal::CaptureStderr();
+  const auto start = std::chrono::steady_clock::now();
+  float x = 1.0f;
+  auto h = world[0].runtime->Enqueue(AllreduceSpec("late", 1), &x, &x, nullptr);
+  ASSERT_TRUE(h.ok());
+  Status s = h->Wait(milliseconds(20000));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("stall: tensor 'late' has waited"));
+  EXPECT_THAT(s.message(), HasSubstr("s for rank 1"));
+  EXPECT_LT(seconds, 8) << s.ToString();
+  EXPECT_EQ(world[1].runtime->sticky_error().code(), StatusCode::kAborted);
 }
 
 TEST(RuntimeTest, RankThatLeavesFailsWhatWaitsForItThenEverything) {
