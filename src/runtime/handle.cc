@@ -1,4 +1,5 @@
 #include "kolo/runtime.h"
+#include "common/spin_wait.h"
 #include "runtime/handle_state.h"
 
 namespace kolo {
@@ -10,6 +11,7 @@ void HandleState::Complete(const Status& final_status) {
     std::lock_guard<std::mutex> lock(mutex);
     status = final_status;
     done = true;
+    finished.store(true, std::memory_order_release);
   }
   completed.notify_all();
   if (callback) callback(final_status);
@@ -34,6 +36,14 @@ bool Handle::Poll() const {
 Status Handle::Wait(std::chrono::milliseconds timeout) const {
   if (!state_) return FailedPrecondition("waiting on an empty kolo::Handle");
   if (state_->on_wait && !Poll()) state_->on_wait();
+  // One spin record per waiting thread: a thread's waits are alike.
+  thread_local AdaptiveSpin spin;
+  const auto began = AdaptiveSpin::Clock::now();
+  if (spin.Spin([&] { return state_->finished.load(std::memory_order_acquire); }, true, began)) {
+    spin.Finished(began);
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    return state_->status;
+  }
   std::unique_lock<std::mutex> lock(state_->mutex);
   // wait_until on a far deadline overflows; wait_for with a cap does not.
   const auto cap = std::chrono::hours(24 * 365);
@@ -42,6 +52,7 @@ Status Handle::Wait(std::chrono::milliseconds timeout) const {
     return Timeout("operation '" + state_->name + "' did not complete within " +
                    std::to_string(timeout.count()) + " ms");
   }
+  spin.Finished(began);
   return state_->status;
 }
 

@@ -3,6 +3,7 @@
 #ifndef KOLO_RUNTIME_HANDLE_STATE_H_
 #define KOLO_RUNTIME_HANDLE_STATE_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -35,6 +36,7 @@ struct HandleState {
   std::mutex mutex;
   std::condition_variable completed;
   bool done = false;  // guarded by mutex
+  std::atomic<bool> finished{false};  // done, readable without the mutex
   Status status;      // guarded by mutex; final once done
 };
 

@@ -146,6 +146,7 @@ StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<TensorSpec> spec
       names_in_use_[op->spec.name] = true;
       queue_.push_back(std::move(op));
     }
+    work_queued_.store(true, std::memory_order_release);
   }
   wake_.notify_all();
   return handles;
@@ -221,9 +222,20 @@ void Runtime::WaitForWork(bool busy, Clock::time_point last_tick) {
     return;
   }
   // Idle: start at once when work arrives, or tick for the other ranks.
+  const Clock::time_point began = Clock::now();
+  lock.unlock();
+  const bool arrived = idle_spin_.Spin(
+      [&] { return work_queued_.load(std::memory_order_acquire); }, true, began);
+  lock.lock();
+  if (arrived) {
+    idle_spin_.Finished(began);
+    waiter_arrived_ = false;
+    return;
+  }
   wake_.wait_until(lock, last_tick + kIdleTick, [&] {
     return !queue_.empty() || join_requested_ || shutdown_requested_;
   });
+  idle_spin_.Finished(began);
   waiter_arrived_ = false;
 }
 
@@ -232,6 +244,7 @@ bool Runtime::Tick() {
   CycleReport mine;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    work_queued_.store(false, std::memory_order_relaxed);
     while (!queue_.empty()) {
       std::unique_ptr<LocalOperation> op = std::move(queue_.front());
       queue_.pop_front();

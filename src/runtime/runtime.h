@@ -30,7 +30,10 @@
 // caller starts waiting on an unfinished handle, since a waiting caller
 // adds nothing more to the batch. An idle rank sleeps until an operation
 // arrives (and then ticks at once), but at least every kIdleTick so that
-// ranks waiting for it keep progressing and can report a stall.
+// ranks waiting for it keep progressing and can report a stall. Before it
+// sleeps it spins briefly (common/spin_wait.h) while operations keep
+// arriving back to back, as a caller waiting on a handle does before it
+// blocks: the wake-ups would otherwise be most of a small collective's cost.
 //
 // Errors. A failed engine call ends the runtime: every pending and future
 // operation fails with that error, which names the dead rank when the
@@ -38,6 +41,7 @@
 #ifndef KOLO_RUNTIME_RUNTIME_H_
 #define KOLO_RUNTIME_RUNTIME_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -50,6 +54,7 @@
 #include <vector>
 
 #include "collectives/backend.h"
+#include "common/spin_wait.h"
 #include "kolo/kolo.h"
 #include "kolo/runtime.h"
 #include "runtime/coordinator.h"
@@ -130,6 +135,7 @@ class Runtime {
   mutable std::mutex mutex_;
   std::condition_variable wake_;        // new work, join, shutdown or a waiter
   bool waiter_arrived_ = false;         // guarded by mutex_; see WaiterArrived
+  std::atomic<bool> work_queued_{false};  // written under mutex_: queue_ not empty
   // What a handle's on_wait reaches: this runtime until it shuts down.
   struct Doorbell {
     std::mutex mutex;
@@ -155,6 +161,7 @@ class Runtime {
   RuntimeStats loop_stats_;  // copied into stats_ after each tick
   SteadyTime shutdown_since_;
   SteadyTime last_stall_check_;
+  AdaptiveSpin idle_spin_;
   std::map<std::string, SteadyTime> stall_warned_;
   std::string stall_verdict_;  // set once an operation waited past shutdown
 

@@ -23,7 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr auto kSpinFor = std::chrono::microseconds(50);
 constexpr auto kSleepSlice = std::chrono::milliseconds(10);
 constexpr size_t kHeaderBytes = 4096;
 
@@ -211,31 +210,16 @@ Status ShmGroup::WaitFor(int32_t rank, uint32_t target, Clock::time_point start,
   std::atomic<uint32_t>& counter = peer->counter;
   if (Reached(counter.load(std::memory_order_acquire), target)) return Status::Ok();
   const Clock::time_point began = Clock::now();
-  // Spin only while peers have been arriving within the spin window: in a
-  // loop of back-to-back collectives that saves the futex round trip; when
-  // the peer is off computing (a training step), spinning would only take
-  // the core from the compute threads.
-  if (spin_) {
-    const Clock::time_point spin_until = began + kSpinFor;
-    for (int i = 0;; ++i) {
-      if (Reached(counter.load(std::memory_order_acquire), target)) return Status::Ok();
-      if (oversubscribed_) {
-        // More ranks than cores: the peer may need this very core to arrive.
-        sched_yield();
-        if (Clock::now() >= spin_until) break;
-        continue;
-      }
-      if ((i & 63) == 63 && Clock::now() >= spin_until) break;
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    }
-  }
   struct SpinVerdict {
-    bool* spin;
+    AdaptiveSpin* spin;
     Clock::time_point began;
-    ~SpinVerdict() { *spin = Clock::now() - began < kSpinFor; }
+    ~SpinVerdict() { spin->Finished(began); }
   } verdict{&spin_, began};
+  // With more ranks than cores the peer may need this very core to arrive.
+  if (spin_.Spin([&] { return Reached(counter.load(std::memory_order_acquire), target); },
+                 oversubscribed_, began)) {
+    return Status::Ok();
+  }
   const struct timespec slice = {
       0, static_cast<long>(std::chrono::nanoseconds(kSleepSlice).count())};
   while (true) {

@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "common/spin_wait.h"
 #include "kolo/status.h"
 #include "store/store.h"
 
@@ -96,7 +97,7 @@ class ShmGroup {
   std::vector<Mapping> segments_;
   std::vector<bool> same_pid_namespace_;  // liveness checks are meaningful
   uint32_t syncs_ = 0;
-  bool spin_ = true;  // whether the last wait ended within the spin window
+  AdaptiveSpin spin_;
   const bool oversubscribed_;  // more ranks than cores: spin by yielding
 };
 

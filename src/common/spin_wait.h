@@ -1,0 +1,58 @@
+// AdaptiveSpin: a bounded spin before a blocking wait, for waits that
+// usually end within microseconds (a peer already on its way, a runtime
+// thread that is about to answer). Sleeping and being woken costs a few
+// microseconds of syscalls and scheduling on each side, which is the whole
+// cost of a small collective; a short spin avoids it.
+//
+// The spin lasts at most kSpinWindow, and only while the previous wait
+// ended within that window: when the awaited thread keeps arriving late
+// (it is computing), the waiter goes straight to sleep and leaves the core
+// to the compute threads. Where the awaited thread may need this very core
+// (more threads than cores, or threads pinned to one core), the spin yields
+// the core at every turn.
+//
+// Not thread-safe: one waiter per AdaptiveSpin.
+#ifndef KOLO_COMMON_SPIN_WAIT_H_
+#define KOLO_COMMON_SPIN_WAIT_H_
+
+#include <sched.h>
+
+#include <chrono>
+
+namespace kolo {
+
+class AdaptiveSpin {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::microseconds kSpinWindow{50};
+
+  // Polls `ready` until it returns true (then true) or the spin is over
+  // (then false; the caller blocks). `began` is when the wait began.
+  template <typename Ready>
+  bool Spin(Ready&& ready, bool yield_each_turn, Clock::time_point began) const {
+    if (!enabled_) return false;
+    const Clock::time_point until = began + kSpinWindow;
+    for (int turn = 0;; ++turn) {
+      if (ready()) return true;
+      if (yield_each_turn) {
+        sched_yield();
+        if (Clock::now() >= until) return false;
+        continue;
+      }
+      if ((turn & 63) == 63 && Clock::now() >= until) return false;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
+
+  // Records that a wait which began at `began` is over.
+  void Finished(Clock::time_point began) { enabled_ = Clock::now() - began < kSpinWindow; }
+
+ private:
+  bool enabled_ = true;
+};
+
+}  // namespace kolo
+
+#endif  // KOLO_COMMON_SPIN_WAIT_H_
