@@ -21,6 +21,12 @@
 
 namespace kolo {
 
+enum class SpinStyle {
+  kPause,           // the awaited thread has a core of its own
+  kYield,           // it may share this core
+  kYieldEveryWait,  // more ranks than cores: yield, and spin at every wait
+};
+
 class AdaptiveSpin {
  public:
   using Clock = std::chrono::steady_clock;
@@ -29,12 +35,12 @@ class AdaptiveSpin {
   // Polls `ready` until it returns true (then true) or the spin is over
   // (then false; the caller blocks). `began` is when the wait began.
   template <typename Ready>
-  bool Spin(Ready&& ready, bool yield_each_turn, Clock::time_point began) const {
-    if (!enabled_) return false;
+  bool Spin(Ready&& ready, SpinStyle style, Clock::time_point began) const {
+    if (!enabled_ && style != SpinStyle::kYieldEveryWait) return false;
     const Clock::time_point until = began + kSpinWindow;
     for (int turn = 0;; ++turn) {
       if (ready()) return true;
-      if (yield_each_turn) {
+      if (style != SpinStyle::kPause) {
         sched_yield();
         if (Clock::now() >= until) return false;
         continue;

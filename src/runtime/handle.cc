@@ -39,7 +39,8 @@ Status Handle::Wait(std::chrono::milliseconds timeout) const {
   // One spin record per waiting thread: a thread's waits are alike.
   thread_local AdaptiveSpin spin;
   const auto began = AdaptiveSpin::Clock::now();
-  if (spin.Spin([&] { return state_->finished.load(std::memory_order_acquire); }, true, began)) {
+  if (spin.Spin([&] { return state_->finished.load(std::memory_order_acquire); },
+                state_->spin_style, began)) {
     spin.Finished(began);
     std::lock_guard<std::mutex> lock(state_->mutex);
     return state_->status;

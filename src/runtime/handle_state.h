@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/spin_wait.h"
 #include "kolo/runtime.h"
 
 namespace kolo::internal {
@@ -29,6 +30,8 @@ struct HandleState {
   // that could join the batch). Set before the handle is returned; may be
   // empty.
   std::function<void()> on_wait;
+  // How Handle::Wait spins before it blocks (the runtime's choice).
+  SpinStyle spin_style = SpinStyle::kYield;
   // Written by the runtime's thread before Complete(), read after it.
   std::vector<char> output;
   std::vector<int64_t> output_counts;

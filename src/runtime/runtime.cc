@@ -84,6 +84,10 @@ Runtime::Runtime(const RuntimeOptions& options, std::unique_ptr<Backend> backend
       backend_(std::move(backend)),
       store_(std::move(store)),
       timeline_(std::move(timeline)),
+      spin_style_(static_cast<unsigned>(options.world.local_size) >
+                          std::max(1u, std::thread::hardware_concurrency())
+                      ? SpinStyle::kYieldEveryWait
+                      : SpinStyle::kYield),
       cache_(options.cache_capacity),
       coordinator_(options.world.size, &cache_),
       executor_(options.world, backend_.get(), timeline_.get(), &loop_stats_) {
@@ -117,6 +121,7 @@ StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<TensorSpec> spec
     local->send = sends[i];
     local->recv = recvs[i];
     local->handle = std::make_shared<internal::HandleState>(local->spec.name, callback);
+    local->handle->spin_style = spin_style_;
     local->handle->on_wait = [bell = std::weak_ptr<Doorbell>(doorbell_)] {
       if (std::shared_ptr<Doorbell> b = bell.lock()) {
         std::lock_guard<std::mutex> lock(b->mutex);
@@ -225,7 +230,7 @@ void Runtime::WaitForWork(bool busy, Clock::time_point last_tick) {
   const Clock::time_point began = Clock::now();
   lock.unlock();
   const bool arrived = idle_spin_.Spin(
-      [&] { return work_queued_.load(std::memory_order_acquire); }, true, began);
+      [&] { return work_queued_.load(std::memory_order_acquire); }, spin_style_, began);
   lock.lock();
   if (arrived) {
     idle_spin_.Finished(began);

@@ -131,6 +131,7 @@ class Runtime {
   std::unique_ptr<Backend> backend_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<Timeline> timeline_;
+  const SpinStyle spin_style_;  // for the idle wait and the handles' waits
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;        // new work, join, shutdown or a waiter

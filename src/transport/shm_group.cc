@@ -217,7 +217,7 @@ Status ShmGroup::WaitFor(int32_t rank, uint32_t target, Clock::time_point start,
   } verdict{&spin_, began};
   // With more ranks than cores the peer may need this very core to arrive.
   if (spin_.Spin([&] { return Reached(counter.load(std::memory_order_acquire), target); },
-                 oversubscribed_, began)) {
+                 oversubscribed_ ? SpinStyle::kYieldEveryWait : SpinStyle::kPause, began)) {
     return Status::Ok();
   }
   const struct timespec slice = {
