@@ -1,6 +1,6 @@
 // Tests of kolo-bench collectives' --peer pieces: the peer list, the memcpy
 // line, the comparison and its ratios, the JSON with peers, and the shared
-// JSON appender.
+// JSON appender; and the list splitting every list flag uses.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -11,10 +11,18 @@
 
 #include "collectives.h"
 #include "json_file.h"
+#include "list_flag.h"
 #include "peers.h"
 
 namespace kolo::bench {
 namespace {
+
+TEST(ListFlagTest, SplitsAtCommasTrimsAndDropsEmptyItems) {
+  EXPECT_EQ(SplitList("1, 2,,\t4 ,"), (std::vector<std::string>{"1", "2", "4"}));
+  EXPECT_EQ(SplitList("torch-ddp"), (std::vector<std::string>{"torch-ddp"}));
+  EXPECT_TRUE(SplitList("").empty());
+  EXPECT_TRUE(SplitList(" , ").empty());
+}
 
 TEST(PeerListTest, ParsesInOrderWithoutDuplicates) {
   StatusOr<std::vector<BackendKind>> peers = ParsePeerList("mpi, gloo,shm,mpi");

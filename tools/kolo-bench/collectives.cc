@@ -13,7 +13,6 @@
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <utility>
 
 #include "collectives/backend.h"
@@ -21,6 +20,7 @@
 #include "common/reduce.h"
 #include "environment.h"
 #include "json_file.h"
+#include "list_flag.h"
 #include "peers.h"
 #include "raw_backend.h"
 
@@ -203,19 +203,6 @@ double Reduce(ReduceOp op, double a, double b) {
 
 // ---- Flags ------------------------------------------------------------------
 
-std::vector<std::string> SplitList(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    const size_t begin = item.find_first_not_of(" \t");
-    const size_t end = item.find_last_not_of(" \t");
-    if (begin != std::string::npos) {
-      items.push_back(item.substr(begin, end - begin + 1));
-    }
-  }
-  return items;
-}
 
 std::string CollectiveNames() {
   std::string names;

@@ -6,9 +6,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <sstream>
 #include <thread>
 #include <vector>
+
+#include "list_flag.h"
 
 namespace kolo::bench {
 namespace {
@@ -34,12 +35,7 @@ std::string Ratio(std::optional<double> ratio) {
 
 StatusOr<std::vector<BackendKind>> ParsePeerList(const std::string& text) {
   std::vector<BackendKind> peers;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    const size_t begin = item.find_first_not_of(" \t");
-    if (begin == std::string::npos) continue;
-    item = item.substr(begin, item.find_last_not_of(" \t") - begin + 1);
+  for (const std::string& item : SplitList(text)) {
     StatusOr<BackendKind> kind = ParseBackend(item);
     if (!kind.ok()) {
       return InvalidArgument(fmt::format(

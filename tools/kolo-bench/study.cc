@@ -5,7 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <sstream>
+
+#include "list_flag.h"
 
 namespace kolo::bench {
 namespace {
@@ -124,19 +125,17 @@ TrainFlags BaseFlags(const StudyFlags& study) {
 
 // Accuracy steps drop the libtorch peer: it only times steps.
 std::string AccuracyPeers(const std::string& peers) {
-  std::stringstream in(peers);
   std::string out;
-  for (std::string item; std::getline(in, item, ',');) {
-    if (item.empty() || item == "libtorch") continue;
+  for (const std::string& item : SplitList(peers)) {
+    if (item == "libtorch") continue;
     out += (out.empty() ? "" : ",") + item;
   }
   return out;
 }
 
 Status CheckPeers(const std::string& peers) {
-  std::stringstream in(peers);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty() && item != "torch-ddp" && item != "libtorch") {
+  for (const std::string& item : SplitList(peers)) {
+    if (item != "torch-ddp" && item != "libtorch") {
       return InvalidArgument("--peer must be torch-ddp or libtorch, got '" +
                              item + "'");
     }

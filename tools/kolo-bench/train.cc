@@ -19,6 +19,7 @@
 #include "common/config.h"
 #include "environment.h"
 #include "json_file.h"
+#include "list_flag.h"
 #include "table.h"
 
 #ifndef KOLO_SOURCE_DIR
@@ -90,9 +91,7 @@ bool PythonHasTorch(const std::string& python) {
 
 StatusOr<std::vector<int32_t>> ParseNpList(const std::string& text) {
   std::vector<int32_t> out;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
+  for (const std::string& item : SplitList(text)) {
     KOLO_ASSIGN_OR_RETURN(int64_t np, ParseInt(item, 1, 1024, "--np"));
     out.push_back(static_cast<int32_t>(np));
   }
@@ -102,10 +101,7 @@ StatusOr<std::vector<int32_t>> ParseNpList(const std::string& text) {
 
 StatusOr<std::vector<std::string>> ParsePeers(const std::string& text) {
   std::vector<std::string> out;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    if (item.empty()) continue;
+  for (const std::string& item : SplitList(text)) {
     if (item != kLibtorch && item != kTorchDdp) {
       return InvalidArgument("--peer must be torch-ddp or libtorch, got '" +
                              item + "'");
