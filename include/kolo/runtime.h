@@ -50,7 +50,10 @@ class Handle {
   // True once the operation completed, successfully or not.
   bool Poll() const;
   // Waits until completion (ok or the operation's error), or returns
-  // kTimeout after `timeout` while the operation carries on.
+  // kTimeout after `timeout` while the operation carries on. It spins for
+  // up to 50 us before it blocks while this thread's waits keep ending that
+  // soon (src/common/spin_wait.h), so it may return later than a short
+  // `timeout`.
   Status Wait(std::chrono::milliseconds timeout = std::chrono::hours(24 * 365)) const;
   const std::string& name() const;
 
