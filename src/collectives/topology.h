@@ -39,8 +39,11 @@ struct HostTopology {
 // The topology `rank` sees when rank r's host identity is host_ids[r].
 HostTopology TopologyFromHostIds(int32_t rank, const std::vector<std::string>& host_ids);
 
-// Every rank of `world` publishes `host_id` under `prefix` and waits (up to
-// `timeout`) for the others'. A missing rank's error names it.
+// Every rank of `world` publishes `host_id` under `prefix`; rank 0 reads
+// them all (within `timeout` in all) and publishes the table, which the others
+// read. That is about 3N store operations for N ranks instead of the N^2 of
+// every rank reading every identity. A missing rank's error names it, on
+// rank 0 and, through the table, on every other rank.
 StatusOr<HostTopology> DiscoverTopology(Store& store, const std::string& prefix,
                                         const WorldInfo& world, const std::string& host_id,
                                         std::chrono::milliseconds timeout);

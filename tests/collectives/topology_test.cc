@@ -84,5 +84,40 @@ TEST(TopologyTest, AMissingRankIsNamed) {
   EXPECT_THAT(found.status().ToString(), HasSubstr("waited for rank 1's host identity"));
 }
 
+TEST(TopologyTest, EveryRankNamesTheMissingRankThroughRankZero) {
+  auto store = std::make_shared<MemoryStore>();
+  constexpr int32_t kSize = 3;
+  std::vector<StatusOr<HostTopology>> found(kSize, Internal("not run"));
+  std::vector<std::thread> threads;
+  for (int32_t rank : {0, 2}) {  // rank 1 never publishes
+    threads.emplace_back([&, rank] {
+      WorldInfo world;
+      world.rank = rank;
+      world.size = kSize;
+      found[rank] = DiscoverTopology(*store, "hosts", world, "m1", std::chrono::milliseconds(200));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_FALSE(found[0].ok());
+  ASSERT_FALSE(found[2].ok());
+  EXPECT_THAT(found[0].status().ToString(), HasSubstr("rank 0 waited for rank 1's host identity"));
+  EXPECT_THAT(found[2].status().ToString(), HasSubstr("rank 2: "));
+  EXPECT_THAT(found[2].status().ToString(), HasSubstr("waited for rank 1's host identity"));
+}
+
+TEST(TopologyTest, AMalformedTableIsReportedNotMisread) {
+  MemoryStore store;
+  // The second identity claims 3 bytes where 2 remain.
+  ASSERT_TRUE(store.Set("hosts/table", "2:m13:m2").ok());
+  WorldInfo world;
+  world.rank = 1;
+  world.size = 2;
+  StatusOr<HostTopology> found =
+      DiscoverTopology(store, "hosts", world, "m2", std::chrono::milliseconds(100));
+  ASSERT_FALSE(found.ok());
+  EXPECT_EQ(found.status().code(), StatusCode::kInternal) << found.status().ToString();
+  EXPECT_THAT(found.status().ToString(), HasSubstr("malformed"));
+}
+
 }  // namespace
 }  // namespace kolo
