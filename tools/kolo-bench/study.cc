@@ -133,15 +133,6 @@ std::string AccuracyPeers(const std::string& peers) {
   return out;
 }
 
-Status CheckPeers(const std::string& peers) {
-  for (const std::string& item : SplitList(peers)) {
-    if (item != "torch-ddp" && item != "libtorch") {
-      return InvalidArgument("--peer must be torch-ddp or libtorch, got '" +
-                             item + "'");
-    }
-  }
-  return Status::Ok();
-}
 
 }  // namespace
 
@@ -154,7 +145,7 @@ std::string PresetScale(const std::string& name) {
 }
 
 StatusOr<std::vector<StudyStep>> PlanStudy(const StudyFlags& study) {
-  KOLO_RETURN_IF_ERROR(CheckPeers(study.peers));
+  KOLO_RETURN_IF_ERROR(ParseTrainPeers(study.peers).status());
   const Scale& s = study.quick ? kQuick : kFull;
   const TrainFlags base = BaseFlags(study);
   std::vector<StudyStep> steps;

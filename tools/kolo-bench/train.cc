@@ -99,17 +99,6 @@ StatusOr<std::vector<int32_t>> ParseNpList(const std::string& text) {
   return out;
 }
 
-StatusOr<std::vector<std::string>> ParsePeers(const std::string& text) {
-  std::vector<std::string> out;
-  for (const std::string& item : SplitList(text)) {
-    if (item != kLibtorch && item != kTorchDdp) {
-      return InvalidArgument("--peer must be torch-ddp or libtorch, got '" +
-                             item + "'");
-    }
-    out.push_back(item);
-  }
-  return out;
-}
 
 // One measurement to make: a framework at a world size.
 struct Run {
@@ -206,6 +195,18 @@ Status Validate(const TrainFlags& f, const std::vector<std::string>& peers) {
 }
 
 }  // namespace
+
+StatusOr<std::vector<std::string>> ParseTrainPeers(const std::string& text) {
+  std::vector<std::string> out;
+  for (const std::string& item : SplitList(text)) {
+    if (item != kLibtorch && item != kTorchDdp) {
+      return InvalidArgument("--peer must be torch-ddp or libtorch, got '" +
+                             item + "'");
+    }
+    out.push_back(item);
+  }
+  return out;
+}
 
 std::vector<std::string> TrainCommand(const TrainFlags& f,
                                       const std::string& framework, int32_t np,
@@ -353,7 +354,7 @@ int RunTrainCommand(const TrainFlags& f) {
 StatusOr<json> RunTrain(const TrainFlags& f) {
   StatusOr<std::vector<int32_t>> nps = ParseNpList(f.np);
   if (!nps.ok()) return nps.status();
-  StatusOr<std::vector<std::string>> peers = ParsePeers(f.peers);
+  StatusOr<std::vector<std::string>> peers = ParseTrainPeers(f.peers);
   if (!peers.ok()) return peers.status();
   KOLO_RETURN_IF_ERROR(Validate(f, *peers));
   const bool accuracy = f.epochs > 0;

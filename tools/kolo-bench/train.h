@@ -95,6 +95,10 @@ int RunTrainCommand(const TrainFlags& flags);
 // flag for a bad configuration; kInternal quoting a failed job's output.
 StatusOr<nlohmann::json> RunTrain(const TrainFlags& flags);
 
+// The peers of a --peer list (torch-ddp, libtorch); kInvalidArgument naming
+// the flag and the first other item.
+StatusOr<std::vector<std::string>> ParseTrainPeers(const std::string& text);
+
 // The programs a measurement runs.
 struct TrainTools {
   std::string kolorun;
