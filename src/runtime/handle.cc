@@ -10,8 +10,7 @@ void HandleState::Complete(const Status& final_status) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     status = final_status;
-    done = true;
-    finished.store(true, std::memory_order_release);
+    done.store(true, std::memory_order_release);
   }
   completed.notify_all();
   if (callback) callback(final_status);
@@ -29,8 +28,7 @@ Handle::Handle(std::shared_ptr<internal::HandleState> state) : state_(std::move(
 
 bool Handle::Poll() const {
   if (!state_) return true;
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->done;
+  return state_->done.load(std::memory_order_acquire);
 }
 
 Status Handle::Wait(std::chrono::milliseconds timeout) const {
@@ -39,17 +37,14 @@ Status Handle::Wait(std::chrono::milliseconds timeout) const {
   // One spin record per waiting thread: a thread's waits are alike.
   thread_local AdaptiveSpin spin;
   const auto began = AdaptiveSpin::Clock::now();
-  if (spin.Spin([&] { return state_->finished.load(std::memory_order_acquire); },
-                state_->spin_style, began)) {
-    spin.Finished(began);
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    return state_->status;
-  }
+  const bool finished = spin.Spin(
+      [&] { return state_->done.load(std::memory_order_acquire); }, state_->spin_style, began);
   std::unique_lock<std::mutex> lock(state_->mutex);
   // wait_until on a far deadline overflows; wait_for with a cap does not.
   const auto cap = std::chrono::hours(24 * 365);
-  if (!state_->completed.wait_for(lock, std::min<std::chrono::milliseconds>(timeout, cap),
-                                  [&] { return state_->done; })) {
+  if (!finished &&
+      !state_->completed.wait_for(lock, std::min<std::chrono::milliseconds>(timeout, cap),
+                                  [&] { return state_->done.load(); })) {
     return Timeout("operation '" + state_->name + "' did not complete within " +
                    std::to_string(timeout.count()) + " ms");
   }

@@ -38,9 +38,10 @@ struct HandleState {
 
   std::mutex mutex;
   std::condition_variable completed;
-  bool done = false;  // guarded by mutex
-  std::atomic<bool> finished{false};  // done, readable without the mutex
-  Status status;      // guarded by mutex; final once done
+  // Written under mutex (waiters block on `completed`), read without it
+  // by Poll and by a spinning waiter.
+  std::atomic<bool> done{false};
+  Status status;  // guarded by mutex; final once done
 };
 
 }  // namespace kolo::internal

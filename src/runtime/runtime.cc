@@ -232,14 +232,11 @@ void Runtime::WaitForWork(bool busy, Clock::time_point last_tick) {
   const bool arrived = idle_spin_.Spin(
       [&] { return work_queued_.load(std::memory_order_acquire); }, spin_style_, began);
   lock.lock();
-  if (arrived) {
-    idle_spin_.Finished(began);
-    waiter_arrived_ = false;
-    return;
+  if (!arrived) {
+    wake_.wait_until(lock, last_tick + kIdleTick, [&] {
+      return !queue_.empty() || join_requested_ || shutdown_requested_;
+    });
   }
-  wake_.wait_until(lock, last_tick + kIdleTick, [&] {
-    return !queue_.empty() || join_requested_ || shutdown_requested_;
-  });
   idle_spin_.Finished(began);
   waiter_arrived_ = false;
 }
