@@ -17,7 +17,10 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <thread>
 
 namespace kolo {
 
@@ -26,6 +29,12 @@ enum class SpinStyle {
   kYield,           // it may share this core
   kYieldEveryWait,  // more ranks than cores: yield, and spin at every wait
 };
+
+// Whether `ranks_on_host` ranks outnumber this machine's cores, where the
+// waits spin with SpinStyle::kYieldEveryWait.
+inline bool RanksOutnumberCores(int32_t ranks_on_host) {
+  return static_cast<unsigned>(ranks_on_host) > std::max(1u, std::thread::hardware_concurrency());
+}
 
 class AdaptiveSpin {
  public:

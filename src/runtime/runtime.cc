@@ -84,10 +84,8 @@ Runtime::Runtime(const RuntimeOptions& options, std::unique_ptr<Backend> backend
       backend_(std::move(backend)),
       store_(std::move(store)),
       timeline_(std::move(timeline)),
-      spin_style_(static_cast<unsigned>(options.world.local_size) >
-                          std::max(1u, std::thread::hardware_concurrency())
-                      ? SpinStyle::kYieldEveryWait
-                      : SpinStyle::kYield),
+      spin_style_(RanksOutnumberCores(options.world.local_size) ? SpinStyle::kYieldEveryWait
+                                                                : SpinStyle::kYield),
       cache_(options.cache_capacity),
       coordinator_(options.world.size, &cache_),
       executor_(options.world, backend_.get(), timeline_.get(), &loop_stats_) {

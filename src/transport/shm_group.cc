@@ -75,7 +75,7 @@ ShmGroup::ShmGroup(const Options& options)
     : options_(options),
       segments_(static_cast<size_t>(options.size)),
       same_pid_namespace_(static_cast<size_t>(options.size), false),
-      oversubscribed_(static_cast<unsigned>(options.size) > std::thread::hardware_concurrency()) {
+      oversubscribed_(RanksOutnumberCores(options.size)) {
   static_assert(sizeof(Header) <= kHeaderBytes, "the header fits its page");
   static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words are plain words");
 }
