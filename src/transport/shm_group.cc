@@ -16,7 +16,6 @@
 #include <new>
 #include <random>
 #include <sstream>
-#include <thread>
 
 namespace kolo {
 namespace {
