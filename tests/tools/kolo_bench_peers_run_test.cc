@@ -47,6 +47,7 @@ void ExpectRowsRight(const nlohmann::json& rows, const std::string& engine) {
           << engine << " " << row["collective"] << " " << row["size"] << " "
           << placement;
       EXPECT_GT(row[placement]["time_us"].get<double>(), 0.0) << engine;
+      EXPECT_GE(row[placement]["switches_per_call"].get<double>(), 0.0) << engine;
     }
   }
 }
@@ -90,6 +91,10 @@ TEST_P(PeersRunTest, EveryEngineRunsAndIsRight) {
             1 + static_cast<int64_t>(c.engines.size()))
       << r.out;
   EXPECT_NE(r.out.find("kolo against its peers"), std::string::npos) << r.out;
+  // The switches table: one line per kolo row (3 ops x 3 sizes), after it.
+  const size_t switches = r.out.find("context switches per call");
+  ASSERT_NE(switches, std::string::npos) << r.out;
+  EXPECT_EQ(Occurrences(r.out.substr(switches), "  allreduce "), 3) << r.out;
 
   std::ifstream file(json_path);
   ASSERT_TRUE(file) << json_path;

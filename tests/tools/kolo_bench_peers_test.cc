@@ -122,6 +122,24 @@ TEST(ComparisonTest, RatiosAreKoloOverPeerInPlace) {
   EXPECT_EQ(ComparisonCells(rows[0], names)[12], "0.01");
 }
 
+TEST(ComparisonTest, SwitchesPerCallStandBesideEachEngine) {
+  ResultRow kolo = Row("allreduce", 4096, 10, 0.4);
+  kolo.in_place.switches_per_call = 22.04;
+  kolo.out_of_place.switches_per_call = 99;  // the table is in place
+  ResultRow mpi = Row("allreduce", 4096, 5, 0.8);
+  mpi.in_place.switches_per_call = 11.25;
+  const std::vector<BackendKind> names = {BackendKind::kMpi,
+                                          BackendKind::kGloo};
+  const std::vector<ComparisonRow> rows =
+      Compare({kolo}, {{BackendKind::kMpi, {mpi}}, {BackendKind::kGloo, {}}}, {});
+  ASSERT_EQ(rows.size(), 1u);
+  const Table table = SwitchesTable(names);
+  const std::vector<std::string> cells = SwitchesCells(rows[0], names);
+  ASSERT_EQ(cells.size(), table.columns().size());
+  EXPECT_EQ(cells, (std::vector<std::string>{"allreduce", "4096", "float32",
+                                             "22.0", "11.2", "-"}));
+}
+
 TEST(ComparisonTest, WithoutPeersOrMemcpyCellsAreDashes) {
   const std::vector<ComparisonRow> rows =
       Compare({Row("broadcast", 64, 3, 0.02)}, {}, {});
@@ -157,6 +175,7 @@ TEST(PeersJsonTest, PeersAndMemcpyFollowKolosRowSchema) {
   EXPECT_EQ(theirs.size(), mine.size());
   EXPECT_DOUBLE_EQ(theirs["in_place"]["time_us"], 5.0);
   EXPECT_EQ(theirs["in_place"]["wrong"], 0);
+  EXPECT_DOUBLE_EQ(theirs["in_place"]["switches_per_call"], 0.0);
   ASSERT_EQ(json["memcpy_2thread"].size(), 1u);
   EXPECT_EQ(json["memcpy_2thread"][0]["size"], 4096);
   EXPECT_DOUBLE_EQ(json["memcpy_2thread"][0]["gbps"], 40.0);

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectives.h"
@@ -52,6 +54,17 @@ TEST(CollectivesTest, MeasurementDerivesBandwidths) {
   EXPECT_DOUBLE_EQ(m.busbw_gbps, 3.0);
   EXPECT_EQ(m.wrong, 3);
   EXPECT_EQ(Bandwidth(100, 0.0), 0.0);
+}
+
+TEST(CollectivesTest, ContextSwitchesCountEveryThreadOfTheProcess) {
+  // A thread that sleeps gives up its core at each sleep: 20 voluntary
+  // switches at least, counted for the process as a whole.
+  const int64_t before = ProcessContextSwitches();
+  std::thread sleeper([] {
+    for (int i = 0; i < 20; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  sleeper.join();
+  EXPECT_GE(ProcessContextSwitches() - before, 20);
 }
 
 TEST(CollectivesTest, SizeSweepIsGeometricAndInclusive) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <sys/resource.h>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -281,10 +282,15 @@ StatusOr<int64_t> SumOverRanks(int64_t local) {
   return local;
 }
 
+struct Timing {
+  double seconds = 0;  // the mean over iterations of the slowest rank
+  double switches_per_call = 0;
+};
+
 // Warms up, then times each iteration on its own; the slowest rank defines
 // an iteration's time, since the collective is not done until every rank
-// is. Returns the mean of those maxima in seconds.
-StatusOr<double> TimeCollective(RowEngine& engine,
+// is.
+StatusOr<Timing> TimeCollective(RowEngine& engine,
                                 const CollectiveDescriptor& collective,
                                 const CollectiveArgs& args, int64_t bytes,
                                 int32_t warmup, int32_t iters) {
@@ -293,16 +299,21 @@ StatusOr<double> TimeCollective(RowEngine& engine,
   }
   KOLO_RETURN_IF_ERROR(engine.Barrier());
   std::vector<double> seconds(iters);
+  const int64_t switches_before = ProcessContextSwitches();
   for (int32_t i = 0; i < iters; ++i) {
     const Clock::time_point start = Clock::now();
     KOLO_RETURN_IF_ERROR(RunOnce(engine, collective, args, bytes));
     seconds[i] = std::chrono::duration<double>(Clock::now() - start).count();
   }
+  KOLO_ASSIGN_OR_RETURN(int64_t switches,
+                        SumOverRanks(ProcessContextSwitches() - switches_before));
   KOLO_RETURN_IF_ERROR(Allreduce(seconds.data(), seconds.data(), iters,
                                  DataType::kFloat64, ReduceOp::kMax));
-  double total = 0;
-  for (double s : seconds) total += s;
-  return total / iters;
+  Timing timing;
+  for (double s : seconds) timing.seconds += s;
+  timing.seconds /= iters;
+  timing.switches_per_call = static_cast<double>(switches) / iters;
+  return timing;
 }
 
 // One table row on `engine`: out of place, then in place, each timed and
@@ -347,7 +358,7 @@ StatusOr<ResultRow> RunRow(const CollectivesConfig& config,
     args.send = send.data();
     args.recv = recv.data();
     KOLO_ASSIGN_OR_RETURN(
-        double seconds,
+        Timing timing,
         TimeCollective(engine, collective, args, bytes, warmup, iters));
     std::optional<int64_t> wrong;
     if (config.check) {
@@ -355,7 +366,8 @@ StatusOr<ResultRow> RunRow(const CollectivesConfig& config,
       KOLO_RETURN_IF_ERROR(RunOnce(engine, collective, args, bytes));
       KOLO_ASSIGN_OR_RETURN(wrong, SumOverRanks(count_wrong(recv.data())));
     }
-    row.out_of_place = MakeMeasurement(bytes, seconds, bus_factor, wrong);
+    row.out_of_place = MakeMeasurement(bytes, timing.seconds, bus_factor, wrong);
+    row.out_of_place.switches_per_call = timing.switches_per_call;
   }
 
   {
@@ -373,7 +385,7 @@ StatusOr<ResultRow> RunRow(const CollectivesConfig& config,
     args.send = send;
     args.recv = recv;
     KOLO_ASSIGN_OR_RETURN(
-        double seconds,
+        Timing timing,
         TimeCollective(engine, collective, args, bytes, warmup, iters));
     std::optional<int64_t> wrong;
     if (config.check) {
@@ -381,7 +393,8 @@ StatusOr<ResultRow> RunRow(const CollectivesConfig& config,
       KOLO_RETURN_IF_ERROR(RunOnce(engine, collective, args, bytes));
       KOLO_ASSIGN_OR_RETURN(wrong, SumOverRanks(count_wrong(recv)));
     }
-    row.in_place = MakeMeasurement(bytes, seconds, bus_factor, wrong);
+    row.in_place = MakeMeasurement(bytes, timing.seconds, bus_factor, wrong);
+    row.in_place.switches_per_call = timing.switches_per_call;
   }
   return row;
 }
@@ -501,8 +514,18 @@ void PrintPeers(const CollectivesConfig& config,
       "the size, GB/s = bytes / time; kolo/ under it = kolo busbw / that\n");
   const Table comparison = ComparisonTable(config.peers);
   PrintTableHeader(comparison);
-  for (const ComparisonRow& row : Compare(rows, peers, memcpy)) {
+  const std::vector<ComparisonRow> compared = Compare(rows, peers, memcpy);
+  for (const ComparisonRow& row : compared) {
     fmt::print("{}\n", comparison.Row(ComparisonCells(row, config.peers)));
+  }
+  fmt::print(
+      "#\n"
+      "# context switches per call, in place: every thread of every rank's "
+      "process, summed over ranks\n");
+  const Table switches = SwitchesTable(config.peers);
+  PrintTableHeader(switches);
+  for (const ComparisonRow& row : compared) {
+    fmt::print("{}\n", switches.Row(SwitchesCells(row, config.peers)));
   }
   fmt::print("#\n");
 }
@@ -857,6 +880,12 @@ StatusOr<CollectivesConfig> ParseCollectivesFlags(
   return config;
 }
 
+int64_t ProcessContextSwitches() {
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return static_cast<int64_t>(usage.ru_nvcsw) + static_cast<int64_t>(usage.ru_nivcsw);
+}
+
 Measurement MakeMeasurement(int64_t bytes, double seconds, double bus_factor,
                             std::optional<int64_t> wrong) {
   Measurement m;
@@ -930,7 +959,8 @@ nlohmann::json ResultsToJson(const CollectivesConfig& config,
     nlohmann::json json = {{"time_us", m.time_us},
                            {"algbw_gbps", m.algbw_gbps},
                            {"busbw_gbps", m.busbw_gbps},
-                           {"wrong", nullptr}};
+                           {"wrong", nullptr},
+                           {"switches_per_call", m.switches_per_call}};
     if (m.wrong) json["wrong"] = *m.wrong;
     return json;
   };

@@ -32,7 +32,8 @@
 // JSON. --json FILE appends one record to the array in FILE (a report draws
 // on many runs): the configuration, "environment", kolo's "rows", and with
 // --peer "peers": [{"engine": "mpi", "rows": [same schema as "rows"]}, ...]
-// and "memcpy_2thread": [{"size": bytes, "gbps": x}, ...].
+// and "memcpy_2thread": [{"size": bytes, "gbps": x}, ...]. Every
+// measurement carries "switches_per_call" (see Measurement).
 //
 // The declarations below are the pure pieces, testable without a world;
 // RunCollectivesCommand drives them over an initialized kolo job.
@@ -187,7 +188,13 @@ struct Measurement {
   double algbw_gbps = 0;
   double busbw_gbps = 0;
   std::optional<int64_t> wrong;  // summed over ranks; empty when unchecked
+  // Context switches of every rank's process (all its threads, voluntary
+  // and involuntary) during the timed calls, summed over ranks, per call.
+  double switches_per_call = 0;
 };
+
+// This process's context switches so far, over all its threads.
+int64_t ProcessContextSwitches();
 
 struct ResultRow {
   std::string collective;

@@ -116,14 +116,25 @@ std::vector<ComparisonRow> Compare(const std::vector<ResultRow>& kolo,
   return rows;
 }
 
+namespace {
+
+// The columns and cells that name a row, first in both tables.
+std::vector<Table::Column> RowNameColumns() {
+  return {{"collective", "", 13, "", true},
+          {"size", "(B)", 11, "", false},
+          {"type", "", 8, "", false}};
+}
+
+std::vector<std::string> RowNameCells(const ComparisonRow& row) {
+  return {row.collective, std::to_string(row.bytes), DataTypeName(row.type)};
+}
+
+}  // namespace
+
 Table ComparisonTable(const std::vector<BackendKind>& peers) {
-  std::vector<Table::Column> columns = {
-      {"collective", "", 13, "", true},
-      {"size", "(B)", 11, "", false},
-      {"type", "", 8, "", false},
-      {"time", "(us)", 10, "kolo", false},
-      {"busbw", "(GB/s)", 7, "kolo", false},
-  };
+  std::vector<Table::Column> columns = RowNameColumns();
+  columns.push_back({"time", "(us)", 10, "kolo", false});
+  columns.push_back({"busbw", "(GB/s)", 7, "kolo", false});
   for (BackendKind peer : peers) {
     const std::string name = BackendName(peer);
     columns.push_back({"time", "(us)", 10, name, false});
@@ -139,13 +150,9 @@ Table ComparisonTable(const std::vector<BackendKind>& peers) {
 
 std::vector<std::string> ComparisonCells(
     const ComparisonRow& row, const std::vector<BackendKind>& peers) {
-  std::vector<std::string> cells = {
-      row.collective,
-      std::to_string(row.bytes),
-      DataTypeName(row.type),
-      FormatFixed(row.kolo.time_us, 2),
-      FormatFixed(row.kolo.busbw_gbps, 2),
-  };
+  std::vector<std::string> cells = RowNameCells(row);
+  cells.push_back(FormatFixed(row.kolo.time_us, 2));
+  cells.push_back(FormatFixed(row.kolo.busbw_gbps, 2));
   for (size_t p = 0; p < peers.size(); ++p) {
     const std::optional<Measurement>& peer =
         p < row.peers.size() ? row.peers[p] : std::nullopt;
@@ -168,6 +175,27 @@ std::vector<std::string> ComparisonCells(
     cells.push_back(Ratio(KoloRatio(row.kolo, *row.peers[*row.best_peer])));
   } else {
     cells.insert(cells.end(), {"-", "-"});
+  }
+  return cells;
+}
+
+Table SwitchesTable(const std::vector<BackendKind>& peers) {
+  std::vector<Table::Column> columns = RowNameColumns();
+  columns.push_back({"kolo", "", 9, "switches per call", false});
+  for (BackendKind peer : peers) {
+    columns.push_back({BackendName(peer), "", 9, "switches per call", false});
+  }
+  return Table(std::move(columns));
+}
+
+std::vector<std::string> SwitchesCells(const ComparisonRow& row,
+                                       const std::vector<BackendKind>& peers) {
+  std::vector<std::string> cells = RowNameCells(row);
+  cells.push_back(FormatFixed(row.kolo.switches_per_call, 1));
+  for (size_t p = 0; p < peers.size(); ++p) {
+    const std::optional<Measurement>& peer =
+        p < row.peers.size() ? row.peers[p] : std::nullopt;
+    cells.push_back(peer ? FormatFixed(peer->switches_per_call, 1) : "-");
   }
   return cells;
 }

@@ -95,6 +95,14 @@ Table ComparisonTable(const std::vector<BackendKind>& peers);
 std::vector<std::string> ComparisonCells(const ComparisonRow& row,
                                          const std::vector<BackendKind>& peers);
 
+// Context switches per call beside the comparison, for kolo and each
+// peer: where ranks outnumber cores every wait that does not end at once
+// ends in a switch, and each costs microseconds, so this count explains a
+// small message's time there.
+Table SwitchesTable(const std::vector<BackendKind>& peers);
+std::vector<std::string> SwitchesCells(const ComparisonRow& row,
+                                       const std::vector<BackendKind>& peers);
+
 }  // namespace kolo::bench
 
 #endif  // KOLO_TOOLS_KOLO_BENCH_PEERS_H_
