@@ -528,6 +528,20 @@ TEST_F(KolorunMpiTest, PartialLinesAndStderrAreTagged) {
   }
 }
 
+TEST_F(KolorunMpiTest, ALineWrittenInPiecesStaysWhole) {
+  // mpirun tags each piece as it reads it; kolorun joins a rank's pieces.
+  RunResult r = RunKolorun({"-np", "3", "--backend", "mpi", kWorker, "print-in-pieces"});
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string n = std::to_string(rank);
+    EXPECT_THAT(Lines(r.out), Contains("[" + n + "]<stdout>: first half of rank " + n +
+                                       ", second half of rank " + n))
+        << r.out;
+  }
+  EXPECT_EQ(Lines(r.out).size(), 3u) << r.out;
+}
+
 TEST_F(KolorunMpiTest, RanksGetTheStoreAndNotKolorunRanks) {
   RunResult r = RunKolorun({"-np", "2", "--backend", "mpi", "--env", "FOO=bar",
                             kWorker, "env", "KOLO_BACKEND", "KOLO_STORE_HOSTED",

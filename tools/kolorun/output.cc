@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <utility>
 
@@ -59,7 +60,7 @@ void WriteAll(int fd, const std::string& text) {
 }
 
 LineSplitter::LineSplitter(LineFormat format, std::string prefix)
-    : format_(format), prefix_(std::move(prefix)) {}
+    : format_(format), prefix_(std::move(prefix)), mpi_(prefix_) {}
 
 std::string LineSplitter::Append(const char* data, size_t size) {
   std::string out;
@@ -83,12 +84,13 @@ std::string LineSplitter::Finish() {
   std::string out;
   if (!partial_.empty()) FormatLine(partial_, &out);
   partial_.clear();
+  if (format_ == LineFormat::kMpiTagged) out += mpi_.Finish();
   return out;
 }
 
-void LineSplitter::FormatLine(const std::string& line, std::string* out) const {
+void LineSplitter::FormatLine(const std::string& line, std::string* out) {
   if (format_ == LineFormat::kMpiTagged) {
-    out->append(RewriteMpiLine(line, prefix_));
+    out->append(mpi_.Rewrite(line));
     return;
   }
   out->append(prefix_);
@@ -96,39 +98,58 @@ void LineSplitter::FormatLine(const std::string& line, std::string* out) const {
   out->push_back('\n');
 }
 
-std::string RewriteMpiLine(const std::string& line,
-                           const std::string& untagged_prefix) {
+MpiLineJoiner::MpiLineJoiner(std::string untagged_prefix)
+    : untagged_prefix_(std::move(untagged_prefix)) {}
+
+std::string MpiLineJoiner::Rewrite(const std::string& line) {
   std::string out;
-  std::string rank;
-  std::string stream;
+  std::string tag;  // kolorun's form of the tag in force; empty before one
   size_t text_begin = 0;
-  bool tagged = false;
-  // Emits the text since the previous tag (or the line's start) as one line.
-  auto emit = [&](size_t text_end) {
-    if (tagged) {
-      out += "[" + rank + "]<" + stream + ">: ";
-    } else if (text_end == text_begin) {
-      return;  // nothing before the first tag
-    } else {
-      out += untagged_prefix;
+  // The text since the previous tag (or the line's start) ends here:
+  // appended to its rank's pending piece, and emitted with it when the
+  // printed line ends here too.
+  auto piece_ends = [&](size_t text_end, bool line_ends) {
+    const std::string text = line.substr(text_begin, text_end - text_begin);
+    if (tag.empty()) {
+      if (!text.empty() || line_ends) out += untagged_prefix_ + text + "\n";
+      return;
     }
-    out.append(line, text_begin, text_end - text_begin);
+    auto pending = std::find_if(pending_.begin(), pending_.end(),
+                                [&](const auto& entry) { return entry.first == tag; });
+    if (!line_ends) {
+      if (pending == pending_.end()) {
+        pending_.emplace_back(tag, text);
+      } else {
+        pending->second += text;
+      }
+      return;
+    }
+    out += tag;
+    if (pending != pending_.end()) {
+      out += pending->second;
+      pending_.erase(pending);
+    }
+    out += text;
     out.push_back('\n');
   };
   for (size_t pos = 0; pos < line.size(); ++pos) {
-    std::string next_rank;
-    std::string next_stream;
+    std::string rank;
+    std::string stream;
     size_t tag_end = 0;
-    if (!MatchMpiTag(line, pos, &next_rank, &next_stream, &tag_end)) continue;
-    emit(pos);
-    rank = std::move(next_rank);
-    stream = std::move(next_stream);
-    tagged = true;
+    if (!MatchMpiTag(line, pos, &rank, &stream, &tag_end)) continue;
+    piece_ends(pos, false);
+    tag = "[" + rank + "]<" + stream + ">: ";
     text_begin = tag_end;
     pos = tag_end - 1;
   }
-  if (!tagged) return untagged_prefix + line + "\n";
-  emit(line.size());
+  piece_ends(line.size(), true);
+  return out;
+}
+
+std::string MpiLineJoiner::Finish() {
+  std::string out;
+  for (const auto& [tag, text] : pending_) out += tag + text + "\n";
+  pending_.clear();
   return out;
 }
 

@@ -7,13 +7,16 @@
 //
 // so that lines of different ranks never interleave mid-line. mpirun
 // (--backend mpi, started with --tag-output) tags lines itself as
-// "[jobid,rank]<stdout>:"; kolorun rewrites those tags into its own form so
-// that a job's output reads the same on both backends.
+// "[jobid,rank]<stdout>:"; kolorun rewrites those tags into its own form and
+// joins the pieces mpirun tagged apart, so that a job's output reads the
+// same on both backends.
 #ifndef KOLO_TOOLS_KOLORUN_OUTPUT_H_
 #define KOLO_TOOLS_KOLORUN_OUTPUT_H_
 
 #include <cstddef>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace kolo {
 namespace kolorun {
@@ -26,6 +29,36 @@ void WriteAll(int fd, const std::string& text);
 enum class LineFormat {
   kPrefix,     // put a fixed tag in front of every line
   kMpiTagged,  // rewrite mpirun's "[jobid,rank]<stream>:" tags
+};
+
+// Rewrites the lines `mpirun --tag-output` prints. mpirun tags each piece
+// of a rank's output as it reads it, so a rank's line that reached mpirun in
+// two pieces appears as two tagged pieces, and another rank's piece may sit
+// between them on the same printed line:
+//
+//   [1,0]<stdout>:abc[1,1]<stdout>:xy[1,0]<stdout>:def
+//
+// A piece that another tag follows is unterminated; the joiner keeps it
+// until the rest of that rank's line arrives, so the above yields
+// "[0]<stdout>: abcdef" and keeps rank 1's "xy" for later. Text before the
+// first tag (mpirun's own messages) is a line of its own behind
+// `untagged_prefix`.
+//
+// Thread-safety: none; one per stream.
+class MpiLineJoiner {
+ public:
+  explicit MpiLineJoiner(std::string untagged_prefix);
+
+  // Takes one printed line (without its '\n'); returns the lines it
+  // completes, each ending in '\n'.
+  std::string Rewrite(const std::string& line);
+  // At the end of the stream: every rank's unterminated piece, as a line.
+  std::string Finish();
+
+ private:
+  const std::string untagged_prefix_;
+  // Unterminated text by tag ("[0]<stdout>: "), in the order first seen.
+  std::vector<std::pair<std::string, std::string>> pending_;
 };
 
 // Cuts a byte stream into lines and formats them. A line longer than
@@ -49,20 +82,13 @@ class LineSplitter {
   std::string Finish();
 
  private:
-  void FormatLine(const std::string& line, std::string* out) const;
+  void FormatLine(const std::string& line, std::string* out);
 
   const LineFormat format_;
   const std::string prefix_;
   std::string partial_;  // bytes after the last '\n'
+  MpiLineJoiner mpi_;    // kMpiTagged only
 };
-
-// Rewrites one line printed by `mpirun --tag-output`. mpirun glues an
-// unterminated line of one rank to the next line it prints, so a line may
-// hold several tags; each tag starts a line of its own in the result.
-// "[1,0]<stdout>:hi" becomes "[0]<stdout>: hi\n"; a line without a tag is
-// `untagged_prefix` + line + "\n".
-std::string RewriteMpiLine(const std::string& line,
-                           const std::string& untagged_prefix);
 
 }  // namespace kolorun
 }  // namespace kolo

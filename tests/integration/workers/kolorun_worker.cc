@@ -67,6 +67,16 @@ int Print(int lines) {
   return 0;
 }
 
+// One line written in two flushed pieces with a pause between, so that
+// mpirun reads them apart and the other ranks' pieces fall in between.
+int PrintInPieces() {
+  std::printf("first half of rank %d, ", Rank());
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::printf("second half of rank %d\n", Rank());
+  return 0;
+}
+
 int ExitOrKill(int chosen, int value, bool kill_itself) {
   int rank = Rank();
   if (rank != chosen) {
@@ -145,6 +155,7 @@ int main(int argc, char** argv) {
   if (argc < 2) return Usage();
   std::string command = argv[1];
   if (command == "print" && argc == 3) return Print(std::atoi(argv[2]));
+  if (command == "print-in-pieces") return PrintInPieces();
   if (command == "env") {
     for (int i = 2; i < argc; ++i) {
       const char* value = std::getenv(argv[i]);

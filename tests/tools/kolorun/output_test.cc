@@ -26,31 +26,41 @@ TEST(LineSplitterTest, CutsOverlongLines) {
   EXPECT_EQ(splitter.Finish(), "p aaa\n");
 }
 
-TEST(RewriteMpiLineTest, RewritesTheTag) {
-  EXPECT_EQ(RewriteMpiLine("[1,0]<stdout>:hi there", ""),
-            "[0]<stdout>: hi there\n");
-  EXPECT_EQ(RewriteMpiLine("[12,3]<stderr>:oops", ""), "[3]<stderr>: oops\n");
-  EXPECT_EQ(RewriteMpiLine("[1,10]<stdout>:", ""), "[10]<stdout>: \n");
+std::string Rewrite(const std::string& line, const std::string& untagged_prefix = "") {
+  MpiLineJoiner joiner(untagged_prefix);
+  return joiner.Rewrite(line) + joiner.Finish();
 }
 
-TEST(RewriteMpiLineTest, SplitsLinesThatMpirunGlued) {
-  // mpirun prints a rank's unterminated last line and the next tag together.
-  EXPECT_EQ(RewriteMpiLine("[1,0]<stdout>:partial[1,1]<stdout>:hi 1", ""),
-            "[0]<stdout>: partial\n[1]<stdout>: hi 1\n");
+TEST(MpiLineJoinerTest, RewritesTheTag) {
+  EXPECT_EQ(Rewrite("[1,0]<stdout>:hi there"), "[0]<stdout>: hi there\n");
+  EXPECT_EQ(Rewrite("[12,3]<stderr>:oops"), "[3]<stderr>: oops\n");
+  EXPECT_EQ(Rewrite("[1,10]<stdout>:"), "[10]<stdout>: \n");
 }
 
-TEST(RewriteMpiLineTest, LeavesUntaggedLinesAndLookalikesAlone) {
-  EXPECT_EQ(RewriteMpiLine("-----", ""), "-----\n");
-  EXPECT_EQ(RewriteMpiLine("mpirun noticed", "mpirun: "),
-            "mpirun: mpirun noticed\n");
-  EXPECT_EQ(RewriteMpiLine("[a,0]<stdout>:x", ""), "[a,0]<stdout>:x\n");
-  EXPECT_EQ(RewriteMpiLine("[1,0]<stdin>:x", ""), "[1,0]<stdin>:x\n");
-  EXPECT_EQ(RewriteMpiLine("", ""), "\n");
+TEST(MpiLineJoinerTest, JoinsTheLineMpirunPrintedInPieces) {
+  // What mpirun printed for two ranks that each wrote "abc", flushed, then
+  // wrote "def\n": rank 0's line is whole on the first printed line, rank
+  // 1's once its rest arrives on the second.
+  MpiLineJoiner joiner("");
+  EXPECT_EQ(joiner.Rewrite("[1,0]<stdout>:abc[1,1]<stdout>:abc[1,0]<stdout>:def"),
+            "[0]<stdout>: abcdef\n");
+  EXPECT_EQ(joiner.Rewrite("[1,1]<stdout>:def"), "[1]<stdout>: abcdef\n");
+  EXPECT_EQ(joiner.Finish(), "");
+  // A rank's stdout and stderr are separate lines.
+  EXPECT_EQ(joiner.Rewrite("[1,0]<stderr>:e[1,0]<stdout>:o"), "[0]<stdout>: o\n");
+  EXPECT_EQ(joiner.Finish(), "[0]<stderr>: e\n");
 }
 
-TEST(RewriteMpiLineTest, KeepsTextBeforeTheFirstTag) {
-  EXPECT_EQ(RewriteMpiLine("note [1,2]<stdout>:x", ""),
-            "note \n[2]<stdout>: x\n");
+TEST(MpiLineJoinerTest, LeavesUntaggedLinesAndLookalikesAlone) {
+  EXPECT_EQ(Rewrite("-----"), "-----\n");
+  EXPECT_EQ(Rewrite("mpirun noticed", "mpirun: "), "mpirun: mpirun noticed\n");
+  EXPECT_EQ(Rewrite("[a,0]<stdout>:x"), "[a,0]<stdout>:x\n");
+  EXPECT_EQ(Rewrite("[1,0]<stdin>:x"), "[1,0]<stdin>:x\n");
+  EXPECT_EQ(Rewrite(""), "\n");
+}
+
+TEST(MpiLineJoinerTest, KeepsTextBeforeTheFirstTag) {
+  EXPECT_EQ(Rewrite("note [1,2]<stdout>:x"), "note \n[2]<stdout>: x\n");
 }
 
 TEST(LineSplitterTest, MpiTaggedFormatRewritesEachLine) {
@@ -58,6 +68,10 @@ TEST(LineSplitterTest, MpiTaggedFormatRewritesEachLine) {
   std::string text = "[1,0]<stdout>:a\n[1,1]<stdout>:b";
   EXPECT_EQ(splitter.Append(text.data(), text.size()), "[0]<stdout>: a\n");
   EXPECT_EQ(splitter.Finish(), "[1]<stdout>: b\n");
+  // A piece held back for its rank comes out at the end of the stream.
+  text = "[1,0]<stdout>:partial[1,1]<stdout>:hi 1\n";
+  EXPECT_EQ(splitter.Append(text.data(), text.size()), "[1]<stdout>: hi 1\n");
+  EXPECT_EQ(splitter.Finish(), "[0]<stdout>: partial\n");
 }
 
 }  // namespace
