@@ -237,6 +237,12 @@ TEST(KolorunTest, RanksAreBoundToTheirOwnCoresWhenTheyFit) {
   for (const auto& [rank, cores] : free) EXPECT_EQ(cores, free[0]) << rank;
   for (const auto& [rank, cores] : crowded) EXPECT_EQ(cores, free[0]) << rank;
   EXPECT_EQ(crowded.size(), own.size() + 1);
+  // Gloo's ranks stay unbound unless asked (its event loop would share a
+  // caller's core).
+  std::map<int, std::string> gloo = CoresByRank(2, {"--backend", "gloo"});
+  ASSERT_EQ(gloo.size(), 2u);
+  for (const auto& [rank, cores] : gloo) EXPECT_EQ(cores, free[0]) << rank;
+  EXPECT_EQ(CoresByRank(2, {"--backend", "gloo", "--bind-to", "core"}), bound);
   if (own.size() == 2) {
     EXPECT_EQ(free[0], std::to_string(own[0]) + "-" + std::to_string(own[1]));
   }

@@ -57,7 +57,9 @@ struct LaunchOptions {
   // --env K=V in the order given; a later K overrides an earlier one.
   std::vector<std::pair<std::string, std::string>> env;
   int64_t timeout_seconds = kDefaultTimeout.count();
-  BindTo bind_to = BindTo::kCore;  // --bind-to (kolorun's launcher only)
+  // --bind-to (kolorun's launcher only); without it kCore, but kNone for
+  // --backend gloo.
+  BindTo bind_to = BindTo::kCore;
   bool verbose = false;
   std::string timeline_path;          // --timeline-filename: KOLO_TIMELINE
   std::vector<std::string> mpi_args;  // --mpi-args (mpirun), split on whitespace

@@ -146,6 +146,10 @@ TEST(ParseOptionsTest, BindTo) {
   EXPECT_EQ(Parse({"-np", "2", "prog"})->bind_to, BindTo::kCore);
   EXPECT_EQ(Parse({"-np", "2", "--bind-to", "none", "prog"})->bind_to, BindTo::kNone);
   EXPECT_EQ(Parse({"-np", "2", "--bind-to=core", "prog"})->bind_to, BindTo::kCore);
+  // Gloo's event loop would share its caller's core: unbound unless asked.
+  EXPECT_EQ(Parse({"-np", "2", "--backend", "gloo", "prog"})->bind_to, BindTo::kNone);
+  EXPECT_EQ(Parse({"-np", "2", "--backend", "gloo", "--bind-to", "core", "prog"})->bind_to,
+            BindTo::kCore);
   StatusOr<LaunchOptions> bad = Parse({"-np", "2", "--bind-to", "socket", "prog"});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), "--bind-to must be core or none, got 'socket'");
