@@ -15,6 +15,15 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+// DiscoverTopology as rank `rank` of `size`, under the prefix "hosts".
+StatusOr<HostTopology> Discover(Store& store, int32_t rank, int32_t size,
+                                const std::string& host_id, int64_t timeout_ms) {
+  WorldInfo world;
+  world.rank = rank;
+  world.size = size;
+  return DiscoverTopology(store, "hosts", world, host_id, std::chrono::milliseconds(timeout_ms));
+}
+
 TEST(TopologyTest, InterleavedHostsAreNumberedByTheirLowestRank) {
   // Ranks 0 and 2 on "b", 1 and 3 on "a": "b" is host 0 because rank 0 is there.
   const std::vector<std::string> ids = {"b", "a", "b", "a"};
@@ -57,13 +66,8 @@ TEST(TopologyTest, RanksAgreeThroughTheStore) {
   std::vector<StatusOr<HostTopology>> found(kSize, Internal("not run"));
   std::vector<std::thread> threads;
   for (int32_t rank = 0; rank < kSize; ++rank) {
-    threads.emplace_back([&, rank] {
-      WorldInfo world;
-      world.rank = rank;
-      world.size = kSize;
-      found[rank] = DiscoverTopology(*store, "hosts", world, rank < 3 ? "m1" : "m2",
-                                     std::chrono::milliseconds(5000));
-    });
+    threads.emplace_back(
+        [&, rank] { found[rank] = Discover(*store, rank, kSize, rank < 3 ? "m1" : "m2", 5000); });
   }
   for (std::thread& t : threads) t.join();
   for (int32_t rank = 0; rank < kSize; ++rank) {
@@ -75,11 +79,7 @@ TEST(TopologyTest, RanksAgreeThroughTheStore) {
 
 TEST(TopologyTest, AMissingRankIsNamed) {
   MemoryStore store;
-  WorldInfo world;
-  world.rank = 0;
-  world.size = 2;
-  StatusOr<HostTopology> found =
-      DiscoverTopology(store, "hosts", world, "m1", std::chrono::milliseconds(100));
+  StatusOr<HostTopology> found = Discover(store, 0, 2, "m1", 100);
   ASSERT_FALSE(found.ok());
   EXPECT_THAT(found.status().ToString(), HasSubstr("waited for rank 1's host identity"));
 }
@@ -90,12 +90,7 @@ TEST(TopologyTest, EveryRankNamesTheMissingRankThroughRankZero) {
   std::vector<StatusOr<HostTopology>> found(kSize, Internal("not run"));
   std::vector<std::thread> threads;
   for (int32_t rank : {0, 2}) {  // rank 1 never publishes
-    threads.emplace_back([&, rank] {
-      WorldInfo world;
-      world.rank = rank;
-      world.size = kSize;
-      found[rank] = DiscoverTopology(*store, "hosts", world, "m1", std::chrono::milliseconds(200));
-    });
+    threads.emplace_back([&, rank] { found[rank] = Discover(*store, rank, kSize, "m1", 200); });
   }
   for (std::thread& t : threads) t.join();
   ASSERT_FALSE(found[0].ok());
@@ -109,11 +104,7 @@ TEST(TopologyTest, AMalformedTableIsReportedNotMisread) {
   MemoryStore store;
   // The second identity claims 3 bytes where 2 remain.
   ASSERT_TRUE(store.Set("hosts/table", "2:m13:m2").ok());
-  WorldInfo world;
-  world.rank = 1;
-  world.size = 2;
-  StatusOr<HostTopology> found =
-      DiscoverTopology(store, "hosts", world, "m2", std::chrono::milliseconds(100));
+  StatusOr<HostTopology> found = Discover(store, 1, 2, "m2", 100);
   ASSERT_FALSE(found.ok());
   EXPECT_EQ(found.status().code(), StatusCode::kInternal) << found.status().ToString();
   EXPECT_THAT(found.status().ToString(), HasSubstr("malformed"));
