@@ -1,6 +1,7 @@
 #include "collectives/topology.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 
 namespace kolo {
@@ -54,11 +55,13 @@ StatusOr<std::vector<std::string>> DecodeHostIds(const std::string& table, int32
   size_t offset = 0;
   while (offset < table.size()) {
     const size_t colon = table.find(':', offset);
-    if (colon == std::string::npos || colon == offset ||
-        table.find_first_not_of("0123456789", offset) != colon) {
-      break;
-    }
-    const size_t length = std::stoull(table.substr(offset, colon - offset));
+    if (colon == std::string::npos) break;
+    // from_chars, not stoull: a length too large to represent is malformed
+    // input, not an exception.
+    size_t length = 0;
+    const auto [end, error] =
+        std::from_chars(table.data() + offset, table.data() + colon, length);
+    if (error != std::errc() || end != table.data() + colon || colon == offset) break;
     if (length > table.size() - colon - 1) break;
     host_ids.push_back(table.substr(colon + 1, length));
     offset = colon + 1 + length;

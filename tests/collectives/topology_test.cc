@@ -108,6 +108,12 @@ TEST(TopologyTest, AMalformedTableIsReportedNotMisread) {
   ASSERT_FALSE(found.ok());
   EXPECT_EQ(found.status().code(), StatusCode::kInternal) << found.status().ToString();
   EXPECT_THAT(found.status().ToString(), HasSubstr("malformed"));
+  // A length too large for any integer is malformed too, not a crash.
+  MemoryStore huge;
+  ASSERT_TRUE(huge.Set("hosts/table", "2:m199999999999999999999999:m2").ok());
+  found = Discover(huge, 1, 2, "m2", 100);
+  ASSERT_FALSE(found.ok());
+  EXPECT_THAT(found.status().ToString(), HasSubstr("malformed"));
 }
 
 }  // namespace
