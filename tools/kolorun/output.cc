@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <iterator>
 #include <utility>
 
 namespace kolo {
@@ -119,8 +120,13 @@ std::string MpiLineJoiner::Rewrite(const std::string& line) {
     if (!line_ends) {
       if (pending == pending_.end()) {
         pending_.emplace_back(tag, text);
+        pending = std::prev(pending_.end());
       } else {
         pending->second += text;
+      }
+      if (pending->second.size() >= kMaxLineBytes) {
+        out += tag + pending->second.substr(0, kMaxLineBytes) + "\n";
+        pending->second.erase(0, kMaxLineBytes);
       }
       return;
     }

@@ -26,6 +26,11 @@ namespace kolorun {
 // keeps running, as it would have without its output being read.
 void WriteAll(int fd, const std::string& text);
 
+// The longest line kolorun holds back waiting for its '\n': a longer one is
+// cut there, so that a program that never prints '\n' cannot make kolorun
+// hold its whole output.
+inline constexpr size_t kMaxLineBytes = size_t{1} << 20;
+
 enum class LineFormat {
   kPrefix,     // put a fixed tag in front of every line
   kMpiTagged,  // rewrite mpirun's "[jobid,rank]<stream>:" tags
@@ -39,8 +44,9 @@ enum class LineFormat {
 //   [1,0]<stdout>:abc[1,1]<stdout>:xy[1,0]<stdout>:def
 //
 // A piece that another tag follows is unterminated; the joiner keeps it
-// until the rest of that rank's line arrives, so the above yields
-// "[0]<stdout>: abcdef" and keeps rank 1's "xy" for later. Text before the
+// until the rest of that rank's line arrives (or it reaches kMaxLineBytes,
+// where it is cut), so the above yields "[0]<stdout>: abcdef" and keeps
+// rank 1's "xy" for later. Text before the
 // first tag (mpirun's own messages) is a line of its own behind
 // `untagged_prefix`.
 //
@@ -62,13 +68,12 @@ class MpiLineJoiner {
 };
 
 // Cuts a byte stream into lines and formats them. A line longer than
-// kMaxLineBytes is cut there, so that a program that never prints '\n'
-// cannot make kolorun hold its whole output.
+// kMaxLineBytes is cut there.
 //
 // Thread-safety: none; one per stream, used by kolorun's one loop.
 class LineSplitter {
  public:
-  static constexpr size_t kMaxLineBytes = size_t{1} << 20;
+  static constexpr size_t kMaxLineBytes = kolorun::kMaxLineBytes;
 
   // `prefix` ("[0]<stdout>: ") goes in front of every line for kPrefix and
   // in front of untagged lines (mpirun's own messages) for kMpiTagged, where

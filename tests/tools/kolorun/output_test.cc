@@ -51,6 +51,17 @@ TEST(MpiLineJoinerTest, JoinsTheLineMpirunPrintedInPieces) {
   EXPECT_EQ(joiner.Finish(), "[0]<stderr>: e\n");
 }
 
+TEST(MpiLineJoinerTest, CutsAPieceThatGrowsPastTheLineLimit) {
+  // A rank that never ends its line: its pieces are held only up to the
+  // limit, like a line kolorun reads itself.
+  MpiLineJoiner joiner("");
+  const std::string piece(kMaxLineBytes / 2 + 1, 'a');
+  EXPECT_EQ(joiner.Rewrite("[1,0]<stdout>:" + piece + "[1,1]<stdout>:x"), "[1]<stdout>: x\n");
+  EXPECT_EQ(joiner.Rewrite("[1,0]<stdout>:" + piece + "[1,1]<stdout>:y"),
+            "[0]<stdout>: " + std::string(kMaxLineBytes, 'a') + "\n[1]<stdout>: y\n");
+  EXPECT_EQ(joiner.Finish(), "[0]<stdout>: aa\n");
+}
+
 TEST(MpiLineJoinerTest, LeavesUntaggedLinesAndLookalikesAlone) {
   EXPECT_EQ(Rewrite("-----"), "-----\n");
   EXPECT_EQ(Rewrite("mpirun noticed", "mpirun: "), "mpirun: mpirun noticed\n");
