@@ -74,7 +74,9 @@ ShmGroup::ShmGroup(const Options& options)
     : options_(options),
       segments_(static_cast<size_t>(options.size)),
       same_pid_namespace_(static_cast<size_t>(options.size), false),
-      oversubscribed_(RanksOutnumberCores(options.size)) {
+      // With more ranks than cores the peer may need this very core to arrive.
+      spin_style_(RanksOutnumberCores(options.size) ? SpinStyle::kYieldEveryWait
+                                                    : SpinStyle::kPause) {
   static_assert(sizeof(Header) <= kHeaderBytes, "the header fits its page");
   static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words are plain words");
 }
@@ -214,9 +216,8 @@ Status ShmGroup::WaitFor(int32_t rank, uint32_t target, Clock::time_point start,
     Clock::time_point began;
     ~SpinVerdict() { spin->Finished(began); }
   } verdict{&spin_, began};
-  // With more ranks than cores the peer may need this very core to arrive.
   if (spin_.Spin([&] { return Reached(counter.load(std::memory_order_acquire), target); },
-                 oversubscribed_ ? SpinStyle::kYieldEveryWait : SpinStyle::kPause, began)) {
+                 spin_style_, began)) {
     return Status::Ok();
   }
   const struct timespec slice = {

@@ -98,7 +98,7 @@ class ShmGroup {
   std::vector<bool> same_pid_namespace_;  // liveness checks are meaningful
   uint32_t syncs_ = 0;
   AdaptiveSpin spin_;
-  const bool oversubscribed_;  // more ranks than cores: spin by yielding
+  const SpinStyle spin_style_;  // yields where ranks outnumber cores
 };
 
 }  // namespace kolo
