@@ -168,9 +168,24 @@ Status Init() {
   runtime_options.stall_warning = config.stall_warning;
   runtime_options.stall_shutdown = config.stall_shutdown;
   runtime_options.timeout = config.timeout;
+  // Ranks on shm lease their idle runtime to synchronous calls.
+  StatusOr<std::unique_ptr<DirectPath>> direct = std::unique_ptr<DirectPath>();
+  if (backend.ok() && config.direct_path && config.backend == BackendKind::kShm &&
+      !spans_hosts && world.size > 1) {
+    DirectPath::Options direct_options;
+    direct_options.world = world;
+    direct_options.timeout = config.timeout;
+    direct_options.stall_warning = config.stall_warning;
+    direct_options.stall_shutdown = config.stall_shutdown;
+    direct_options.shm_area_bytes = config.shm_area_bytes;
+    direct_options.store_prefix = store_prefix + "/direct";
+    direct = DirectPath::Create(direct_options, client);
+  }
   StatusOr<std::unique_ptr<Runtime>> runtime =
-      backend.ok() ? Runtime::Start(runtime_options, std::move(backend).value(), client)
-                   : StatusOr<std::unique_ptr<Runtime>>(backend.status());
+      !backend.ok()  ? StatusOr<std::unique_ptr<Runtime>>(backend.status())
+      : !direct.ok() ? StatusOr<std::unique_ptr<Runtime>>(direct.status())
+                     : Runtime::Start(runtime_options, std::move(backend).value(), client,
+                                      std::move(direct).value());
   if (!runtime.ok()) {
     if (client) (void)client->Close();
     return runtime.status();

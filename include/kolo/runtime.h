@@ -128,6 +128,9 @@ struct RuntimeStats {
   int64_t cache_hits = 0;          // tensors announced by a cache bit
   int64_t cache_misses = 0;        // tensors announced in full
   int64_t errors = 0;              // operations that completed with an error
+  // Of `operations`: synchronous calls that ran on the caller's thread
+  // while every rank's runtime was idle (the shm backend's direct path).
+  int64_t direct_operations = 0;
   double collective_seconds = 0;   // time inside engine calls for data
   double negotiation_seconds = 0;  // time in the readiness exchange
   // Summed over tensors: from this rank announcing a tensor until every

@@ -275,13 +275,18 @@ StatusOr<JobConfig> ReadJobConfig(const EnvLookup& env) {
     gethostname(name, sizeof(name) - 1);
     config.host_id = name;
   }
-  if (std::optional<std::string> text = env(env::kHierarchicalAllreduce)) {
+  for (const char* name : {env::kHierarchicalAllreduce, env::kDirectPath}) {
+    std::optional<std::string> text = env(name);
+    if (!text) continue;
     if (*text != "0" && *text != "1") {
-      return InvalidArgument(std::string("environment variable ") +
-                             env::kHierarchicalAllreduce + " must be 0 or 1, got '" +
-                             *text + "'");
+      return InvalidArgument(std::string("environment variable ") + name +
+                             " must be 0 or 1, got '" + *text + "'");
     }
-    config.hierarchical_allreduce = *text == "1";
+    if (name == env::kDirectPath) {
+      config.direct_path = *text == "1";
+    } else {
+      config.hierarchical_allreduce = *text == "1";
+    }
   }
 
   if (std::optional<std::string> hostname = env(env::kGlooHostname)) {

@@ -18,7 +18,9 @@
 // KOLO_FUSION_THRESHOLD (bytes, K/M/G suffixes; default 128M),
 // KOLO_CACHE_CAPACITY (default 1024; 0 disables the response cache),
 // KOLO_TIMELINE (a file for the Chrome-trace timeline, written by rank 0),
-// KOLO_STALL_WARNING_S (default 60), KOLO_STALL_SHUTDOWN_S (default 0: off).
+// KOLO_STALL_WARNING_S (default 60), KOLO_STALL_SHUTDOWN_S (default 0: off),
+// KOLO_DIRECT_PATH=1|0 (default 1: with the shm backend, synchronous calls
+// bypass the runtime's thread while every rank is idle; runtime/direct_path.h).
 //
 // Settings for every launcher: KOLO_BACKEND (gloo|mpi; default gloo, or mpi
 // under mpirun when no store address is given), KOLO_TIMEOUT_S (default 30),
@@ -67,6 +69,7 @@ inline constexpr const char* kStallShutdownSeconds = "KOLO_STALL_SHUTDOWN_S";
 inline constexpr const char* kShmAreaBytes = "KOLO_SHM_AREA_BYTES";
 inline constexpr const char* kHostId = "KOLO_HOST_ID";
 inline constexpr const char* kHierarchicalAllreduce = "KOLO_HIERARCHICAL_ALLREDUCE";
+inline constexpr const char* kDirectPath = "KOLO_DIRECT_PATH";
 }  // namespace env
 
 inline constexpr std::chrono::seconds kDefaultTimeout{30};
@@ -93,6 +96,7 @@ struct JobConfig {
   std::string timeline_path;
   std::chrono::seconds stall_warning{60};
   std::chrono::seconds stall_shutdown{0};  // 0: never
+  bool direct_path = true;
 };
 
 // Returns the value of an environment variable, or nullopt when unset.

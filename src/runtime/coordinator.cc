@@ -4,6 +4,14 @@
 #include <set>
 
 namespace kolo {
+
+std::string DescribeWait(const WaitingOperation& w, int64_t seconds) {
+  std::string missing;
+  for (int32_t r : w.missing_ranks) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+  return "tensor '" + w.name + "' has waited " + std::to_string(seconds) + " s for rank" +
+         (w.missing_ranks.size() > 1 ? "s " : " ") + missing;
+}
+
 namespace {
 
 std::string RankList(const std::vector<int32_t>& ranks) {

@@ -43,6 +43,7 @@ struct CycleReport {
   bool joined = false;
   bool shutting_down = false;
   bool stalled = false;  // this rank's stall inspector called for shutdown
+  bool direct_ready = false;  // this rank can lease its idle time to a DirectPath
   std::vector<int32_t> cached_bits;  // announced by response-cache bit
   std::vector<TensorSpec> specs;     // announced in full
 };
@@ -71,6 +72,9 @@ struct WaitingOperation {
   std::vector<int32_t> missing_ranks;
   std::chrono::steady_clock::duration waited;
 };
+
+// "tensor 'x' has waited 3 s for rank 1"
+std::string DescribeWait(const WaitingOperation& w, int64_t seconds);
 
 class Coordinator {
  public:

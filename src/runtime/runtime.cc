@@ -23,6 +23,7 @@ constexpr std::chrono::milliseconds kIdleTick{100};
 constexpr uint32_t kFlagJoined = 1;
 constexpr uint32_t kFlagShuttingDown = 2;
 constexpr uint32_t kFlagStalled = 4;
+constexpr uint32_t kFlagDirectReady = 8;
 
 // The fixed-size part of a rank's report; the cache bit vector follows.
 struct ReportHeader {
@@ -33,19 +34,12 @@ struct ReportHeader {
 
 int64_t BitWords(int32_t capacity) { return (capacity + 63) / 64; }
 
-// "tensor 'x' has waited 3 s for rank 1"
-std::string DescribeWait(const WaitingOperation& w, int64_t seconds) {
-  std::string missing;
-  for (int32_t r : w.missing_ranks) missing += (missing.empty() ? "" : ",") + std::to_string(r);
-  return "tensor '" + w.name + "' has waited " + std::to_string(seconds) + " s for rank" +
-         (w.missing_ranks.size() > 1 ? "s " : " ") + missing;
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<Runtime>> Runtime::Start(const RuntimeOptions& options,
                                                   std::unique_ptr<Backend> backend,
-                                                  std::shared_ptr<Store> store) {
+                                                  std::shared_ptr<Store> store,
+                                                  std::unique_ptr<DirectPath> direct) {
   if (options.world.size > 1 && backend == nullptr) {
     return InvalidArgument("the runtime needs an engine for " +
                            std::to_string(options.world.size) + " ranks");
@@ -72,18 +66,20 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::Start(const RuntimeOptions& options,
   if (!options.timeline_path.empty() && options.world.rank == 0) {
     KOLO_ASSIGN_OR_RETURN(timeline, Timeline::Open(options.timeline_path, options.world.rank));
   }
-  std::unique_ptr<Runtime> runtime(
-      new Runtime(options, std::move(backend), std::move(store), std::move(timeline)));
+  std::unique_ptr<Runtime> runtime(new Runtime(options, std::move(backend), std::move(store),
+                                               std::move(timeline), std::move(direct)));
   runtime->thread_ = std::thread([r = runtime.get()] { r->Loop(); });
   return runtime;
 }
 
 Runtime::Runtime(const RuntimeOptions& options, std::unique_ptr<Backend> backend,
-                 std::shared_ptr<Store> store, std::unique_ptr<Timeline> timeline)
+                 std::shared_ptr<Store> store, std::unique_ptr<Timeline> timeline,
+                 std::unique_ptr<DirectPath> direct)
     : options_(options),
       backend_(std::move(backend)),
       store_(std::move(store)),
       timeline_(std::move(timeline)),
+      direct_(std::move(direct)),
       spin_style_(RanksOutnumberCores(options.world.local_size) ? SpinStyle::kYieldEveryWait
                                                                 : SpinStyle::kYield),
       cache_(options.cache_capacity),
@@ -151,6 +147,8 @@ StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<TensorSpec> spec
     }
     work_queued_.store(true, std::memory_order_release);
   }
+  // After the push: a lease opening meanwhile sees the queued work.
+  if (direct_) direct_->Close();
   wake_.notify_all();
   return handles;
 }
@@ -161,6 +159,7 @@ StatusOr<int32_t> Runtime::Join() {
   if (stopped_) return FailedPrecondition("kolo has shut down");
   join_requested_ = true;
   last_joined_.reset();
+  if (direct_) direct_->Close();
   wake_.notify_all();
   joined_all_.wait(lock, [&] { return last_joined_.has_value() || stopped_; });
   if (!last_joined_) return sticky_error_.ok() ? Aborted("kolo shut down during Join()") : sticky_error_;
@@ -184,6 +183,7 @@ Status Runtime::Shutdown() {
     std::lock_guard<std::mutex> lock(mutex_);
     shutdown_requested_ = true;
   }
+  if (direct_) direct_->Close();
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
   if (timeline_) timeline_->Flush();
@@ -192,8 +192,20 @@ Status Runtime::Shutdown() {
 }
 
 RuntimeStats Runtime::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
+  RuntimeStats stats;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats = stats_;
+  }
+  if (direct_) {
+    const RuntimeStats direct = direct_->stats();
+    stats.operations += direct.operations;
+    stats.direct_operations += direct.direct_operations;
+    stats.bytes += direct.bytes;
+    stats.collectives += direct.collectives;
+    stats.collective_seconds += direct.collective_seconds;
+  }
+  return stats;
 }
 
 Status Runtime::sticky_error() const {
@@ -209,9 +221,32 @@ void Runtime::Loop() {
     WaitForWork(busy, last_tick);
     last_tick = Clock::now();
     if (!Tick()) break;
+    if (lease_due_) {
+      if (!LeaseIdleTime()) break;
+      busy = false;
+      continue;
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     busy = !pending_.empty() || join_requested_ || shutdown_requested_;
   }
+}
+
+bool Runtime::LeaseIdleTime() {
+  direct_->Open();
+  bool work;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    work = !queue_.empty() || join_requested_ || shutdown_requested_;
+  }
+  // After Open: work enqueued before it is seen here, work after it closes
+  // the lease in Enqueue.
+  if (work) direct_->Close();
+  while (!direct_->AwaitClose(kIdleTick)) {
+  }
+  const Status failure = direct_->failure();
+  if (failure.ok()) return true;
+  FailEverything(failure);
+  return false;
 }
 
 void Runtime::WaitForWork(bool busy, Clock::time_point last_tick) {
@@ -256,6 +291,8 @@ bool Runtime::Tick() {
     mine.shutting_down = shutdown_requested_;
   }
   mine.stalled = !stall_verdict_.empty();
+  mine.direct_ready = direct_ && !timeline_ && options_.timeline_path.empty() && !mine.joined &&
+                      !mine.shutting_down && !mine.stalled;
   if (mine.shutting_down && shutdown_since_ == SteadyTime()) shutdown_since_ = start;
 
   // Announce what became ready here.
@@ -347,6 +384,11 @@ bool Runtime::Tick() {
     stats_ = loop_stats_;
     if (!sticky_error_.ok()) return false;
   }
+  // Nothing announced anywhere is left (the coordinator's table is the same
+  // on every rank), and every rank can lease: all ranks lease together.
+  lease_due_ = direct_ && coordinator_.pending() == 0 &&
+               std::all_of(reports->begin(), reports->end(),
+                           [](const CycleReport& r) { return r.direct_ready; });
   if (decision.all_shutting_down) {
     FailEverything(Status::Ok());
     return false;
@@ -376,7 +418,7 @@ StatusOr<std::vector<CycleReport>> Runtime::Exchange(const CycleReport& mine) {
   }
   ReportHeader header;
   header.flags = (mine.joined ? kFlagJoined : 0) | (mine.shutting_down ? kFlagShuttingDown : 0) |
-                 (mine.stalled ? kFlagStalled : 0);
+                 (mine.stalled ? kFlagStalled : 0) | (mine.direct_ready ? kFlagDirectReady : 0);
   header.payload_bytes = mine.specs.empty() ? 0 : payload.size();
   std::memcpy(record.data(), &header, sizeof(header));
   for (int32_t bit : mine.cached_bits) record[2 + bit / 64] |= uint64_t{1} << (bit % 64);
@@ -395,6 +437,7 @@ StatusOr<std::vector<CycleReport>> Runtime::Exchange(const CycleReport& mine) {
     reports[r].joined = h.flags & kFlagJoined;
     reports[r].shutting_down = h.flags & kFlagShuttingDown;
     reports[r].stalled = h.flags & kFlagStalled;
+    reports[r].direct_ready = h.flags & kFlagDirectReady;
     for (int64_t w = 0; w < words; ++w) {
       for (uint64_t bits = rec[2 + w]; bits != 0; bits &= bits - 1) {
         reports[r].cached_bits.push_back(static_cast<int32_t>(w * 64 + __builtin_ctzll(bits)));

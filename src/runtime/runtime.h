@@ -58,6 +58,7 @@
 #include "kolo/kolo.h"
 #include "kolo/runtime.h"
 #include "runtime/coordinator.h"
+#include "runtime/direct_path.h"
 #include "runtime/executor.h"
 #include "runtime/response_cache.h"
 #include "runtime/timeline.h"
@@ -80,10 +81,13 @@ class Runtime {
  public:
   // Starts the background thread. `backend` may be null only in a one-rank
   // world; `store` (may be null) is asked which rank died when the engine
-  // loses a peer. The options must be equal on every rank (checked).
+  // loses a peer; `direct` (may be null) is the path synchronous calls take
+  // while every rank is idle. The options must be equal on every rank
+  // (checked).
   static StatusOr<std::unique_ptr<Runtime>> Start(const RuntimeOptions& options,
                                                   std::unique_ptr<Backend> backend,
-                                                  std::shared_ptr<Store> store);
+                                                  std::shared_ptr<Store> store,
+                                                  std::unique_ptr<DirectPath> direct = nullptr);
   // Shuts down if Shutdown() was not called.
   ~Runtime();
 
@@ -105,18 +109,24 @@ class Runtime {
 
   RuntimeStats stats() const;
   const WorldInfo& world() const { return options_.world; }
+  // Null where there is none; lives as long as the runtime.
+  DirectPath* direct_path() const { return direct_.get(); }
   // The error that ended the runtime, or ok.
   Status sticky_error() const;
 
  private:
   Runtime(const RuntimeOptions& options, std::unique_ptr<Backend> backend,
-          std::shared_ptr<Store> store, std::unique_ptr<Timeline> timeline);
+          std::shared_ptr<Store> store, std::unique_ptr<Timeline> timeline,
+          std::unique_ptr<DirectPath> direct);
 
   void Loop();
   // One tick; false when the runtime should stop.
   bool Tick();
   // Waits until there is a reason to tick.
   void WaitForWork(bool busy, std::chrono::steady_clock::time_point last_tick);
+  // Leases the idle time to the direct path until the lease closes; false
+  // when the path failed and the runtime must stop.
+  bool LeaseIdleTime();
   // Allgathers this rank's report and parses everyone's.
   StatusOr<std::vector<CycleReport>> Exchange(const CycleReport& mine);
   void Complete(LocalOperation* local, const Status& status, int64_t bytes);
@@ -131,6 +141,7 @@ class Runtime {
   std::unique_ptr<Backend> backend_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<Timeline> timeline_;
+  const std::unique_ptr<DirectPath> direct_;
   const SpinStyle spin_style_;  // for the idle wait and the handles' waits
 
   mutable std::mutex mutex_;
@@ -165,6 +176,7 @@ class Runtime {
   AdaptiveSpin idle_spin_;
   std::map<std::string, SteadyTime> stall_warned_;
   std::string stall_verdict_;  // set once an operation waited past shutdown
+  bool lease_due_ = false;     // the last tick left every rank idle
 
   std::thread thread_;
 };

@@ -7,6 +7,11 @@ Status SynchronousCollectives::Run(TensorSpec spec, const void* send, void* recv
                                    void* output_to) {
   spec.name = kSyncName;
   const std::string call = "synchronous call #" + std::to_string(++calls_);
+  if (DirectPath* direct = runtime_->direct_path()) {
+    StatusOr<bool> ran = direct->TryRun(spec, send, recv, output_to);
+    if (!ran.ok()) return ran.status().WithContext(call);
+    if (*ran) return Status::Ok();
+  }
   StatusOr<Handle> handle = runtime_->Enqueue(std::move(spec), send, recv, nullptr);
   if (!handle.ok()) return handle.status().WithContext(call);
   KOLO_RETURN_IF_ERROR(handle->Wait().WithContext(call));

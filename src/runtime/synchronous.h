@@ -5,6 +5,9 @@
 // operation, and a steady loop of identical calls hits the response cache
 // like any training step. Errors say which call failed ("synchronous call
 // #N"). Outputs the runtime allocates are copied into the caller's buffer.
+// While every rank's runtime is idle, a call takes the runtime's direct
+// path instead where it has one (runtime/direct_path.h): same meeting of
+// k-th calls, same errors, no hand-off to the runtime's thread.
 //
 // Thread-safety: one call at a time. A second thread calling while one
 // waits gets kInvalidArgument (the name is pending); use the named,

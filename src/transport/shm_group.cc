@@ -65,6 +65,8 @@ Status SystemError(const std::string& name, const std::string& call, int error) 
 struct alignas(64) ShmGroup::Header {
   std::atomic<uint32_t> counter;   // the last sync this rank reached
   std::atomic<uint32_t> sleepers;  // peers in FUTEX_WAIT on `counter`
+  std::atomic<uint32_t> doorbell;           // rank 0's is the job's
+  std::atomic<uint32_t> doorbell_sleepers;  // in FUTEX_WAIT on `doorbell`
   int32_t pid;
   uint64_t pid_namespace;
   std::atomic<int64_t> scalars[kScalarSlots];
@@ -144,6 +146,8 @@ Status ShmGroup::Join(const std::string& base_name, Store& store, const std::str
   Header* header = new (base) Header();
   header->counter.store(0);
   header->sleepers.store(0);
+  header->doorbell.store(0);
+  header->doorbell_sleepers.store(0);
   header->pid = static_cast<int32_t>(getpid());
   header->pid_namespace = PidNamespace();
   for (auto& scalar : header->scalars) scalar.store(0);
@@ -228,17 +232,46 @@ Status ShmGroup::WaitFor(int32_t rank, uint32_t target, Clock::time_point start,
     if (!Reached(seen, target)) Futex(&counter, FUTEX_WAIT, seen, &slice);
     peer->sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (Reached(counter.load(std::memory_order_acquire), target)) return Status::Ok();
-    if (same_pid_namespace_[rank] && !ProcessAlive(peer->pid)) {
-      return PeerFailure("shm " + std::string(what) + ": rank " + std::to_string(rank) +
-                         " (pid " + std::to_string(peer->pid) + ") exited while rank " +
-                         std::to_string(options_.rank) + " waited for it");
-    }
+    KOLO_RETURN_IF_ERROR(CheckAlive(rank, what));
     if (Clock::now() - start > options_.timeout) {
       return Timeout("shm " + std::string(what) + ": rank " + std::to_string(rank) +
                      " did not arrive within " +
                      std::to_string(options_.timeout.count()) + " ms");
     }
   }
+}
+
+Status ShmGroup::CheckAlive(int32_t rank, const std::string& what) const {
+  const Header* peer = HeaderOf(rank);
+  if (!same_pid_namespace_[rank] || ProcessAlive(peer->pid)) return Status::Ok();
+  return PeerFailure("shm " + what + ": rank " + std::to_string(rank) + " (pid " +
+                     std::to_string(peer->pid) + ") exited while rank " +
+                     std::to_string(options_.rank) + " waited for it");
+}
+
+uint32_t ShmGroup::Doorbell() const {
+  return HeaderOf(0)->doorbell.load(std::memory_order_seq_cst);
+}
+
+void ShmGroup::RingDoorbell() {
+  Header* job = HeaderOf(0);
+  // seq_cst, as in Sync: a waiter either sees the ring or is seen asleep.
+  job->doorbell.fetch_add(1, std::memory_order_seq_cst);
+  if (job->doorbell_sleepers.load(std::memory_order_seq_cst) > 0) {
+    Futex(&job->doorbell, FUTEX_WAKE, INT_MAX, nullptr);
+  }
+}
+
+void ShmGroup::AwaitDoorbell(uint32_t seen, std::chrono::milliseconds slice) {
+  Header* job = HeaderOf(0);
+  const struct timespec timeout = {
+      static_cast<time_t>(slice.count() / 1000),
+      static_cast<long>(std::chrono::nanoseconds(slice % std::chrono::seconds(1)).count())};
+  job->doorbell_sleepers.fetch_add(1, std::memory_order_seq_cst);
+  if (job->doorbell.load(std::memory_order_seq_cst) == seen) {
+    Futex(&job->doorbell, FUTEX_WAIT, seen, &timeout);
+  }
+  job->doorbell_sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 }  // namespace kolo

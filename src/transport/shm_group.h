@@ -73,6 +73,19 @@ class ShmGroup {
 
   // The barrier described above; `what` names the operation in errors.
   Status Sync(const char* what);
+
+  // For waits on a condition over many ranks' scalars, which no single
+  // counter expresses: one job-wide futex word (in rank 0's header). A
+  // rank publishes, then rings; a waiter reads the doorbell, checks its
+  // condition, and sleeps until a ring or for at most `slice`.
+  uint32_t Doorbell() const;
+  void RingDoorbell();
+  void AwaitDoorbell(uint32_t seen, std::chrono::milliseconds slice);
+  // kPeerFailure naming `rank` and its pid when its process is gone (or
+  // lives in another pid namespace, where nothing can be said: ok).
+  Status CheckAlive(int32_t rank, const std::string& what) const;
+  // How waits on this group spin before they sleep.
+  SpinStyle spin_style() const { return spin_style_; }
   // The number of the last sync this rank passed (0 before the first).
   uint32_t syncs() const { return syncs_; }
 

@@ -1,0 +1,362 @@
+#include "runtime/direct_path.h"
+
+#include <cstring>
+
+#include "collectives/peer_failure.h"
+#include "common/logging.h"
+#include "runtime/coordinator.h"
+#include "runtime/handle_state.h"
+
+namespace kolo {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A post: this header, then the serialized spec of a call.
+struct PostHeader {
+  uint32_t kind;
+  uint32_t spec_bytes;
+};
+constexpr uint32_t kCall = 1;
+constexpr uint32_t kEnd = 2;
+
+// A post area holds one serialized spec; its size is dominated by the
+// per-rank counts of an alltoall (16 bytes a rank). A bigger spec ends the
+// lease and goes through the runtime.
+constexpr int64_t kPostBytes = 64 * 1024;
+
+// The scalars each rank publishes in the posts' group.
+constexpr int32_t kPostedSlot = 0;  // tag of the last slot it posted in
+constexpr int32_t kGaveUpSlot = 1;  // tag of the slot it gave up waiting in
+constexpr int32_t kBeatSlot = 2;    // its runtime's beats while leased
+
+constexpr std::chrono::milliseconds kSleepSlice{10};
+
+// Slots of later leases compare greater.
+uint64_t Tag(uint32_t epoch, uint32_t slot) { return (uint64_t{epoch} << 32) | slot; }
+
+}  // namespace
+
+StatusOr<std::unique_ptr<DirectPath>> DirectPath::Create(const Options& options,
+                                                         std::shared_ptr<Store> store) {
+  if (!store) return InvalidArgument("the direct path needs the store");
+  ShmGroup::Options group;
+  group.rank = options.world.rank;
+  group.size = options.world.size;
+  group.areas = 2;  // posts, by slot parity
+  group.area_bytes = kPostBytes;
+  group.timeout = options.timeout;
+  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<ShmGroup> posts,
+                        ShmGroup::Create(group, *store, options.store_prefix + "/posts/"));
+  BackendOptions engine_options;
+  engine_options.world = options.world;
+  engine_options.timeout = options.timeout;
+  engine_options.shm_area_bytes = options.shm_area_bytes;
+  engine_options.store_prefix = options.store_prefix + "/engine";
+  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<Backend> engine, CreateShmBackend(engine_options, store));
+  return std::unique_ptr<DirectPath>(
+      new DirectPath(options, std::move(posts), std::move(engine), std::move(store)));
+}
+
+DirectPath::DirectPath(const Options& options, std::unique_ptr<ShmGroup> posts,
+                       std::unique_ptr<Backend> engine, std::shared_ptr<Store> store)
+    : options_(options),
+      posts_(std::move(posts)),
+      engine_(std::move(engine)),
+      store_(std::move(store)),
+      executor_(options.world, engine_.get(), nullptr, &run_stats_) {}
+
+void DirectPath::Open() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!failure_.ok()) return;
+  ++epoch_;
+  slot_ = 0;
+  open_ = true;
+  in_flight_ = false;
+  close_owed_ = false;
+  posts_->Scalar(options_.world.rank, kBeatSlot).fetch_add(1, std::memory_order_relaxed);
+}
+
+bool DirectPath::AwaitClose(std::chrono::milliseconds period) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (closed_.wait_for(lock, period, [&] { return !open_; })) return true;
+  posts_->Scalar(options_.world.rank, kBeatSlot).fetch_add(1, std::memory_order_relaxed);
+  // A call in flight watches its slot itself.
+  if (in_flight_) return false;
+  const Look look = Examine(epoch_, slot_, nullptr);
+  if (look.verdict == Verdict::kEnd) {
+    open_ = false;
+    return true;
+  }
+  if (look.verdict == Verdict::kGaveUp) {
+    (void)FailLease(Aborted("stall: rank " + std::to_string(look.gave_up) +
+                            " gave up waiting for a synchronous call (KOLO_STALL_SHUTDOWN_S)"));
+    return true;
+  }
+  for (int32_t r = 0; r < options_.world.size; ++r) {
+    Status alive = posts_->CheckAlive(r, "idle");
+    if (!alive.ok()) {
+      (void)FailLease(ExplainPeerFailure(alive, store_.get(),
+                                         "rank " + std::to_string(options_.world.rank)));
+      return true;
+    }
+  }
+  return false;
+}
+
+Status DirectPath::failure() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failure_;
+}
+
+void DirectPath::Close() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!open_) return;
+  if (in_flight_) {
+    close_owed_ = true;
+    return;
+  }
+  Post(kEnd, slot_, "");
+  open_ = false;
+  closed_.notify_all();
+}
+
+RuntimeStats DirectPath::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void DirectPath::Post(uint32_t kind, uint32_t slot, const std::string& spec) {
+  char* area = posts_->Area(options_.world.rank, static_cast<int32_t>(slot % 2));
+  const PostHeader header{kind, static_cast<uint32_t>(spec.size())};
+  std::memcpy(area, &header, sizeof(header));
+  std::memcpy(area + sizeof(header), spec.data(), spec.size());
+  posts_->Scalar(options_.world.rank, kPostedSlot)
+      .store(static_cast<int64_t>(Tag(epoch_, slot)), std::memory_order_release);
+  posts_->RingDoorbell();
+}
+
+DirectPath::Look DirectPath::Examine(uint32_t epoch, uint32_t slot,
+                                     std::vector<TensorSpec>* specs) const {
+  Look look;
+  const uint64_t tag = Tag(epoch, slot);
+  const int32_t size = options_.world.size;
+  for (int32_t r = 0; r < size; ++r) {
+    if (static_cast<uint64_t>(posts_->Scalar(r, kGaveUpSlot).load(std::memory_order_acquire)) ==
+        tag) {
+      look.verdict = Verdict::kGaveUp;
+      look.gave_up = r;
+      return look;
+    }
+    // A rank past this slot posted a call in it: the slot ran there.
+    const uint64_t posted =
+        static_cast<uint64_t>(posts_->Scalar(r, kPostedSlot).load(std::memory_order_acquire));
+    if (posted < tag) {
+      look.missing.push_back(r);
+      continue;
+    }
+    PostHeader header;
+    std::memcpy(&header, posts_->Area(r, static_cast<int32_t>(slot % 2)), sizeof(header));
+    if (posted == tag && header.kind == kEnd) {
+      look.verdict = Verdict::kEnd;
+      return look;
+    }
+  }
+  if (!look.missing.empty() || specs == nullptr) return look;
+
+  // Every rank posted a call: run it if the specs agree, as the
+  // coordinator would decide; otherwise the runtime reports why not.
+  auto bytes_of = [&](int32_t r) {
+    const char* area = posts_->Area(r, static_cast<int32_t>(slot % 2));
+    PostHeader header;
+    std::memcpy(&header, area, sizeof(header));
+    return std::string(area + sizeof(header), header.spec_bytes);
+  };
+  std::vector<std::string> posted(size);
+  bool identical = true;
+  for (int32_t r = 0; r < size; ++r) {
+    posted[r] = bytes_of(r);
+    identical = identical && posted[r] == posted[0];
+  }
+  specs->assign(size, TensorSpec());
+  std::vector<const TensorSpec*> by_rank(size, nullptr);
+  for (int32_t r = 0; r < size; ++r) {
+    if (identical && r > 0) {
+      (*specs)[r] = (*specs)[0];
+    } else {
+      size_t offset = 0;
+      StatusOr<TensorSpec> parsed = ParseSpec(posted[r], &offset);
+      if (!parsed.ok()) {
+        look.verdict = Verdict::kEnd;
+        return look;
+      }
+      (*specs)[r] = *std::move(parsed);
+    }
+    by_rank[r] = &(*specs)[r];
+  }
+  look.verdict = identical || CheckSpecsAgree(by_rank, size).ok() ? Verdict::kRun : Verdict::kEnd;
+  return look;
+}
+
+StatusOr<DirectPath::Look> DirectPath::AwaitSlot(uint32_t epoch, uint32_t slot,
+                                                 const std::string& name,
+                                                 std::vector<TensorSpec>* specs) {
+  Look look = Examine(epoch, slot, specs);
+  if (look.verdict != Verdict::kWaiting) return look;
+  const Clock::time_point began = Clock::now();
+  struct SpinVerdict {
+    AdaptiveSpin* spin;
+    Clock::time_point began;
+    ~SpinVerdict() { spin->Finished(began); }
+  } verdict{&spin_, began};
+  if (spin_.Spin(
+          [&] {
+            look = Examine(epoch, slot, specs);
+            return look.verdict != Verdict::kWaiting;
+          },
+          posts_->spin_style(), began)) {
+    return look;
+  }
+
+  // The ranks still missing are computing, or stuck. Sleep between rings,
+  // and between them check what the runtime's exchange would have caught.
+  const int32_t size = options_.world.size;
+  std::vector<int64_t> beats(size);
+  std::vector<Clock::time_point> beat_changed(size, began);
+  for (int32_t r = 0; r < size; ++r) {
+    beats[r] = posts_->Scalar(r, kBeatSlot).load(std::memory_order_relaxed);
+  }
+  const auto warning = std::chrono::duration_cast<Clock::duration>(options_.stall_warning);
+  const auto shutdown = std::chrono::duration_cast<Clock::duration>(options_.stall_shutdown);
+  Clock::time_point next_warning = began + warning;
+  while (true) {
+    const uint32_t seen = posts_->Doorbell();
+    look = Examine(epoch, slot, specs);
+    if (look.verdict != Verdict::kWaiting) break;
+    posts_->AwaitDoorbell(seen, kSleepSlice);
+    look = Examine(epoch, slot, specs);
+    if (look.verdict != Verdict::kWaiting) break;
+
+    const Clock::time_point now = Clock::now();
+    for (int32_t r : look.missing) {
+      KOLO_RETURN_IF_ERROR(posts_->CheckAlive(r, "synchronous call"));
+      const int64_t beat = posts_->Scalar(r, kBeatSlot).load(std::memory_order_relaxed);
+      if (beat != beats[r]) {
+        beats[r] = beat;
+        beat_changed[r] = now;
+      } else if (now - beat_changed[r] > options_.timeout) {
+        return Timeout("rank " + std::to_string(r) + " neither arrived nor showed a sign of life within " +
+                       std::to_string(options_.timeout.count()) + " ms (is it frozen?)");
+      }
+    }
+    const WaitingOperation waiting{name, look.missing, now - began};
+    const int64_t seconds = std::chrono::duration_cast<std::chrono::seconds>(now - began).count();
+    if (warning.count() > 0 && now >= next_warning) {
+      KOLO_LOG(WARNING) << "stall: " << DescribeWait(waiting, seconds)
+                        << " (the other ranks called it; a rank that never does hangs the job)";
+      next_warning += warning;
+    }
+    if (shutdown.count() > 0 && now - began >= shutdown) {
+      // The ranks waiting here, and those that come later, fail as well.
+      posts_->Scalar(options_.world.rank, kGaveUpSlot)
+          .store(static_cast<int64_t>(Tag(epoch, slot)), std::memory_order_release);
+      posts_->RingDoorbell();
+      return Aborted("stall: " + DescribeWait(waiting, seconds) + " (KOLO_STALL_SHUTDOWN_S=" +
+                     std::to_string(options_.stall_shutdown.count()) + ")");
+    }
+  }
+  if (look.verdict == Verdict::kGaveUp) {
+    return Aborted("stall: rank " + std::to_string(look.gave_up) + " gave up waiting for tensor '" +
+                   name + "' (KOLO_STALL_SHUTDOWN_S=" +
+                   std::to_string(options_.stall_shutdown.count()) + ")");
+  }
+  return look;
+}
+
+Status DirectPath::Run(std::vector<TensorSpec> specs, const void* send, void* recv,
+                       void* output_to) {
+  const int32_t me = options_.world.rank;
+  ReadyOperation operation;
+  operation.name = specs[me].name;
+  operation.specs = std::move(specs);
+  operation.joined.assign(options_.world.size, false);
+  LocalOperation local;
+  local.spec = operation.specs[me];
+  local.send = send;
+  local.recv = recv;
+  local.handle = std::make_shared<internal::HandleState>(operation.name, nullptr);
+  run_stats_ = RuntimeStats();
+  KOLO_RETURN_IF_ERROR(executor_.Run({&operation}, {&local}));
+  if (output_to != nullptr && !local.handle->output.empty()) {
+    std::memmove(output_to, local.handle->output.data(), local.handle->output.size());
+  }
+  return Status::Ok();
+}
+
+Status DirectPath::FailLease(const Status& error) {
+  if (failure_.ok()) failure_ = error;
+  open_ = false;
+  closed_.notify_all();
+  return error;
+}
+
+StatusOr<bool> DirectPath::TryRun(const TensorSpec& spec, const void* send, void* recv,
+                                  void* output_to) {
+  const std::string rank = "rank " + std::to_string(options_.world.rank);
+  uint32_t epoch = 0;
+  uint32_t slot = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!open_) return false;
+    if (in_flight_) {
+      return InvalidArgument("operation '" + spec.name + "' is already pending on " + rank +
+                             "; wait for it before reusing the name");
+    }
+    std::string serialized;
+    SerializeSpec(spec, &serialized);
+    if (static_cast<int64_t>(serialized.size() + sizeof(PostHeader)) > kPostBytes) {
+      Post(kEnd, slot_, "");
+      open_ = false;
+      closed_.notify_all();
+      return false;
+    }
+    Post(kCall, slot_, serialized);
+    in_flight_ = true;
+    epoch = epoch_;
+    slot = slot_;
+  }
+
+  std::vector<TensorSpec> specs;
+  StatusOr<Look> look = AwaitSlot(epoch, slot, spec.name, &specs);
+  const bool runs = look.ok() && look->verdict == Verdict::kRun;
+  Status ran = runs ? Run(std::move(specs), send, recv, output_to) : Status::Ok();
+
+  std::lock_guard<std::mutex> lock(mutex_);
+  in_flight_ = false;
+  if (!look.ok()) return FailLease(ExplainPeerFailure(look.status(), store_.get(), rank));
+  if (!ran.ok()) {
+    return FailLease(ExplainPeerFailure(
+        ran.WithContext(std::string(CollectiveName(spec.collective)) + " of '" + spec.name + "'"),
+        store_.get(), rank));
+  }
+  if (!runs) {
+    open_ = false;
+    closed_.notify_all();
+    return false;
+  }
+  ++slot_;
+  ++stats_.operations;
+  ++stats_.direct_operations;
+  stats_.bytes += spec.bytes();
+  stats_.collectives += run_stats_.collectives;
+  stats_.collective_seconds += run_stats_.collective_seconds;
+  if (close_owed_) {
+    close_owed_ = false;
+    Post(kEnd, slot_, "");
+    open_ = false;
+    closed_.notify_all();
+  }
+  return true;
+}
+
+}  // namespace kolo
