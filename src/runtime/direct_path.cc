@@ -333,7 +333,13 @@ StatusOr<bool> DirectPath::TryRun(const TensorSpec& spec, const void* send, void
 
   std::lock_guard<std::mutex> lock(mutex_);
   in_flight_ = false;
-  if (!look.ok()) return FailLease(ExplainPeerFailure(look.status(), store_.get(), rank));
+  if (!look.ok()) {
+    // A stall is the job's verdict, not this rank's news, as in the runtime.
+    const bool lost_peer = look.status().code() == StatusCode::kPeerFailure ||
+                           look.status().code() == StatusCode::kTimeout;
+    return FailLease(lost_peer ? ExplainPeerFailure(look.status(), store_.get(), rank)
+                               : look.status());
+  }
   if (!ran.ok()) {
     return FailLease(ExplainPeerFailure(
         ran.WithContext(std::string(CollectiveName(spec.collective)) + " of '" + spec.name + "'"),

@@ -75,7 +75,7 @@ class DirectPath {
   static StatusOr<std::unique_ptr<DirectPath>> Create(const Options& options,
                                                       std::shared_ptr<Store> store);
 
-  // The runtime's thread: opens the next lease (every rank after the same
+  // The runtime's thread: opens the next lease (every rank in the same
   // tick), then waits up to `period` at a time for it to close. AwaitClose
   // is true once it has closed: by Close, by a call's verdict, because
   // another rank ended it, or by a failure (failure() then says which).

@@ -232,7 +232,6 @@ void Runtime::Loop() {
 }
 
 bool Runtime::LeaseIdleTime() {
-  direct_->Open();
   bool work;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -328,6 +327,14 @@ bool Runtime::Tick() {
     return false;
   }
   CycleDecision decision = coordinator_.Decide(*reports, decided_at);
+  // Nothing announced anywhere is left after this tick (the coordinator's
+  // table is the same on every rank), and every rank can lease: all ranks
+  // lease together. The lease opens before this tick's operations complete,
+  // so that a caller woken by one and calling again at once finds it open.
+  lease_due_ = direct_ && coordinator_.pending() == 0 &&
+               std::all_of(reports->begin(), reports->end(),
+                           [](const CycleReport& r) { return r.direct_ready; });
+  if (lease_due_) direct_->Open();
   loop_stats_.cache_hits += decision.cache_hits;
   loop_stats_.cache_misses += decision.cache_misses;
   if (timeline_ && (announced_any || !decision.ready.empty())) {
@@ -384,11 +391,6 @@ bool Runtime::Tick() {
     stats_ = loop_stats_;
     if (!sticky_error_.ok()) return false;
   }
-  // Nothing announced anywhere is left (the coordinator's table is the same
-  // on every rank), and every rank can lease: all ranks lease together.
-  lease_due_ = direct_ && coordinator_.pending() == 0 &&
-               std::all_of(reports->begin(), reports->end(),
-                           [](const CycleReport& r) { return r.direct_ready; });
   if (decision.all_shutting_down) {
     FailEverything(Status::Ok());
     return false;
@@ -501,6 +503,8 @@ void Runtime::FailEverything(const Status& error) {
     names_in_use_.clear();
     stats_ = loop_stats_;
   }
+  // Peers waiting in a lease for this rank go back to their runtimes.
+  if (direct_) direct_->Close();
   joined_all_.notify_all();
   const Status reason = error.ok() ? Aborted("kolo shut down before the operation ran") : error;
   for (auto& op : queued) op->handle->Complete(reason);

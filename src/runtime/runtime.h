@@ -5,7 +5,9 @@
 // shut down; those calls touch only the queue and the flags under mutex_.
 // One background thread ("kolo-runtime") owns everything else: the
 // announced operations, the coordinator, the response cache, the executor,
-// the engine and the timeline. Completion runs on that thread.
+// the engine and the timeline. Completion runs on that thread. Enqueue,
+// Join and Shutdown also end an open direct-path lease (below), whose
+// state is the DirectPath's, not the runtime's.
 //
 // One tick of the background thread:
 //   1. drain    take new operations from the queue;
@@ -34,6 +36,15 @@
 // sleeps it spins briefly (common/spin_wait.h) while operations keep
 // arriving back to back, as a caller waiting on a handle does before it
 // blocks: the wake-ups would otherwise be most of a small collective's cost.
+//
+// Leases. With a direct path (runtime/direct_path.h: shm, one host), a tick
+// that leaves nothing announced on any rank, when every rank reports it
+// can lease (no timeline, not joining, not shutting down), ends with every
+// rank leasing its idle time to the path: the thread stops ticking, and
+// synchronous calls meet in shared memory on their callers' threads until
+// some rank gives its runtime work. The thread only waits meanwhile,
+// beating so that waiting peers can tell it is alive; then ticks resume in
+// lockstep, since every rank leased after the same tick.
 //
 // Errors. A failed engine call ends the runtime: every pending and future
 // operation fails with that error, which names the dead rank when the

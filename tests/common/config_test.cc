@@ -152,6 +152,14 @@ TEST(ConfigTest, HostIdentityAndHierarchicalSwitch) {
               HasSubstr("KOLO_HOST_ID is set but empty"));
 }
 
+TEST(ConfigTest, DirectPathIsOnUnlessTurnedOff) {
+  EXPECT_TRUE(ReadJobConfig(Env({}))->direct_path);
+  EXPECT_FALSE(ReadJobConfig(Env({{"KOLO_DIRECT_PATH", "0"}}))->direct_path);
+  EXPECT_TRUE(ReadJobConfig(Env({{"KOLO_DIRECT_PATH", "1"}}))->direct_path);
+  EXPECT_THAT(ReadJobConfig(Env({{"KOLO_DIRECT_PATH", "on"}})).status().message(),
+              HasSubstr("KOLO_DIRECT_PATH must be 0 or 1, got 'on'"));
+}
+
 TEST(ConfigTest, ByteSizes) {
   EXPECT_EQ(*ParseByteSize("8", "-b"), 8);
   EXPECT_EQ(*ParseByteSize("64K", "-b"), 64 << 10);

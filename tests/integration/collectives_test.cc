@@ -20,6 +20,7 @@ namespace kolo {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::Describe;
 using testing::RunProgram;
 using testing::RunResult;
@@ -211,6 +212,37 @@ TEST(JobFailureTest, RankThatNeverCallsIsReportedAsAStall) {
       << Describe(r);
   EXPECT_THAT(r.err, HasSubstr("[0]<stderr>: rank 0: aborted: synchronous call #1: stall: tensor 'kolo.sync' has "
                                "waited 3 s for rank 1"))
+      << Describe(r);
+}
+
+// On shm, after a first call, rank 0 waits in a direct-path lease: the
+// stall is reported the same way, by rank 0 alone (rank 1's runtime has
+// nothing announced to wait for).
+TEST(JobFailureTest, RankThatNeverCallsIsReportedAsAStallInALease) {
+  RunResult r = RunProgram({kKolorun, "-np", "2", "--backend", "shm", "--env",
+                            "KOLO_STALL_WARNING_S=1", "--env", "KOLO_STALL_SHUTDOWN_S=3", kWorker,
+                            "hang-after-a-call"},
+                           {}, std::chrono::seconds(60));
+  EXPECT_NE(r.exit_code, 0) << Describe(r);
+  EXPECT_LT(r.seconds, 20) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("[0]<stderr>: kolo rank 0 warning: stall: tensor 'kolo.sync' "
+                               "has waited 1 s for rank 1"))
+      << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("[0]<stderr>: rank 0: aborted: synchronous call #2: stall: tensor 'kolo.sync' has "
+                               "waited 3 s for rank 1 (KOLO_STALL_SHUTDOWN_S=3)"))
+      << Describe(r);
+  EXPECT_THAT(r.err, Not(HasSubstr("kolo rank 1 warning"))) << Describe(r);
+}
+
+// A stopped rank's runtime stops beating in the lease as it stops ticking.
+TEST(JobFailureTest, FrozenPeerInALeaseTimesOutInsteadOfHanging) {
+  RunResult r = RunProgram({kKolorun, "-np", "2", "--backend", "shm", "--timeout", "2", kWorker,
+                            "freeze-after-a-call"},
+                           {}, std::chrono::seconds(60));
+  EXPECT_NE(r.exit_code, 0) << Describe(r);
+  EXPECT_LT(r.seconds, 20) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("[0]<stderr>: rank 0: timeout: synchronous call #2: rank 0: rank 1 "
+                               "neither arrived nor showed a sign of life within 2000 ms"))
       << Describe(r);
 }
 

@@ -72,7 +72,17 @@ int Die() {
   return 0;
 }
 
-int Hang(bool freeze) {
+// Rank 1 never makes the call rank 0 waits in, because it sleeps or is
+// stopped. `after_a_call`: both first make one call together, so that on
+// shm rank 0 then waits in a direct-path lease rather than in the runtime.
+int Hang(bool freeze, bool after_a_call) {
+  if (after_a_call) {
+    float warm = 1.0f;
+    kolo::Status s = kolo::Allreduce(&warm, &warm, 1, kolo::DataType::kFloat32, kolo::ReduceOp::kSum);
+    if (!s.ok() || warm != 2.0f) return 1;
+    // Both ranks' runtimes lease in the tick that ran it.
+    usleep(200 * 1000);
+  }
   if (kolo::Rank() == 1) {
     if (freeze) raise(SIGSTOP);
     sleep(120);
@@ -111,7 +121,8 @@ int Reinit() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: collectives_worker matrix|mismatch|die|hang|freeze|reinit [counts...]\n");
+    std::fprintf(stderr, "usage: collectives_worker matrix|mismatch|die|hang|freeze|"
+                 "hang-after-a-call|freeze-after-a-call|reinit [counts...]\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -133,7 +144,9 @@ int main(int argc, char** argv) {
   } else if (scenario == "reinit") {
     code = Reinit();
   } else if (scenario == "hang" || scenario == "freeze") {
-    code = Hang(scenario == "freeze");
+    code = Hang(scenario == "freeze", false);
+  } else if (scenario == "hang-after-a-call" || scenario == "freeze-after-a-call") {
+    code = Hang(scenario == "freeze-after-a-call", true);
   }
   if (code == 0) {
     kolo::Status down = kolo::Shutdown();

@@ -1,0 +1,267 @@
+// The direct path with ranks as threads: the shm engine under the runtime,
+// a DirectPath beside it, rendezvous through an in-memory store. The
+// multi-process cases (a rank that dies, freezes or never calls while the
+// others wait in a lease) live in tests/integration/collectives_test.cc.
+#include "runtime/direct_path.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "runtime/runtime.h"
+#include "runtime/synchronous.h"
+#include "store/memory_store.h"
+#include "testing/collective_matrix.h"
+
+namespace kolo {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Rank {
+  std::unique_ptr<Runtime> runtime;
+  std::unique_ptr<SynchronousCollectives> sync;
+
+  Status Allreduce(float* data, int64_t count) {
+    return sync->Allreduce(data, data, count, DataType::kFloat32, ReduceOp::kSum);
+  }
+  int64_t direct() const { return runtime->stats().direct_operations; }
+};
+
+TensorSpec AllreduceSpecFor(const std::string& name, int64_t count) {
+  TensorSpec spec = MakeSpec(Collective::kAllreduce, DataType::kFloat32, count);
+  spec.name = name;
+  return spec;
+}
+
+class World : public std::vector<Rank> {
+ public:
+  World() = default;
+  World(World&&) = default;
+  ~World() {
+    std::vector<std::thread> leaving;
+    for (Rank& rank : *this) {
+      leaving.emplace_back([&rank] { (void)rank.runtime->Shutdown(); });
+    }
+    for (std::thread& t : leaving) t.join();
+  }
+};
+
+// `size` runtimes on shm, each with a direct path unless `direct` is false.
+World MakeWorld(int32_t size, bool direct = true) {
+  auto store = std::make_shared<MemoryStore>();
+  std::vector<std::future<StatusOr<std::unique_ptr<Runtime>>>> pending;
+  for (int32_t r = 0; r < size; ++r) {
+    pending.push_back(std::async(std::launch::async, [=]() -> StatusOr<std::unique_ptr<Runtime>> {
+      RuntimeOptions options;
+      options.world = WorldInfo{r, size, r, size, 0, 1};
+      options.timeout = std::chrono::seconds(20);
+      BackendOptions b;
+      b.world = options.world;
+      b.timeout = options.timeout;
+      b.store_prefix = "shm";
+      b.shm_area_bytes = 64 * 1024;
+      KOLO_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateShmBackend(b, store));
+      std::unique_ptr<DirectPath> path;
+      if (direct) {
+        DirectPath::Options d;
+        d.world = options.world;
+        d.timeout = options.timeout;
+        d.shm_area_bytes = 64 * 1024;
+        KOLO_ASSIGN_OR_RETURN(path, DirectPath::Create(d, store));
+      }
+      return Runtime::Start(options, std::move(backend), store, std::move(path));
+    }));
+  }
+  World world;
+  for (auto& p : pending) {
+    auto runtime = p.get();
+    EXPECT_TRUE(runtime.ok()) << runtime.status().ToString();
+    if (!runtime.ok()) continue;
+    Rank rank;
+    rank.runtime = std::move(runtime).value();
+    rank.sync = std::make_unique<SynchronousCollectives>(rank.runtime.get());
+    world.push_back(std::move(rank));
+  }
+  return world;
+}
+
+template <typename Fn>
+auto OnEveryRank(World& world, Fn fn) {
+  using Result = decltype(fn(0, world[0]));
+  std::vector<std::future<Result>> pending;
+  for (size_t r = 0; r < world.size(); ++r) {
+    pending.push_back(std::async(std::launch::async,
+                                 [&, r] { return fn(static_cast<int32_t>(r), world[r]); }));
+  }
+  std::vector<Result> results;
+  for (auto& p : pending) results.push_back(p.get());
+  return results;
+}
+
+// Back-to-back allreduces of rank + 1; "" when every sum was right.
+std::string SumsOfRanks(int32_t rank, Rank& r, int calls) {
+  const int32_t size = r.runtime->world().size;
+  for (int i = 0; i < calls; ++i) {
+    float x = static_cast<float>(rank + 1);
+    Status s = r.Allreduce(&x, 1);
+    if (!s.ok()) return s.ToString();
+    if (x != size * (size + 1) / 2) return "call " + std::to_string(i) + " gave " + std::to_string(x);
+  }
+  return "";
+}
+
+class DirectPathMatrixTest : public ::testing::TestWithParam<int32_t> {};
+
+TEST_P(DirectPathMatrixTest, EveryCollectiveEveryTypeMatchesClosedFormWithoutTheRuntimesThread) {
+  const int32_t size = GetParam();
+  World world = MakeWorld(size);
+  ASSERT_EQ(world.size(), static_cast<size_t>(size));
+  auto results = OnEveryRank(world, [](int32_t, Rank& rank) {
+    std::string report;
+    for (DataType type : AllDataTypes()) {
+      for (int64_t count : {0, 1, 7, 1000, 40000}) {
+        report += testing::RunCollectiveMatrix(*rank.sync, rank.runtime->world(), type, count)
+                      .Summary();
+      }
+    }
+    return report;
+  });
+  for (int32_t r = 0; r < size; ++r) {
+    EXPECT_EQ(results[r], "") << "rank " << r;
+    // Only calls that found the lease closed (the first, at least) went
+    // through the runtime's thread.
+    const RuntimeStats stats = world[r].runtime->stats();
+    EXPECT_GT(stats.direct_operations, stats.operations * 9 / 10)
+        << "rank " << r << ": " << stats.direct_operations << " of " << stats.operations;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, DirectPathMatrixTest, ::testing::Values(2, 3, 4));
+
+TEST(DirectPathTest, WithoutAPathEveryCallGoesThroughTheRuntime) {
+  World world = MakeWorld(2, /*direct=*/false);
+  auto results = OnEveryRank(world, [](int32_t rank, Rank& r) { return SumsOfRanks(rank, r, 20); });
+  for (int32_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(results[r], "");
+    EXPECT_EQ(world[r].direct(), 0);
+    EXPECT_EQ(world[r].runtime->stats().operations, 20);
+  }
+}
+
+TEST(DirectPathTest, AnOperationForTheRuntimeSendsAWaitingRankBackToIt) {
+  World world = MakeWorld(2);
+  auto results = OnEveryRank(world, [](int32_t rank, Rank& r) -> std::string {
+    std::string warm = SumsOfRanks(rank, r, 10);
+    if (!warm.empty()) return warm;
+    if (r.direct() == 0) return "no call took the direct path";
+    std::vector<float> named(8, static_cast<float>(rank + 1));
+    float x = static_cast<float>(rank + 1);
+    if (rank == 0) {
+      // Rank 1 is already waiting in the lease for this rank's next call.
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      StatusOr<Handle> h = r.runtime->Enqueue(AllreduceSpecFor("named", 8), named.data(),
+                                              named.data(), nullptr);
+      if (!h.ok()) return h.status().ToString();
+      if (Status s = r.Allreduce(&x, 1); !s.ok()) return s.ToString();
+      if (Status s = h->Wait(); !s.ok()) return s.ToString();
+    } else {
+      const int64_t direct_before = r.direct();
+      if (Status s = r.Allreduce(&x, 1); !s.ok()) return s.ToString();
+      if (r.direct() != direct_before) return "the call ran on the direct path after the lease ended";
+      StatusOr<Handle> h = r.runtime->Enqueue(AllreduceSpecFor("named", 8), named.data(),
+                                              named.data(), nullptr);
+      if (!h.ok()) return h.status().ToString();
+      if (Status s = h->Wait(); !s.ok()) return s.ToString();
+    }
+    if (x != 3.0f || named[7] != 3.0f) {
+      return "sums " + std::to_string(x) + " and " + std::to_string(named[7]) + ", expected 3";
+    }
+    // The runtime's next idle tick leases again.
+    return SumsOfRanks(rank, r, 10);
+  });
+  for (int32_t r = 0; r < 2; ++r) EXPECT_EQ(results[r], "") << "rank " << r;
+}
+
+TEST(DirectPathTest, DisagreeingCallsGetTheRuntimesErrorAndTheNextCallWorks) {
+  World world = MakeWorld(3);
+  auto results = OnEveryRank(world, [](int32_t rank, Rank& r) -> std::string {
+    std::string warm = SumsOfRanks(rank, r, 10);
+    if (!warm.empty()) return warm;
+    if (r.direct() == 0) return "no call took the direct path";
+    std::vector<float> data(16, 1.0f);
+    Status s = r.Allreduce(data.data(), rank == 1 ? 12 : 10);
+    if (s.code() != StatusCode::kMismatch) return "not a mismatch: " + s.ToString();
+    if (s.message().find("synchronous call #11: tensor 'kolo.sync': ranks disagree on the "
+                         "element count: ranks 0,2 have 10; rank 1 has 12") != 0) {
+      return "unexpected error: " + s.ToString();
+    }
+    return SumsOfRanks(rank, r, 10);
+  });
+  for (int32_t r = 0; r < 3; ++r) EXPECT_EQ(results[r], "") << "rank " << r;
+}
+
+TEST(DirectPathTest, ARankThatJoinsDuringALeaseContributesZeros) {
+  World world = MakeWorld(3);
+  auto results = OnEveryRank(world, [](int32_t rank, Rank& r) -> std::string {
+    std::string warm = SumsOfRanks(rank, r, 10);
+    if (!warm.empty()) return warm;
+    if (rank == 2) {
+      StatusOr<int32_t> last = r.runtime->Join();
+      return last.ok() ? "joined, last " + std::to_string(*last) : last.status().ToString();
+    }
+    float x = static_cast<float>(rank + 1);
+    if (Status s = r.Allreduce(&x, 1); !s.ok()) return s.ToString();
+    if (x != 3.0f) return "sum " + std::to_string(x) + " without rank 2, expected 3";
+    if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    StatusOr<int32_t> last = r.runtime->Join();
+    return last.ok() ? "joined, last " + std::to_string(*last) : last.status().ToString();
+  });
+  // Rank 0 joined last: it slept past an idle tick before joining.
+  for (int32_t r = 0; r < 3; ++r) EXPECT_EQ(results[r], "joined, last 0") << "rank " << r;
+}
+
+TEST(DirectPathTest, ASecondConcurrentCallOnOneRankIsRefused) {
+  World world = MakeWorld(2);
+  auto warm = OnEveryRank(world, [](int32_t rank, Rank& r) { return SumsOfRanks(rank, r, 10); });
+  ASSERT_EQ(warm, std::vector<std::string>(2, ""));
+  // Rank 0's call waits in the lease for rank 1, which calls 300 ms later.
+  auto waiting = std::async(std::launch::async, [&] {
+    float x = 1.0f;
+    Status s = world[0].Allreduce(&x, 1);
+    return s.ok() ? std::to_string(x) : s.ToString();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  float y = 1.0f;
+  Status second = world[0].Allreduce(&y, 1);
+  EXPECT_EQ(second.code(), StatusCode::kInvalidArgument) << second.ToString();
+  EXPECT_THAT(second.message(), HasSubstr("'kolo.sync' is already pending on rank 0"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  float z = 2.0f;
+  EXPECT_TRUE(world[1].Allreduce(&z, 1).ok());
+  EXPECT_EQ(waiting.get(), "3.000000");
+  EXPECT_EQ(z, 3.0f);
+}
+
+TEST(DirectPathTest, ShutdownEndsTheLeaseForEveryRank) {
+  World world = MakeWorld(2);
+  auto warm = OnEveryRank(world, [](int32_t rank, Rank& r) { return SumsOfRanks(rank, r, 10); });
+  ASSERT_EQ(warm, std::vector<std::string>(2, ""));
+  // Rank 1 waits in the lease; rank 0 shuts down instead of calling.
+  auto waiting = std::async(std::launch::async, [&] {
+    float x = 1.0f;
+    return world[1].Allreduce(&x, 1);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto leaving = std::async(std::launch::async, [&] { return world[0].runtime->Shutdown(); });
+  const Status waited = waiting.get();
+  EXPECT_EQ(waited.code(), StatusCode::kAborted) << waited.ToString();
+  EXPECT_THAT(waited.message(), HasSubstr("rank 0 shut down without announcing it"));
+  EXPECT_TRUE(world[1].runtime->Shutdown().ok());
+  EXPECT_TRUE(leaving.get().ok());
+}
+
+}  // namespace
+}  // namespace kolo
