@@ -93,15 +93,18 @@ bool DirectPath::AwaitClose(std::chrono::milliseconds period) {
                             " gave up waiting for a synchronous call (KOLO_STALL_SHUTDOWN_S)"));
     return true;
   }
-  for (int32_t r = 0; r < options_.world.size; ++r) {
-    Status alive = posts_->CheckAlive(r, "idle");
-    if (!alive.ok()) {
-      (void)FailLease(ExplainPeerFailure(alive, store_.get(),
-                                         "rank " + std::to_string(options_.world.rank)));
-      return true;
-    }
+  Status alive;
+  for (int32_t r = 0; r < options_.world.size && alive.ok(); ++r) {
+    alive = posts_->CheckAlive(r, "idle");
   }
-  return false;
+  if (alive.ok()) return false;
+  // The store may take a moment to name the rank; callers of Close need not.
+  lock.unlock();
+  const Status explained =
+      ExplainPeerFailure(alive, store_.get(), "rank " + std::to_string(options_.world.rank));
+  lock.lock();
+  (void)FailLease(explained);
+  return true;
 }
 
 Status DirectPath::failure() const {

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <future>
 #include <thread>
 
@@ -50,7 +51,7 @@ class World : public std::vector<Rank> {
 };
 
 // `size` runtimes on shm, each with a direct path unless `direct` is false.
-World MakeWorld(int32_t size, bool direct = true) {
+World MakeWorld(int32_t size, bool direct = true, const std::string& timeline = "") {
   auto store = std::make_shared<MemoryStore>();
   std::vector<std::future<StatusOr<std::unique_ptr<Runtime>>>> pending;
   for (int32_t r = 0; r < size; ++r) {
@@ -58,6 +59,7 @@ World MakeWorld(int32_t size, bool direct = true) {
       RuntimeOptions options;
       options.world = WorldInfo{r, size, r, size, 0, 1};
       options.timeout = std::chrono::seconds(20);
+      options.timeline_path = timeline;
       BackendOptions b;
       b.world = options.world;
       b.timeout = options.timeout;
@@ -149,6 +151,21 @@ TEST(DirectPathTest, WithoutAPathEveryCallGoesThroughTheRuntime) {
     EXPECT_EQ(world[r].direct(), 0);
     EXPECT_EQ(world[r].runtime->stats().operations, 20);
   }
+}
+
+// A timeline shows every operation, so a job that writes one never leases.
+TEST(DirectPathTest, WithATimelineEveryCallGoesThroughTheRuntime) {
+  const std::string path = ::testing::TempDir() + "direct_path_timeline.json";
+  {
+    World world = MakeWorld(2, /*direct=*/true, path);
+    auto results =
+        OnEveryRank(world, [](int32_t rank, Rank& r) { return SumsOfRanks(rank, r, 20); });
+    for (int32_t r = 0; r < 2; ++r) {
+      EXPECT_EQ(results[r], "");
+      EXPECT_EQ(world[r].direct(), 0);
+    }
+  }
+  std::remove(path.c_str());
 }
 
 TEST(DirectPathTest, AnOperationForTheRuntimeSendsAWaitingRankBackToIt) {
