@@ -64,6 +64,13 @@ class AdaptiveSpin {
   // Records that a wait which began at `began` is over.
   void Finished(Clock::time_point began) { enabled_ = Clock::now() - began < kSpinWindow; }
 
+  // Calls Finished when it goes out of scope: for waits with many exits.
+  struct FinishOnExit {
+    AdaptiveSpin* spin;
+    Clock::time_point began;
+    ~FinishOnExit() { spin->Finished(began); }
+  };
+
  private:
   bool enabled_ = true;
 };

@@ -207,11 +207,7 @@ StatusOr<DirectPath::Look> DirectPath::AwaitSlot(uint32_t epoch, uint32_t slot,
   Look look = Examine(epoch, slot, specs);
   if (look.verdict != Verdict::kWaiting) return look;
   const Clock::time_point began = Clock::now();
-  struct SpinVerdict {
-    AdaptiveSpin* spin;
-    Clock::time_point began;
-    ~SpinVerdict() { spin->Finished(began); }
-  } verdict{&spin_, began};
+  const AdaptiveSpin::FinishOnExit finish{&spin_, began};
   if (spin_.Spin(
           [&] {
             look = Examine(epoch, slot, specs);

@@ -215,11 +215,7 @@ Status ShmGroup::WaitFor(int32_t rank, uint32_t target, Clock::time_point start,
   std::atomic<uint32_t>& counter = peer->counter;
   if (Reached(counter.load(std::memory_order_acquire), target)) return Status::Ok();
   const Clock::time_point began = Clock::now();
-  struct SpinVerdict {
-    AdaptiveSpin* spin;
-    Clock::time_point began;
-    ~SpinVerdict() { spin->Finished(began); }
-  } verdict{&spin_, began};
+  const AdaptiveSpin::FinishOnExit finish{&spin_, began};
   if (spin_.Spin([&] { return Reached(counter.load(std::memory_order_acquire), target); },
                  spin_style_, began)) {
     return Status::Ok();

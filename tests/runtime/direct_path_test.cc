@@ -15,21 +15,21 @@
 #include "runtime/synchronous.h"
 #include "store/memory_store.h"
 #include "testing/collective_matrix.h"
+#include "testing/runtime_world.h"
 
 namespace kolo {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Rank {
-  std::unique_ptr<Runtime> runtime;
-  std::unique_ptr<SynchronousCollectives> sync;
+using Rank = testing::RuntimeRank;
+using World = testing::RuntimeWorld;
+using testing::OnEveryRank;
 
-  Status Allreduce(float* data, int64_t count) {
-    return sync->Allreduce(data, data, count, DataType::kFloat32, ReduceOp::kSum);
-  }
-  int64_t direct() const { return runtime->stats().direct_operations; }
-};
+Status Allreduce(Rank& r, float* data, int64_t count) {
+  return r.sync->Allreduce(data, data, count, DataType::kFloat32, ReduceOp::kSum);
+}
+int64_t DirectCalls(const Rank& r) { return r.runtime->stats().direct_operations; }
 
 TensorSpec AllreduceSpecFor(const std::string& name, int64_t count) {
   TensorSpec spec = MakeSpec(Collective::kAllreduce, DataType::kFloat32, count);
@@ -37,70 +37,30 @@ TensorSpec AllreduceSpecFor(const std::string& name, int64_t count) {
   return spec;
 }
 
-class World : public std::vector<Rank> {
- public:
-  World() = default;
-  World(World&&) = default;
-  ~World() {
-    std::vector<std::thread> leaving;
-    for (Rank& rank : *this) {
-      leaving.emplace_back([&rank] { (void)rank.runtime->Shutdown(); });
-    }
-    for (std::thread& t : leaving) t.join();
-  }
-};
-
 // `size` runtimes on shm, each with a direct path unless `direct` is false.
 World MakeWorld(int32_t size, bool direct = true, const std::string& timeline = "") {
   auto store = std::make_shared<MemoryStore>();
-  std::vector<std::future<StatusOr<std::unique_ptr<Runtime>>>> pending;
-  for (int32_t r = 0; r < size; ++r) {
-    pending.push_back(std::async(std::launch::async, [=]() -> StatusOr<std::unique_ptr<Runtime>> {
-      RuntimeOptions options;
-      options.world = WorldInfo{r, size, r, size, 0, 1};
-      options.timeout = std::chrono::seconds(20);
-      options.timeline_path = timeline;
-      BackendOptions b;
-      b.world = options.world;
-      b.timeout = options.timeout;
-      b.store_prefix = "shm";
-      b.shm_area_bytes = 64 * 1024;
-      KOLO_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateShmBackend(b, store));
-      std::unique_ptr<DirectPath> path;
-      if (direct) {
-        DirectPath::Options d;
-        d.world = options.world;
-        d.timeout = options.timeout;
-        d.shm_area_bytes = 64 * 1024;
-        KOLO_ASSIGN_OR_RETURN(path, DirectPath::Create(d, store));
-      }
-      return Runtime::Start(options, std::move(backend), store, std::move(path));
-    }));
-  }
-  World world;
-  for (auto& p : pending) {
-    auto runtime = p.get();
-    EXPECT_TRUE(runtime.ok()) << runtime.status().ToString();
-    if (!runtime.ok()) continue;
-    Rank rank;
-    rank.runtime = std::move(runtime).value();
-    rank.sync = std::make_unique<SynchronousCollectives>(rank.runtime.get());
-    world.push_back(std::move(rank));
-  }
-  return world;
-}
-
-template <typename Fn>
-auto OnEveryRank(World& world, Fn fn) {
-  using Result = decltype(fn(0, world[0]));
-  std::vector<std::future<Result>> pending;
-  for (size_t r = 0; r < world.size(); ++r) {
-    pending.push_back(std::async(std::launch::async,
-                                 [&, r] { return fn(static_cast<int32_t>(r), world[r]); }));
-  }
-  std::vector<Result> results;
-  for (auto& p : pending) results.push_back(p.get());
-  return results;
+  return testing::StartWorld(size, [=](int32_t r) -> StatusOr<std::unique_ptr<Runtime>> {
+    RuntimeOptions options;
+    options.world = WorldInfo{r, size, r, size, 0, 1};
+    options.timeout = std::chrono::seconds(20);
+    options.timeline_path = timeline;
+    BackendOptions b;
+    b.world = options.world;
+    b.timeout = options.timeout;
+    b.store_prefix = "shm";
+    b.shm_area_bytes = 64 * 1024;
+    KOLO_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateShmBackend(b, store));
+    std::unique_ptr<DirectPath> path;
+    if (direct) {
+      DirectPath::Options d;
+      d.world = options.world;
+      d.timeout = options.timeout;
+      d.shm_area_bytes = 64 * 1024;
+      KOLO_ASSIGN_OR_RETURN(path, DirectPath::Create(d, store));
+    }
+    return Runtime::Start(options, std::move(backend), store, std::move(path));
+  });
 }
 
 // Back-to-back allreduces of rank + 1; "" when every sum was right.
@@ -108,7 +68,7 @@ std::string SumsOfRanks(int32_t rank, Rank& r, int calls) {
   const int32_t size = r.runtime->world().size;
   for (int i = 0; i < calls; ++i) {
     float x = static_cast<float>(rank + 1);
-    Status s = r.Allreduce(&x, 1);
+    Status s = Allreduce(r, &x, 1);
     if (!s.ok()) return s.ToString();
     if (x != size * (size + 1) / 2) return "call " + std::to_string(i) + " gave " + std::to_string(x);
   }
@@ -148,7 +108,7 @@ TEST(DirectPathTest, WithoutAPathEveryCallGoesThroughTheRuntime) {
   auto results = OnEveryRank(world, [](int32_t rank, Rank& r) { return SumsOfRanks(rank, r, 20); });
   for (int32_t r = 0; r < 2; ++r) {
     EXPECT_EQ(results[r], "");
-    EXPECT_EQ(world[r].direct(), 0);
+    EXPECT_EQ(DirectCalls(world[r]), 0);
     EXPECT_EQ(world[r].runtime->stats().operations, 20);
   }
 }
@@ -162,7 +122,7 @@ TEST(DirectPathTest, WithATimelineEveryCallGoesThroughTheRuntime) {
         OnEveryRank(world, [](int32_t rank, Rank& r) { return SumsOfRanks(rank, r, 20); });
     for (int32_t r = 0; r < 2; ++r) {
       EXPECT_EQ(results[r], "");
-      EXPECT_EQ(world[r].direct(), 0);
+      EXPECT_EQ(DirectCalls(world[r]), 0);
     }
   }
   std::remove(path.c_str());
@@ -173,7 +133,7 @@ TEST(DirectPathTest, AnOperationForTheRuntimeSendsAWaitingRankBackToIt) {
   auto results = OnEveryRank(world, [](int32_t rank, Rank& r) -> std::string {
     std::string warm = SumsOfRanks(rank, r, 10);
     if (!warm.empty()) return warm;
-    if (r.direct() == 0) return "no call took the direct path";
+    if (DirectCalls(r) == 0) return "no call took the direct path";
     std::vector<float> named(8, static_cast<float>(rank + 1));
     float x = static_cast<float>(rank + 1);
     if (rank == 0) {
@@ -182,12 +142,12 @@ TEST(DirectPathTest, AnOperationForTheRuntimeSendsAWaitingRankBackToIt) {
       StatusOr<Handle> h = r.runtime->Enqueue(AllreduceSpecFor("named", 8), named.data(),
                                               named.data(), nullptr);
       if (!h.ok()) return h.status().ToString();
-      if (Status s = r.Allreduce(&x, 1); !s.ok()) return s.ToString();
+      if (Status s = Allreduce(r, &x, 1); !s.ok()) return s.ToString();
       if (Status s = h->Wait(); !s.ok()) return s.ToString();
     } else {
-      const int64_t direct_before = r.direct();
-      if (Status s = r.Allreduce(&x, 1); !s.ok()) return s.ToString();
-      if (r.direct() != direct_before) return "the call ran on the direct path after the lease ended";
+      const int64_t direct_before = DirectCalls(r);
+      if (Status s = Allreduce(r, &x, 1); !s.ok()) return s.ToString();
+      if (DirectCalls(r) != direct_before) return "the call ran on the direct path after the lease ended";
       StatusOr<Handle> h = r.runtime->Enqueue(AllreduceSpecFor("named", 8), named.data(),
                                               named.data(), nullptr);
       if (!h.ok()) return h.status().ToString();
@@ -207,9 +167,9 @@ TEST(DirectPathTest, DisagreeingCallsGetTheRuntimesErrorAndTheNextCallWorks) {
   auto results = OnEveryRank(world, [](int32_t rank, Rank& r) -> std::string {
     std::string warm = SumsOfRanks(rank, r, 10);
     if (!warm.empty()) return warm;
-    if (r.direct() == 0) return "no call took the direct path";
+    if (DirectCalls(r) == 0) return "no call took the direct path";
     std::vector<float> data(16, 1.0f);
-    Status s = r.Allreduce(data.data(), rank == 1 ? 12 : 10);
+    Status s = Allreduce(r, data.data(), rank == 1 ? 12 : 10);
     if (s.code() != StatusCode::kMismatch) return "not a mismatch: " + s.ToString();
     if (s.message().find("synchronous call #11: tensor 'kolo.sync': ranks disagree on the "
                          "element count: ranks 0,2 have 10; rank 1 has 12") != 0) {
@@ -230,7 +190,7 @@ TEST(DirectPathTest, ARankThatJoinsDuringALeaseContributesZeros) {
       return last.ok() ? "joined, last " + std::to_string(*last) : last.status().ToString();
     }
     float x = static_cast<float>(rank + 1);
-    if (Status s = r.Allreduce(&x, 1); !s.ok()) return s.ToString();
+    if (Status s = Allreduce(r, &x, 1); !s.ok()) return s.ToString();
     if (x != 3.0f) return "sum " + std::to_string(x) + " without rank 2, expected 3";
     if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     StatusOr<int32_t> last = r.runtime->Join();
@@ -242,34 +202,34 @@ TEST(DirectPathTest, ARankThatJoinsDuringALeaseContributesZeros) {
 
 TEST(DirectPathTest, ASecondConcurrentCallOnOneRankIsRefused) {
   World world = MakeWorld(2);
-  auto warm = OnEveryRank(world, [](int32_t rank, Rank& r) { return SumsOfRanks(rank, r, 10); });
-  ASSERT_EQ(warm, std::vector<std::string>(2, ""));
+  ASSERT_EQ(OnEveryRank(world, [](int32_t rank, Rank& r) { return SumsOfRanks(rank, r, 10); }),
+            std::vector<std::string>(2, ""));
   // Rank 0's call waits in the lease for rank 1, which calls 300 ms later.
   auto waiting = std::async(std::launch::async, [&] {
     float x = 1.0f;
-    Status s = world[0].Allreduce(&x, 1);
+    Status s = Allreduce(world[0], &x, 1);
     return s.ok() ? std::to_string(x) : s.ToString();
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   float y = 1.0f;
-  Status second = world[0].Allreduce(&y, 1);
+  Status second = Allreduce(world[0], &y, 1);
   EXPECT_EQ(second.code(), StatusCode::kInvalidArgument) << second.ToString();
   EXPECT_THAT(second.message(), HasSubstr("'kolo.sync' is already pending on rank 0"));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   float z = 2.0f;
-  EXPECT_TRUE(world[1].Allreduce(&z, 1).ok());
+  EXPECT_TRUE(Allreduce(world[1], &z, 1).ok());
   EXPECT_EQ(waiting.get(), "3.000000");
   EXPECT_EQ(z, 3.0f);
 }
 
 TEST(DirectPathTest, ShutdownEndsTheLeaseForEveryRank) {
   World world = MakeWorld(2);
-  auto warm = OnEveryRank(world, [](int32_t rank, Rank& r) { return SumsOfRanks(rank, r, 10); });
-  ASSERT_EQ(warm, std::vector<std::string>(2, ""));
+  ASSERT_EQ(OnEveryRank(world, [](int32_t rank, Rank& r) { return SumsOfRanks(rank, r, 10); }),
+            std::vector<std::string>(2, ""));
   // Rank 1 waits in the lease; rank 0 shuts down instead of calling.
   auto waiting = std::async(std::launch::async, [&] {
     float x = 1.0f;
-    return world[1].Allreduce(&x, 1);
+    return Allreduce(world[1], &x, 1);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   auto leaving = std::async(std::launch::async, [&] { return world[0].runtime->Shutdown(); });

@@ -15,6 +15,7 @@
 #include "runtime/synchronous.h"
 #include "store/memory_store.h"
 #include "testing/collective_matrix.h"
+#include "testing/runtime_world.h"
 
 namespace kolo {
 namespace {
@@ -23,76 +24,29 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using std::chrono::milliseconds;
 
-struct Rank {
-  std::unique_ptr<Runtime> runtime;
-  std::unique_ptr<SynchronousCollectives> sync;
-};
+using Rank = testing::RuntimeRank;
+using World = testing::RuntimeWorld;
+using testing::OnEveryRank;
 
-// The ranks of one test; shuts them down together, as the processes of a
-// job do (a rank's shutdown waits for the others').
-class World : public std::vector<Rank> {
- public:
-  World() = default;
-  World(World&&) = default;
-  World& operator=(World&&) = default;
-  ~World() {
-    std::vector<std::thread> leaving;
-    for (Rank& rank : *this) {
-      leaving.emplace_back([&rank] {
-        if (rank.runtime) (void)rank.runtime->Shutdown();
-      });
-    }
-    for (std::thread& t : leaving) t.join();
-  }
-};
-
-// Starts `size` runtimes concurrently (the rendezvous needs all of them).
-// `adjust` may give one rank options the others lack.
+// Gloo over loopback between `size` runtimes. `adjust` may give one rank
+// options the others lack.
 World MakeWorld(int32_t size, RuntimeOptions base = RuntimeOptions(),
                 std::function<void(int32_t rank, RuntimeOptions&)> adjust = nullptr) {
   auto store = std::make_shared<MemoryStore>();
-  std::vector<std::future<StatusOr<std::unique_ptr<Runtime>>>> pending;
-  for (int32_t r = 0; r < size; ++r) {
-    pending.push_back(std::async(std::launch::async, [=]() -> StatusOr<std::unique_ptr<Runtime>> {
-      RuntimeOptions options = base;
-      options.world = WorldInfo{r, size, r, size, 0, 1};
-      if (options.timeout == RuntimeOptions().timeout) options.timeout = std::chrono::seconds(20);
-      if (adjust) adjust(r, options);
-      std::unique_ptr<Backend> backend;
-      if (size > 1) {
-        BackendOptions b;
-        b.world = options.world;
-        b.timeout = options.timeout;
-        KOLO_ASSIGN_OR_RETURN(backend, CreateGlooBackend(b, store));
-      }
-      return Runtime::Start(options, std::move(backend), store);
-    }));
-  }
-  World world;
-  for (auto& p : pending) {
-    auto runtime = p.get();
-    EXPECT_TRUE(runtime.ok()) << runtime.status().ToString();
-    if (!runtime.ok()) continue;
-    Rank rank;
-    rank.runtime = std::move(runtime).value();
-    rank.sync = std::make_unique<SynchronousCollectives>(rank.runtime.get());
-    world.push_back(std::move(rank));
-  }
-  return world;
-}
-
-// Runs fn(rank, Rank&) on one thread per rank; returns their results.
-template <typename Fn>
-auto OnEveryRank(World& world, Fn fn) {
-  using Result = decltype(fn(0, world[0]));
-  std::vector<std::future<Result>> pending;
-  for (size_t r = 0; r < world.size(); ++r) {
-    pending.push_back(std::async(std::launch::async,
-                                 [&, r] { return fn(static_cast<int32_t>(r), world[r]); }));
-  }
-  std::vector<Result> results;
-  for (auto& p : pending) results.push_back(p.get());
-  return results;
+  return testing::StartWorld(size, [=](int32_t r) -> StatusOr<std::unique_ptr<Runtime>> {
+    RuntimeOptions options = base;
+    options.world = WorldInfo{r, size, r, size, 0, 1};
+    if (options.timeout == RuntimeOptions().timeout) options.timeout = std::chrono::seconds(20);
+    if (adjust) adjust(r, options);
+    std::unique_ptr<Backend> backend;
+    if (size > 1) {
+      BackendOptions b;
+      b.world = options.world;
+      b.timeout = options.timeout;
+      KOLO_ASSIGN_OR_RETURN(backend, CreateGlooBackend(b, store));
+    }
+    return Runtime::Start(options, std::move(backend), store);
+  });
 }
 
 TensorSpec AllreduceSpec(const std::string& name, int64_t count,
