@@ -95,10 +95,15 @@ bool DirectPath::AwaitClose(std::chrono::milliseconds period) {
   }
   Status alive;
   for (int32_t r = 0; r < options_.world.size && alive.ok(); ++r) {
-    alive = posts_->CheckAlive(r, "idle");
+    alive = posts_->CheckAlive(r, "lease");
   }
   if (alive.ok()) return false;
-  // The store may take a moment to name the rank; callers of Close need not.
+  // The other survivors go back to their runtimes, which meet the loss in
+  // their engines, instead of waiting here for this rank's next call.
+  Post(kEnd, slot_, "");
+  open_ = false;
+  // The store may take a moment to name the rank; callers of Close need not
+  // wait for it. The runtime's thread (this one) reads failure() only after.
   lock.unlock();
   const Status explained =
       ExplainPeerFailure(alive, store_.get(), "rank " + std::to_string(options_.world.rank));

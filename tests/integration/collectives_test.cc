@@ -193,6 +193,21 @@ TEST(JobFailureTest, HierarchicalSurvivorsNameTheRankThatDied) {
   EXPECT_THAT(OrphanedSegments(), ::testing::IsEmpty());
 }
 
+// On shm the ranks lease after the first call. Rank 0's runtime, idle in
+// the lease, notices rank 1's death itself; the next call reports it.
+TEST(JobFailureTest, ARankThatDiesBetweenCallsIsNamedAtTheNextCall) {
+  RunResult r = RunProgram({kKolorun, "-np", "2", "--backend", "shm", "--timeout", "20", kWorker,
+                            "die-between-calls"},
+                           {}, std::chrono::seconds(60));
+  EXPECT_NE(r.exit_code, 0) << Describe(r);
+  EXPECT_LT(r.seconds, 15) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("[0]<stderr>: rank 0: peer failure: synchronous call #2: rank 0: "
+                               "rank 1 is gone"))
+      << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("shm lease: rank 1 (pid ")) << Describe(r);
+  EXPECT_THAT(OrphanedSegments(), ::testing::IsEmpty());
+}
+
 TEST(JobFailureTest, MpiJobEndsWhenARankDies) {
   RunResult r = RunProgram({kKolorun, "-np", "2", "--backend", "mpi", kWorker, "die"}, {},
                     std::chrono::seconds(60));

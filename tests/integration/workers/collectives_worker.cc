@@ -72,6 +72,20 @@ int Die() {
   return 0;
 }
 
+// Both ranks make one call; then rank 1 dies while rank 0 computes, and
+// rank 0's next call must fail naming it.
+int DieBetweenCalls() {
+  float x = 1.0f;
+  kolo::Status s = kolo::Allreduce(&x, &x, 1, kolo::DataType::kFloat32, kolo::ReduceOp::kSum);
+  if (!s.ok() || x != 2.0f) return 1;
+  usleep(200 * 1000);
+  if (kolo::Rank() == 1) raise(SIGKILL);
+  usleep(1000 * 1000);
+  s = kolo::Allreduce(&x, &x, 1, kolo::DataType::kFloat32, kolo::ReduceOp::kSum);
+  std::fprintf(stderr, "rank %d: %s\n", kolo::Rank(), s.ToString().c_str());
+  return s.ok() ? 1 : 3;
+}
+
 // Rank 1 never makes the call rank 0 waits in, because it sleeps or is
 // stopped. `after_a_call`: both first make one call together, so that on
 // shm rank 0 then waits in a direct-path lease rather than in the runtime.
@@ -122,7 +136,7 @@ int Reinit() {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: collectives_worker matrix|mismatch|die|hang|freeze|"
-                 "hang-after-a-call|freeze-after-a-call|reinit [counts...]\n");
+                 "hang-after-a-call|freeze-after-a-call|die-between-calls|reinit [counts...]\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -145,6 +159,8 @@ int main(int argc, char** argv) {
     code = Reinit();
   } else if (scenario == "hang" || scenario == "freeze") {
     code = Hang(scenario == "freeze", false);
+  } else if (scenario == "die-between-calls") {
+    code = DieBetweenCalls();
   } else if (scenario == "hang-after-a-call" || scenario == "freeze-after-a-call") {
     code = Hang(scenario == "freeze-after-a-call", true);
   }
