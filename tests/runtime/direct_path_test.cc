@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <future>
+#include <random>
 #include <thread>
 
 #include "runtime/runtime.h"
@@ -238,6 +239,70 @@ TEST(DirectPathTest, ShutdownEndsTheLeaseForEveryRank) {
   EXPECT_THAT(waited.message(), HasSubstr("rank 0 shut down without announcing it"));
   EXPECT_TRUE(world[1].runtime->Shutdown().ok());
   EXPECT_TRUE(leaving.get().ok());
+}
+
+// Every rank runs the same random mix on two threads: one makes blocking
+// calls (allreduces and allgathers of random sizes, with random pauses
+// that differ per rank), the other enqueues named allreduces and waits for
+// them. Leases open and close under both threads' feet: the blocking calls
+// meet in the lease, in the runtime, or across the switch between them.
+TEST(DirectPathTest, BlockingAndNamedCallsFromTwoThreadsMixWithoutLossOrHang) {
+  constexpr int32_t kSize = 3;
+  World world = MakeWorld(kSize);
+  ASSERT_EQ(world.size(), static_cast<size_t>(kSize));
+  auto results = OnEveryRank(world, [](int32_t rank, Rank& r) -> std::string {
+    auto named = std::async(std::launch::async, [&]() -> std::string {
+      std::mt19937 same(7);  // the same sizes on every rank
+      std::mt19937 mine(100 + rank);
+      for (int i = 0; i < 60; ++i) {
+        const int64_t count = 1 + same() % 3000;
+        std::vector<float> data(count, static_cast<float>(rank + 1));
+        StatusOr<Handle> h = r.runtime->Enqueue(AllreduceSpecFor("named." + std::to_string(i), count),
+                                                data.data(), data.data(), nullptr);
+        if (!h.ok()) return h.status().ToString();
+        if (mine() % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(mine() % 3000));
+        if (Status s = h->Wait(); !s.ok()) return s.ToString();
+        if (data[count - 1] != 6.0f) return "named " + std::to_string(i) + " gave " + std::to_string(data[count - 1]);
+      }
+      return "";
+    });
+    std::mt19937 same(11);
+    std::mt19937 mine(200 + rank);
+    std::string failure;
+    for (int i = 0; i < 300 && failure.empty(); ++i) {
+      const int64_t count = 1 + same() % 5000;
+      if (same() % 4 == 0) {
+        // Allgather: rank r sends count + r elements of value r.
+        std::vector<float> send(count + rank, static_cast<float>(rank));
+        std::vector<int64_t> counts;
+        for (int32_t p = 0; p < kSize; ++p) counts.push_back(count + p);
+        std::vector<float> recv(3 * count + 3, -1.0f);
+        Status s = r.sync->Allgatherv(send.data(), count + rank, recv.data(), counts,
+                                      DataType::kFloat32);
+        if (!s.ok()) failure = s.ToString();
+        for (int32_t p = 0, at = 0; p < kSize && failure.empty(); at += count + p, ++p) {
+          if (recv[at] != p || recv[at + count + p - 1] != p) failure = "allgather " + std::to_string(i);
+        }
+      } else {
+        std::vector<float> data(count, static_cast<float>(rank + 1));
+        Status s = Allreduce(r, data.data(), count);
+        if (!s.ok()) failure = s.ToString();
+        if (failure.empty() && (data[0] != 6.0f || data[count - 1] != 6.0f)) {
+          failure = "allreduce " + std::to_string(i) + " gave " + std::to_string(data[0]);
+        }
+      }
+      if (mine() % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(mine() % 2000));
+    }
+    const std::string named_failure = named.get();
+    if (!failure.empty()) return failure;
+    if (!named_failure.empty()) return named_failure;
+    const RuntimeStats stats = r.runtime->stats();
+    // Both paths served blocking calls.
+    if (stats.direct_operations == 0) return "no blocking call took the direct path";
+    if (stats.operations - stats.direct_operations <= 60) return "every blocking call took the direct path";
+    return "";
+  });
+  for (int32_t r = 0; r < kSize; ++r) EXPECT_EQ(results[r], "") << "rank " << r;
 }
 
 }  // namespace
