@@ -38,6 +38,10 @@
 // A wait past the stall times warns and gives up as the runtime's stall
 // inspector does. Any failure closes the lease for good; the runtime then
 // fails everything with it.
+//
+// Thread-safety: Open and AwaitClose from the runtime's thread; Close and
+// stats from any thread; TryRun from one synchronous caller at a time (a
+// second one while a call is in flight gets kInvalidArgument).
 #ifndef KOLO_RUNTIME_DIRECT_PATH_H_
 #define KOLO_RUNTIME_DIRECT_PATH_H_
 
@@ -129,14 +133,14 @@ class DirectPath {
   AdaptiveSpin spin_;       // the caller's
 
   mutable std::mutex mutex_;
-  std::condition_variable closed_;
-  bool open_ = false;
-  uint32_t epoch_ = 0;       // leases opened so far
-  uint32_t slot_ = 0;        // this rank's next slot in the open lease
-  bool in_flight_ = false;   // a call has posted in slot_ and is not over
-  bool close_owed_ = false;  // Close() came while a call was in flight
-  Status failure_;
-  RuntimeStats stats_;
+  std::condition_variable closed_;  // open_ became false
+  bool open_ = false;               // guarded by mutex_
+  uint32_t epoch_ = 0;              // guarded by mutex_; leases opened so far
+  uint32_t slot_ = 0;               // guarded by mutex_; next slot in the lease
+  bool in_flight_ = false;   // guarded by mutex_; a call posted in slot_, not over
+  bool close_owed_ = false;  // guarded by mutex_; Close() came during that call
+  Status failure_;           // guarded by mutex_; once set, no lease opens
+  RuntimeStats stats_;       // guarded by mutex_
 };
 
 }  // namespace kolo
