@@ -172,19 +172,20 @@ DirectPath::Look DirectPath::Examine(uint32_t epoch, uint32_t slot,
   }
   if (!look.missing.empty() || specs == nullptr) return look;
 
-  // Every rank posted a call: run it if the specs agree, as the
-  // coordinator would decide; otherwise the runtime reports why not.
+  // Every rank posted a call: run it if the specs agree and are valid, as
+  // the coordinator would decide (identical specs can still be invalid: a
+  // root out of range); otherwise the runtime reports why not.
   auto bytes_of = [&](int32_t r) {
     const char* area = posts_->Area(r, static_cast<int32_t>(slot % 2));
     PostHeader header;
     std::memcpy(&header, area, sizeof(header));
     return std::string(area + sizeof(header), header.spec_bytes);
   };
-  std::vector<std::string> posted(size);
+  std::vector<std::string> serialized(size);
   bool identical = true;
   for (int32_t r = 0; r < size; ++r) {
-    posted[r] = bytes_of(r);
-    identical = identical && posted[r] == posted[0];
+    serialized[r] = bytes_of(r);
+    identical = identical && serialized[r] == serialized[0];
   }
   specs->assign(size, TensorSpec());
   std::vector<const TensorSpec*> by_rank(size, nullptr);
@@ -193,7 +194,7 @@ DirectPath::Look DirectPath::Examine(uint32_t epoch, uint32_t slot,
       (*specs)[r] = (*specs)[0];
     } else {
       size_t offset = 0;
-      StatusOr<TensorSpec> parsed = ParseSpec(posted[r], &offset);
+      StatusOr<TensorSpec> parsed = ParseSpec(serialized[r], &offset);
       if (!parsed.ok()) {
         look.verdict = Verdict::kEnd;
         return look;
@@ -202,7 +203,7 @@ DirectPath::Look DirectPath::Examine(uint32_t epoch, uint32_t slot,
     }
     by_rank[r] = &(*specs)[r];
   }
-  look.verdict = identical || CheckSpecsAgree(by_rank, size).ok() ? Verdict::kRun : Verdict::kEnd;
+  look.verdict = CheckSpecsAgree(by_rank, size).ok() ? Verdict::kRun : Verdict::kEnd;
   return look;
 }
 

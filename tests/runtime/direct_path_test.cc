@@ -181,6 +181,29 @@ TEST(DirectPathTest, DisagreeingCallsGetTheRuntimesErrorAndTheNextCallWorks) {
   for (int32_t r = 0; r < 3; ++r) EXPECT_EQ(results[r], "") << "rank " << r;
 }
 
+// Identical arguments can still be wrong; the runtime names what is wrong.
+TEST(DirectPathTest, InvalidCallsAgreedByEveryRankGetTheRuntimesError) {
+  World world = MakeWorld(2);
+  auto results = OnEveryRank(world, [](int32_t rank, Rank& r) -> std::string {
+    std::string warm = SumsOfRanks(rank, r, 10);
+    if (!warm.empty()) return warm;
+    if (DirectCalls(r) == 0) return "no call took the direct path";
+    std::vector<float> data(8, 1.0f);
+    Status root = r.sync->Broadcast(data.data(), data.data(), 8, DataType::kFloat32, 5);
+    if (root.message().find("broadcast root 5 is not a rank of a 2-rank world") ==
+        std::string::npos) {
+      return "root 5: " + root.ToString();
+    }
+    std::vector<float> out(8);
+    Status counts = r.sync->Allgatherv(data.data(), 2, out.data(), {2, 2, 2}, DataType::kFloat32);
+    if (counts.message().find("expects 3 counts for 2 ranks") == std::string::npos) {
+      return "three counts: " + counts.ToString();
+    }
+    return SumsOfRanks(rank, r, 10);
+  });
+  for (int32_t r = 0; r < 2; ++r) EXPECT_EQ(results[r], "") << "rank " << r;
+}
+
 TEST(DirectPathTest, ARankThatJoinsDuringALeaseContributesZeros) {
   World world = MakeWorld(3);
   auto results = OnEveryRank(world, [](int32_t rank, Rank& r) -> std::string {
