@@ -203,7 +203,14 @@ DirectPath::Look DirectPath::Examine(uint32_t epoch, uint32_t slot,
     }
     by_rank[r] = &(*specs)[r];
   }
+  // The check formats every field: as long as a call's costs. A spec every
+  // rank posted identically and that passed once passes again.
+  if (identical && serialized[0] == checked_spec_) {
+    look.verdict = Verdict::kRun;
+    return look;
+  }
   look.verdict = CheckSpecsAgree(by_rank, size).ok() ? Verdict::kRun : Verdict::kEnd;
+  if (identical && look.verdict == Verdict::kRun) checked_spec_ = serialized[0];
   return look;
 }
 

@@ -131,6 +131,8 @@ class DirectPath {
   RuntimeStats run_stats_;  // the caller's, while it runs a call
   Executor executor_;       // on engine_, into run_stats_
   AdaptiveSpin spin_;       // the caller's
+  // The caller's: the last spec every rank posted alike and that was valid.
+  mutable std::string checked_spec_;
 
   mutable std::mutex mutex_;
   std::condition_variable closed_;  // open_ became false
