@@ -228,18 +228,19 @@ TEST(DirectPathTest, ASecondConcurrentCallOnOneRankIsRefused) {
   World world = MakeWorld(2);
   ASSERT_EQ(OnEveryRank(world, [](int32_t rank, Rank& r) { return SumsOfRanks(rank, r, 10); }),
             std::vector<std::string>(2, ""));
-  // Rank 0's call waits in the lease for rank 1, which calls 300 ms later.
+  // Rank 0's call waits in the lease for rank 1, which calls 500 ms later;
+  // the second call comes when the first has long been waiting.
   auto waiting = std::async(std::launch::async, [&] {
     float x = 1.0f;
     Status s = Allreduce(world[0], &x, 1);
     return s.ok() ? std::to_string(x) : s.ToString();
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
   float y = 1.0f;
   Status second = Allreduce(world[0], &y, 1);
   EXPECT_EQ(second.code(), StatusCode::kInvalidArgument) << second.ToString();
   EXPECT_THAT(second.message(), HasSubstr("'kolo.sync' is already pending on rank 0"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
   float z = 2.0f;
   EXPECT_TRUE(Allreduce(world[1], &z, 1).ok());
   EXPECT_EQ(waiting.get(), "3.000000");
