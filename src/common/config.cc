@@ -275,19 +275,19 @@ StatusOr<JobConfig> ReadJobConfig(const EnvLookup& env) {
     gethostname(name, sizeof(name) - 1);
     config.host_id = name;
   }
-  for (const char* name : {env::kHierarchicalAllreduce, env::kDirectPath}) {
+  // A 0|1 switch; unset when the variable is.
+  auto read_switch = [&](const char* name) -> StatusOr<std::optional<bool>> {
     std::optional<std::string> text = env(name);
-    if (!text) continue;
+    if (!text) return std::optional<bool>();
     if (*text != "0" && *text != "1") {
       return InvalidArgument(std::string("environment variable ") + name +
                              " must be 0 or 1, got '" + *text + "'");
     }
-    if (name == env::kDirectPath) {
-      config.direct_path = *text == "1";
-    } else {
-      config.hierarchical_allreduce = *text == "1";
-    }
-  }
+    return std::optional<bool>(*text == "1");
+  };
+  KOLO_ASSIGN_OR_RETURN(config.hierarchical_allreduce, read_switch(env::kHierarchicalAllreduce));
+  KOLO_ASSIGN_OR_RETURN(std::optional<bool> direct_path, read_switch(env::kDirectPath));
+  config.direct_path = direct_path.value_or(true);
 
   if (std::optional<std::string> hostname = env(env::kGlooHostname)) {
     config.gloo_hostname = *hostname;

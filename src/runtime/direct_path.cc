@@ -100,13 +100,11 @@ bool DirectPath::AwaitClose(std::chrono::milliseconds period) {
   if (alive.ok()) return false;
   // The other survivors go back to their runtimes, which meet the loss in
   // their engines, instead of waiting here for this rank's next call.
-  Post(kEnd, slot_, "");
-  open_ = false;
+  EndLease();
   // The store may take a moment to name the rank; callers of Close need not
   // wait for it. The runtime's thread (this one) reads failure() only after.
   lock.unlock();
-  const Status explained =
-      ExplainPeerFailure(alive, store_.get(), "rank " + std::to_string(options_.world.rank));
+  const Status explained = ExplainPeerFailure(alive, store_.get(), RankContext());
   lock.lock();
   (void)FailLease(explained);
   return true;
@@ -124,15 +122,21 @@ void DirectPath::Close() {
     close_owed_ = true;
     return;
   }
-  Post(kEnd, slot_, "");
-  open_ = false;
-  closed_.notify_all();
+  EndLease();
 }
 
 RuntimeStats DirectPath::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
 }
+
+void DirectPath::EndLease() {
+  Post(kEnd, slot_, "");
+  open_ = false;
+  closed_.notify_all();
+}
+
+std::string DirectPath::RankContext() const { return "rank " + std::to_string(options_.world.rank); }
 
 void DirectPath::Post(uint32_t kind, uint32_t slot, const std::string& spec) {
   char* area = posts_->Area(options_.world.rank, static_cast<int32_t>(slot % 2));
@@ -242,10 +246,9 @@ StatusOr<DirectPath::Look> DirectPath::AwaitSlot(uint32_t epoch, uint32_t slot,
   const auto shutdown = std::chrono::duration_cast<Clock::duration>(options_.stall_shutdown);
   Clock::time_point next_warning = began + warning;
   while (true) {
+    // The doorbell is read before the look, so a post after the look
+    // rings a value the wait below does not sleep on.
     const uint32_t seen = posts_->Doorbell();
-    look = Examine(epoch, slot, specs);
-    if (look.verdict != Verdict::kWaiting) break;
-    posts_->AwaitDoorbell(seen, kSleepSlice);
     look = Examine(epoch, slot, specs);
     if (look.verdict != Verdict::kWaiting) break;
 
@@ -276,6 +279,7 @@ StatusOr<DirectPath::Look> DirectPath::AwaitSlot(uint32_t epoch, uint32_t slot,
       return Aborted("stall: " + DescribeWait(waiting, seconds) + " (KOLO_STALL_SHUTDOWN_S=" +
                      std::to_string(options_.stall_shutdown.count()) + ")");
     }
+    posts_->AwaitDoorbell(seen, kSleepSlice);
   }
   if (look.verdict == Verdict::kGaveUp) {
     return Aborted("stall: rank " + std::to_string(look.gave_up) + " gave up waiting for tensor '" +
@@ -314,22 +318,19 @@ Status DirectPath::FailLease(const Status& error) {
 
 StatusOr<bool> DirectPath::TryRun(const TensorSpec& spec, const void* send, void* recv,
                                   void* output_to) {
-  const std::string rank = "rank " + std::to_string(options_.world.rank);
   uint32_t epoch = 0;
   uint32_t slot = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!open_) return false;
     if (in_flight_) {
-      return InvalidArgument("operation '" + spec.name + "' is already pending on " + rank +
-                             "; wait for it before reusing the name");
+      return InvalidArgument("operation '" + spec.name + "' is already pending on " +
+                             RankContext() + "; wait for it before reusing the name");
     }
     std::string serialized;
     SerializeSpec(spec, &serialized);
     if (static_cast<int64_t>(serialized.size() + sizeof(PostHeader)) > kPostBytes) {
-      Post(kEnd, slot_, "");
-      open_ = false;
-      closed_.notify_all();
+      EndLease();
       return false;
     }
     Post(kCall, slot_, serialized);
@@ -349,13 +350,13 @@ StatusOr<bool> DirectPath::TryRun(const TensorSpec& spec, const void* send, void
     // A stall is the job's verdict, not this rank's news, as in the runtime.
     const bool lost_peer = look.status().code() == StatusCode::kPeerFailure ||
                            look.status().code() == StatusCode::kTimeout;
-    return FailLease(lost_peer ? ExplainPeerFailure(look.status(), store_.get(), rank)
+    return FailLease(lost_peer ? ExplainPeerFailure(look.status(), store_.get(), RankContext())
                                : look.status());
   }
   if (!ran.ok()) {
     return FailLease(ExplainPeerFailure(
         ran.WithContext(std::string(CollectiveName(spec.collective)) + " of '" + spec.name + "'"),
-        store_.get(), rank));
+        store_.get(), RankContext()));
   }
   if (!runs) {
     open_ = false;
@@ -370,9 +371,7 @@ StatusOr<bool> DirectPath::TryRun(const TensorSpec& spec, const void* send, void
   stats_.collective_seconds += run_stats_.collective_seconds;
   if (close_owed_) {
     close_owed_ = false;
-    Post(kEnd, slot_, "");
-    open_ = false;
-    closed_.notify_all();
+    EndLease();
   }
   return true;
 }

@@ -114,6 +114,10 @@ class DirectPath {
 
   // Writes this rank's post for `slot` of the current lease (mutex_ held).
   void Post(uint32_t kind, uint32_t slot, const std::string& spec);
+  // Posts an end in this rank's next slot and closes the lease (mutex_ held).
+  void EndLease();
+  // "rank 3", the context of this rank's errors.
+  std::string RankContext() const;
   // What the posts of `slot` say so far; fills `specs` for kRun.
   Look Examine(uint32_t epoch, uint32_t slot, std::vector<TensorSpec>* specs) const;
   // Waits until every rank has posted in `slot` or one has ended the lease.

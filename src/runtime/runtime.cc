@@ -290,7 +290,7 @@ bool Runtime::Tick() {
     mine.shutting_down = shutdown_requested_;
   }
   mine.stalled = !stall_verdict_.empty();
-  mine.direct_ready = direct_ && !timeline_ && options_.timeline_path.empty() && !mine.joined &&
+  mine.direct_ready = direct_ && options_.timeline_path.empty() && !mine.joined &&
                       !mine.shutting_down && !mine.stalled;
   if (mine.shutting_down && shutdown_since_ == SteadyTime()) shutdown_since_ = start;
 

@@ -32,6 +32,12 @@ long Futex(std::atomic<uint32_t>* word, int op, uint32_t value,
                  timeout, nullptr, 0);
 }
 
+// A futex wait's relative timeout.
+struct timespec Timespec(std::chrono::nanoseconds span) {
+  return {static_cast<time_t>(span.count() / 1000000000),
+          static_cast<long>(span.count() % 1000000000)};
+}
+
 // Whether a counter has reached `target`, modulo 2^32.
 bool Reached(uint32_t value, uint32_t target) {
   return static_cast<int32_t>(value - target) >= 0;
@@ -220,8 +226,7 @@ Status ShmGroup::WaitFor(int32_t rank, uint32_t target, Clock::time_point start,
                  spin_style_, began)) {
     return Status::Ok();
   }
-  const struct timespec slice = {
-      0, static_cast<long>(std::chrono::nanoseconds(kSleepSlice).count())};
+  const struct timespec slice = Timespec(kSleepSlice);
   while (true) {
     peer->sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seen = counter.load(std::memory_order_seq_cst);
@@ -260,9 +265,7 @@ void ShmGroup::RingDoorbell() {
 
 void ShmGroup::AwaitDoorbell(uint32_t seen, std::chrono::milliseconds slice) {
   Header* job = HeaderOf(0);
-  const struct timespec timeout = {
-      static_cast<time_t>(slice.count() / 1000),
-      static_cast<long>(std::chrono::nanoseconds(slice % std::chrono::seconds(1)).count())};
+  const struct timespec timeout = Timespec(slice);
   job->doorbell_sleepers.fetch_add(1, std::memory_order_seq_cst);
   if (job->doorbell.load(std::memory_order_seq_cst) == seen) {
     Futex(&job->doorbell, FUTEX_WAIT, seen, &timeout);
