@@ -76,6 +76,12 @@ std::string SumsOfRanks(int32_t rank, Rank& r, int calls) {
   return "";
 }
 
+// Ten right sums, after which the lease is open: "" when all went so.
+std::string WarmUpIntoALease(int32_t rank, Rank& r) {
+  if (std::string sums = SumsOfRanks(rank, r, 10); !sums.empty()) return sums;
+  return DirectCalls(r) == 0 ? "no call took the direct path" : "";
+}
+
 class DirectPathMatrixTest : public ::testing::TestWithParam<int32_t> {};
 
 TEST_P(DirectPathMatrixTest, EveryCollectiveEveryTypeMatchesClosedFormWithoutTheRuntimesThread) {
@@ -132,9 +138,7 @@ TEST(DirectPathTest, WithATimelineEveryCallGoesThroughTheRuntime) {
 TEST(DirectPathTest, AnOperationForTheRuntimeSendsAWaitingRankBackToIt) {
   World world = MakeWorld(2);
   auto results = OnEveryRank(world, [](int32_t rank, Rank& r) -> std::string {
-    std::string warm = SumsOfRanks(rank, r, 10);
-    if (!warm.empty()) return warm;
-    if (DirectCalls(r) == 0) return "no call took the direct path";
+    if (std::string warm = WarmUpIntoALease(rank, r); !warm.empty()) return warm;
     std::vector<float> named(8, static_cast<float>(rank + 1));
     float x = static_cast<float>(rank + 1);
     if (rank == 0) {
@@ -166,9 +170,7 @@ TEST(DirectPathTest, AnOperationForTheRuntimeSendsAWaitingRankBackToIt) {
 TEST(DirectPathTest, DisagreeingCallsGetTheRuntimesErrorAndTheNextCallWorks) {
   World world = MakeWorld(3);
   auto results = OnEveryRank(world, [](int32_t rank, Rank& r) -> std::string {
-    std::string warm = SumsOfRanks(rank, r, 10);
-    if (!warm.empty()) return warm;
-    if (DirectCalls(r) == 0) return "no call took the direct path";
+    if (std::string warm = WarmUpIntoALease(rank, r); !warm.empty()) return warm;
     std::vector<float> data(16, 1.0f);
     Status s = Allreduce(r, data.data(), rank == 1 ? 12 : 10);
     if (s.code() != StatusCode::kMismatch) return "not a mismatch: " + s.ToString();
@@ -185,9 +187,7 @@ TEST(DirectPathTest, DisagreeingCallsGetTheRuntimesErrorAndTheNextCallWorks) {
 TEST(DirectPathTest, InvalidCallsAgreedByEveryRankGetTheRuntimesError) {
   World world = MakeWorld(2);
   auto results = OnEveryRank(world, [](int32_t rank, Rank& r) -> std::string {
-    std::string warm = SumsOfRanks(rank, r, 10);
-    if (!warm.empty()) return warm;
-    if (DirectCalls(r) == 0) return "no call took the direct path";
+    if (std::string warm = WarmUpIntoALease(rank, r); !warm.empty()) return warm;
     std::vector<float> data(8, 1.0f);
     Status root = r.sync->Broadcast(data.data(), data.data(), 8, DataType::kFloat32, 5);
     if (root.message().find("broadcast root 5 is not a rank of a 2-rank world") ==
@@ -207,8 +207,7 @@ TEST(DirectPathTest, InvalidCallsAgreedByEveryRankGetTheRuntimesError) {
 TEST(DirectPathTest, ARankThatJoinsDuringALeaseContributesZeros) {
   World world = MakeWorld(3);
   auto results = OnEveryRank(world, [](int32_t rank, Rank& r) -> std::string {
-    std::string warm = SumsOfRanks(rank, r, 10);
-    if (!warm.empty()) return warm;
+    if (std::string warm = SumsOfRanks(rank, r, 10); !warm.empty()) return warm;
     if (rank == 2) {
       StatusOr<int32_t> last = r.runtime->Join();
       return last.ok() ? "joined, last " + std::to_string(*last) : last.status().ToString();
