@@ -31,7 +31,7 @@
 
 #include "store/memory_store.h"
 #include "store/store.h"
-#include "transport/socket.h"
+#include "net/socket.h"
 
 namespace kolo {
 

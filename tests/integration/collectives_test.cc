@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "testing/child_process.h"
-#include "transport/socket.h"
+#include "net/socket.h"
 
 namespace kolo {
 namespace {

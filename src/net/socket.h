@@ -2,10 +2,15 @@
 // deadline. This and the shared-memory code are the only places in kolo that
 // touch the operating system's transports.
 //
+// Why net/ and not transport/: the TCP store (store/) carries the rendezvous
+// over this socket, and the transports (transport/) rendezvous through a
+// store, so the socket has to sit below both. net/ depends on common/ only:
+//   common <- net <- store <- transport <- collectives <- runtime
+//
 // Thread-safety: one thread at a time per Socket, except Shutdown(), which
 // another thread may call to wake a blocked reader.
-#ifndef KOLO_TRANSPORT_SOCKET_H_
-#define KOLO_TRANSPORT_SOCKET_H_
+#ifndef KOLO_NET_SOCKET_H_
+#define KOLO_NET_SOCKET_H_
 
 #include <chrono>
 #include <cstddef>
@@ -57,4 +62,4 @@ class Socket {
 
 }  // namespace kolo
 
-#endif  // KOLO_TRANSPORT_SOCKET_H_
+#endif  // KOLO_NET_SOCKET_H_
