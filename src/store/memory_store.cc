@@ -3,35 +3,50 @@
 #include "common/config.h"
 
 namespace kolo {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// now + timeout, saturating instead of overflowing for a huge timeout.
+SteadyClock::time_point DeadlineIn(std::chrono::milliseconds timeout) {
+  const SteadyClock::time_point now = SteadyClock::now();
+  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(
+      SteadyClock::time_point::max() - now);
+  return timeout >= room ? SteadyClock::time_point::max() : now + timeout;
+}
+
+}  // namespace
 
 Status MemoryStore::Set(const std::string& key, const std::string& value) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (!abort_reason_.empty()) return Aborted(abort_reason_);
     values_[key] = value;
   }
-  changed_.notify_all();
+  changed_.NotifyAll();
   return Status::Ok();
 }
 
 StatusOr<std::string> MemoryStore::Get(const std::string& key,
                                        std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  const bool ready = changed_.wait_for(lock, timeout, [&] {
-    return !abort_reason_.empty() || values_.count(key) > 0;
-  });
+  const SteadyClock::time_point deadline = DeadlineIn(timeout);
+  MutexLock lock(&mutex_);
+  while (abort_reason_.empty() && values_.count(key) == 0) {
+    if (!changed_.WaitUntil(&mutex_, deadline)) break;
+  }
   if (!abort_reason_.empty()) return Aborted(abort_reason_);
-  if (!ready) {
+  auto it = values_.find(key);
+  if (it == values_.end()) {
     return Timeout("key '" + key + "' was not set within " +
                    std::to_string(timeout.count()) + " ms");
   }
-  return values_[key];
+  return it->second;
 }
 
 StatusOr<int64_t> MemoryStore::Add(const std::string& key, int64_t delta) {
   int64_t result = 0;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (!abort_reason_.empty()) return Aborted(abort_reason_);
     auto it = values_.find(key);
     int64_t current = 0;
@@ -44,25 +59,28 @@ StatusOr<int64_t> MemoryStore::Add(const std::string& key, int64_t delta) {
     result = current + delta;
     values_[key] = std::to_string(result);
   }
-  changed_.notify_all();
+  changed_.NotifyAll();
   return result;
+}
+
+const std::string* MemoryStore::FirstMissing(
+    const std::vector<std::string>& keys) const {
+  for (const std::string& key : keys) {
+    if (values_.count(key) == 0) return &key;
+  }
+  return nullptr;
 }
 
 Status MemoryStore::Wait(const std::vector<std::string>& keys,
                          std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  auto missing = [&]() -> const std::string* {
-    for (const std::string& key : keys) {
-      if (values_.count(key) == 0) return &key;
-    }
-    return nullptr;
-  };
-  const bool ready = changed_.wait_for(lock, timeout, [&] {
-    return !abort_reason_.empty() || missing() == nullptr;
-  });
+  const SteadyClock::time_point deadline = DeadlineIn(timeout);
+  MutexLock lock(&mutex_);
+  while (abort_reason_.empty() && FirstMissing(keys) != nullptr) {
+    if (!changed_.WaitUntil(&mutex_, deadline)) break;
+  }
   if (!abort_reason_.empty()) return Aborted(abort_reason_);
-  if (!ready) {
-    return Timeout("key '" + *missing() + "' was not set within " +
+  if (const std::string* missing = FirstMissing(keys)) {
+    return Timeout("key '" + *missing + "' was not set within " +
                    std::to_string(timeout.count()) + " ms");
   }
   return Status::Ok();
@@ -70,10 +88,10 @@ Status MemoryStore::Wait(const std::vector<std::string>& keys,
 
 void MemoryStore::Abort(const std::string& reason) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     abort_reason_ = reason;
   }
-  changed_.notify_all();
+  changed_.NotifyAll();
 }
 
 }  // namespace kolo

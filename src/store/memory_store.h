@@ -1,12 +1,17 @@
 // MemoryStore: a Store held in this process's memory. It backs the TCP store
 // server, and lets tests run ranks as threads without any socket.
+//
+// Thread-safety: every method may be called from any thread; Get and Wait
+// block only the calling thread, and Abort wakes them all.
 #ifndef KOLO_STORE_MEMORY_STORE_H_
 #define KOLO_STORE_MEMORY_STORE_H_
 
-#include <condition_variable>
 #include <map>
-#include <mutex>
+#include <string>
+#include <vector>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "store/store.h"
 
 namespace kolo {
@@ -25,10 +30,14 @@ class MemoryStore : public Store {
   void Abort(const std::string& reason);
 
  private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::string, std::string> values_;  // guarded by mutex_
-  std::string abort_reason_;                   // guarded by mutex_
+  // The first of `keys` that is not set yet, or null when all are.
+  const std::string* FirstMissing(const std::vector<std::string>& keys) const
+      KOLO_REQUIRES(mutex_);
+
+  Mutex mutex_;
+  CondVar changed_;  // notified on every Set, Add and Abort
+  std::map<std::string, std::string> values_ KOLO_GUARDED_BY(mutex_);
+  std::string abort_reason_ KOLO_GUARDED_BY(mutex_);
 };
 
 }  // namespace kolo

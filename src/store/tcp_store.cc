@@ -151,7 +151,7 @@ void TcpStoreServer::AcceptLoop() {
     StatusOr<Socket> client =
         listener_.Accept(DeadlineAfter(std::chrono::milliseconds(100)));
     if (!client.ok()) continue;
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (stopping_.load()) break;
     client_fds_.push_back(client->fd());
     client_threads_.emplace_back(
@@ -163,105 +163,106 @@ void TcpStoreServer::AcceptLoop() {
 
 void TcpStoreServer::ServeClient(Socket client) {
   const std::string peer = client.PeerAddress();
+  StatusOr<int32_t> rank = Authenticate(client, peer);
+  if (!rank.ok()) {
+    client.Shutdown();
+    return;
+  }
+  // A rank's connection that ends without a goodbye: its process died.
+  auto dropped = [&] {
+    if (*rank >= 0 && !stopping_.load()) RecordFailure(*rank);
+  };
+  while (!stopping_.load()) {
+    StatusOr<std::string> request = ReceiveMessage(client, kNoDeadline);
+    if (!request.ok()) return dropped();
+    if (!request->empty() &&
+        static_cast<Command>((*request)[0]) == Command::kGoodbye) {
+      (void)SendMessage(client, Response(Status::Ok()),
+                        DeadlineAfter(std::chrono::seconds(1)));
+      return;
+    }
+    if (!SendMessage(client, Answer(*request), DeadlineAfter(kIoSlack)).ok()) {
+      return dropped();
+    }
+  }
+}
+
+StatusOr<int32_t> TcpStoreServer::Authenticate(Socket& client,
+                                               const std::string& peer) {
   // The hello must come quickly and carry the job's secret.
   StatusOr<std::string> hello = ReceiveMessage(client, DeadlineAfter(kHelloTimeout));
   int32_t rank = -1;
-  {
-    Status verdict = Status::Ok();
-    if (!hello.ok()) {
-      verdict = Unauthenticated("no valid hello from " + peer + ": " +
-                                hello.status().message());
-    } else {
-      Reader r(*hello);
-      const auto command = static_cast<Command>(r.U8());
-      const std::string magic = r.Str();
-      const std::string secret = r.Str();
-      rank = static_cast<int32_t>(r.I64());
-      if (!r.ok() || command != Command::kHello || magic != kMagic) {
-        verdict = Unauthenticated("malformed hello from " + peer);
-      } else if (!SecretsEqual(secret, secret_)) {
-        verdict = Unauthenticated("wrong job secret from " + peer);
-      }
-    }
-    if (!verdict.ok()) {
-      rejected_.fetch_add(1);
-      if (!stopping_.load()) {
-        KOLO_LOG(WARNING) << "store rejected a connection: " << verdict.message();
-      }
-      (void)SendMessage(client, Response(verdict), DeadlineAfter(std::chrono::seconds(1)));
-      client.Shutdown();
-      return;
-    }
-    (void)SendMessage(client, Response(Status::Ok()), DeadlineAfter(kHelloTimeout));
-  }
-
-  while (!stopping_.load()) {
-    StatusOr<std::string> request = ReceiveMessage(client, kNoDeadline);
-    if (!request.ok()) {
-      // A rank's connection that ends without a goodbye: its process died.
-      if (rank >= 0 && !stopping_.load()) RecordFailure(rank);
-      return;
-    }
-    Reader r(*request);
+  Status verdict = Status::Ok();
+  if (!hello.ok()) {
+    verdict = Unauthenticated("no valid hello from " + peer + ": " +
+                              hello.status().message());
+  } else {
+    Reader r(*hello);
     const auto command = static_cast<Command>(r.U8());
-    std::string response;
-    switch (command) {
-      case Command::kSet: {
-        std::string key = r.Str();
-        std::string value = r.Str();
-        response = Response(r.ok() ? data_.Set(key, value)
-                                   : InvalidArgument("malformed set"));
-        break;
-      }
-      case Command::kGet: {
-        std::string key = r.Str();
-        int64_t timeout_ms = r.I64();
-        StatusOr<std::string> value =
-            r.ok() ? data_.Get(key, Millis(timeout_ms))
-                   : StatusOr<std::string>(InvalidArgument("malformed get"));
-        response = value.ok() ? Response(Status::Ok(), *value)
-                              : Response(value.status());
-        break;
-      }
-      case Command::kAdd: {
-        std::string key = r.Str();
-        int64_t delta = r.I64();
-        StatusOr<int64_t> value =
-            r.ok() ? data_.Add(key, delta)
-                   : StatusOr<int64_t>(InvalidArgument("malformed add"));
-        response = value.ok() ? Response(Status::Ok(), std::to_string(*value))
-                              : Response(value.status());
-        break;
-      }
-      case Command::kWait: {
-        int64_t count = r.I64();
-        std::vector<std::string> keys;
-        for (int64_t i = 0; r.ok() && i < count && i < 1000000; ++i) {
-          keys.push_back(r.Str());
-        }
-        int64_t timeout_ms = r.I64();
-        response = Response(r.ok() ? data_.Wait(keys, Millis(timeout_ms))
-                                   : InvalidArgument("malformed wait"));
-        break;
-      }
-      case Command::kGoodbye:
-        (void)SendMessage(client, Response(Status::Ok()),
-                          DeadlineAfter(std::chrono::seconds(1)));
-        return;
-      default:
-        response = Response(InvalidArgument("unknown store command"));
+    const std::string magic = r.Str();
+    const std::string secret = r.Str();
+    rank = static_cast<int32_t>(r.I64());
+    if (!r.ok() || command != Command::kHello || magic != kMagic) {
+      verdict = Unauthenticated("malformed hello from " + peer);
+    } else if (!SecretsEqual(secret, secret_)) {
+      verdict = Unauthenticated("wrong job secret from " + peer);
     }
-    if (!SendMessage(client, response, DeadlineAfter(kIoSlack)).ok()) {
-      if (rank >= 0 && !stopping_.load()) RecordFailure(rank);
-      return;
+  }
+  if (!verdict.ok()) {
+    rejected_.fetch_add(1);
+    if (!stopping_.load()) {
+      KOLO_LOG(WARNING) << "store rejected a connection: " << verdict.message();
     }
+    (void)SendMessage(client, Response(verdict), DeadlineAfter(std::chrono::seconds(1)));
+    return verdict;
+  }
+  (void)SendMessage(client, Response(Status::Ok()), DeadlineAfter(kHelloTimeout));
+  return rank;
+}
+
+std::string TcpStoreServer::Answer(const std::string& request) {
+  Reader r(request);
+  switch (static_cast<Command>(r.U8())) {
+    case Command::kSet: {
+      std::string key = r.Str();
+      std::string value = r.Str();
+      return Response(r.ok() ? data_.Set(key, value)
+                             : InvalidArgument("malformed set"));
+    }
+    case Command::kGet: {
+      std::string key = r.Str();
+      int64_t timeout_ms = r.I64();
+      if (!r.ok()) return Response(InvalidArgument("malformed get"));
+      StatusOr<std::string> value = data_.Get(key, Millis(timeout_ms));
+      return value.ok() ? Response(Status::Ok(), *value) : Response(value.status());
+    }
+    case Command::kAdd: {
+      std::string key = r.Str();
+      int64_t delta = r.I64();
+      if (!r.ok()) return Response(InvalidArgument("malformed add"));
+      StatusOr<int64_t> value = data_.Add(key, delta);
+      return value.ok() ? Response(Status::Ok(), std::to_string(*value))
+                        : Response(value.status());
+    }
+    case Command::kWait: {
+      int64_t count = r.I64();
+      std::vector<std::string> keys;
+      for (int64_t i = 0; r.ok() && i < count && i < 1000000; ++i) {
+        keys.push_back(r.Str());
+      }
+      int64_t timeout_ms = r.I64();
+      return Response(r.ok() ? data_.Wait(keys, Millis(timeout_ms))
+                             : InvalidArgument("malformed wait"));
+    }
+    default:
+      return Response(InvalidArgument("unknown store command"));
   }
 }
 
 void TcpStoreServer::RecordFailure(int32_t rank) {
   std::string list;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     failed_ranks_.push_back(rank);
     for (int32_t r : failed_ranks_) {
       if (!list.empty()) list += ",";
@@ -272,7 +273,7 @@ void TcpStoreServer::RecordFailure(int32_t rank) {
 }
 
 std::vector<int32_t> TcpStoreServer::FailedRanks() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return failed_ranks_;
 }
 
@@ -282,7 +283,7 @@ void TcpStoreServer::Stop() {
   data_.Abort("the store is shutting down");
   std::vector<std::thread> threads;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     for (int fd : client_fds_) ::shutdown(fd, SHUT_RDWR);
     threads.swap(client_threads_);
   }
@@ -346,7 +347,7 @@ TcpStoreClient::~TcpStoreClient() = default;
 
 StatusOr<std::string> TcpStoreClient::Request(
     const std::string& body, std::chrono::milliseconds server_wait) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (!socket_.valid()) return Aborted("store client for " + server_ + " is closed");
   const Deadline deadline = DeadlineAfter(server_wait + kIoSlack);
   Status sent = SendMessage(socket_, body, deadline);
@@ -404,7 +405,7 @@ Status TcpStoreClient::Close() {
       Request(Writer().U8(static_cast<uint8_t>(Command::kGoodbye)).body(),
               std::chrono::milliseconds(0))
           .status();
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   socket_.Close();
   return status;
 }

@@ -24,14 +24,15 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
+#include "net/socket.h"
 #include "store/memory_store.h"
 #include "store/store.h"
-#include "net/socket.h"
 
 namespace kolo {
 
@@ -48,7 +49,7 @@ class TcpStoreServer {
 
   int port() const { return port_; }
   // Ranks whose connection closed without a goodbye, in the order noticed.
-  std::vector<int32_t> FailedRanks();
+  std::vector<int32_t> FailedRanks() KOLO_EXCLUDES(mutex_);
   // Number of connections refused for a wrong secret or a bad hello.
   int64_t rejected_connections() const { return rejected_.load(); }
   // Stops accepting, disconnects every client and joins the threads.
@@ -57,8 +58,15 @@ class TcpStoreServer {
  private:
   TcpStoreServer(Socket listener, std::string secret);
   void AcceptLoop();
+  // One client's whole connection: Authenticate, then Answer each request
+  // until a goodbye, a drop (which RecordFailure notes) or Stop().
   void ServeClient(Socket client);
-  void RecordFailure(int32_t rank);
+  // Reads the hello and answers it; the rank the client claimed (-1 for a
+  // non-rank client), or the reason it was refused.
+  StatusOr<int32_t> Authenticate(Socket& client, const std::string& peer);
+  // The response to one request other than goodbye.
+  std::string Answer(const std::string& request);
+  void RecordFailure(int32_t rank) KOLO_EXCLUDES(mutex_);
 
   Socket listener_;
   const std::string secret_;
@@ -67,10 +75,10 @@ class TcpStoreServer {
   std::atomic<bool> stopping_{false};
   std::atomic<int64_t> rejected_{0};
   std::thread accept_thread_;
-  std::mutex mutex_;
-  std::vector<std::thread> client_threads_;  // guarded by mutex_
-  std::vector<int> client_fds_;              // guarded by mutex_
-  std::vector<int32_t> failed_ranks_;        // guarded by mutex_
+  Mutex mutex_;
+  std::vector<std::thread> client_threads_ KOLO_GUARDED_BY(mutex_);
+  std::vector<int> client_fds_ KOLO_GUARDED_BY(mutex_);
+  std::vector<int32_t> failed_ranks_ KOLO_GUARDED_BY(mutex_);
 };
 
 // Thread-safety: requests from many threads are serialised on the one
@@ -96,10 +104,11 @@ class TcpStoreClient : public Store {
  private:
   explicit TcpStoreClient(Socket socket, std::string server);
   StatusOr<std::string> Request(const std::string& body,
-                                std::chrono::milliseconds server_wait);
+                                std::chrono::milliseconds server_wait)
+      KOLO_EXCLUDES(mutex_);
 
-  std::mutex mutex_;
-  Socket socket_;  // guarded by mutex_
+  Mutex mutex_;
+  Socket socket_ KOLO_GUARDED_BY(mutex_);
   const std::string server_;
 };
 
