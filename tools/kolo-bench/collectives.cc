@@ -16,11 +16,11 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "collectives/backend.h"
-#include "common/config.h"
-#include "common/reduce.h"
 #include "environment.h"
 #include "json_file.h"
+#include "kolo_internal/backend.h"
+#include "kolo_internal/config.h"
+#include "kolo_internal/reduce.h"
 #include "list_flag.h"
 #include "peers.h"
 #include "raw_backend.h"

@@ -17,9 +17,9 @@
 #include <thread>
 #include <utility>
 
-#include "collectives/backend.h"
-#include "common/config.h"
 #include "kolo/runtime.h"
+#include "kolo_internal/backend.h"
+#include "kolo_internal/config.h"
 #include "raw_backend.h"
 
 namespace kolo::bench {

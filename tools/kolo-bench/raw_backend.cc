@@ -4,8 +4,8 @@
 
 #include <utility>
 
-#include "common/config.h"
-#include "store/tcp_store.h"
+#include "kolo_internal/config.h"
+#include "kolo_internal/store.h"
 
 namespace kolo::bench {
 

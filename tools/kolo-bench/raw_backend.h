@@ -21,8 +21,8 @@
 #include <memory>
 #include <string>
 
-#include "collectives/backend.h"
 #include "kolo/kolo.h"
+#include "kolo_internal/backend.h"
 
 namespace kolo::bench {
 

@@ -16,9 +16,9 @@
 #include <sstream>
 #include <thread>
 
-#include "common/config.h"
 #include "environment.h"
 #include "json_file.h"
+#include "kolo_internal/config.h"
 #include "list_flag.h"
 #include "table.h"
 

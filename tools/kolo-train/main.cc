@@ -14,9 +14,9 @@
 #include <exception>
 #include <string>
 
-#include "common/config.h"
 #include "flags.h"
 #include "kolo/kolo.h"
+#include "kolo_internal/config.h"
 #include "trainer.h"
 
 namespace {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "common/config.h"
+#include "kolo_internal/config.h"
 
 namespace kolo {
 namespace kolorun {

@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "job.h"
+#include "kolo_internal/store.h"
 #include "launcher.h"
 #include "options.h"
 #include "output.h"
 #include "process.h"
-#include "store/tcp_store.h"
 
 namespace kolo {
 namespace kolorun {

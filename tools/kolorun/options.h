@@ -20,9 +20,9 @@
 #include <utility>
 #include <vector>
 
-#include "common/config.h"
 #include "kolo/kolo.h"
 #include "kolo/status.h"
+#include "kolo_internal/config.h"
 
 namespace kolo {
 namespace kolorun {
