@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "testing/child_process.h"
 #include "net/socket.h"
+#include "testing/child_process.h"
 
 namespace kolo {
 namespace {
