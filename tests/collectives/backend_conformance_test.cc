@@ -48,8 +48,8 @@ using testing::ReductionInput;
 using testing::StoreValue;
 using testing::Verify;
 
-using BackendFactory = StatusOr<std::unique_ptr<Backend>> (*)(const BackendOptions&,
-                                                              std::shared_ptr<Store>);
+using BackendFactory = StatusOr<std::unique_ptr<Backend>> (*)(
+    const BackendOptions&, std::shared_ptr<Store>);
 
 struct BackendUnderTest {
   const char* name;
@@ -67,18 +67,20 @@ constexpr int64_t kOdd = 37;
 // of Gloo's chunks, odd so that no block divides evenly.
 constexpr int64_t kLarge = 65539;
 
-constexpr ReduceOp kBackendOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax,
-                                    ReduceOp::kProduct};
+constexpr ReduceOp kBackendOps[] = {ReduceOp::kSum, ReduceOp::kMin,
+                                    ReduceOp::kMax, ReduceOp::kProduct};
 
 // Small counts run every type; the large count the two that matter most
 // (the common case, and a 16-bit type whose reduction widens and rounds).
 std::vector<DataType> TypesFor(int64_t count) {
   if (count == kLarge) return {DataType::kFloat32, DataType::kBFloat16};
-  return {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
-          DataType::kInt8,    DataType::kUInt8,   DataType::kInt32,   DataType::kInt64};
+  return {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
+          DataType::kBFloat16, DataType::kInt8,    DataType::kUInt8,
+          DataType::kInt32,    DataType::kInt64};
 }
 
-BackendOptions OptionsFor(const BackendUnderTest& backend, int32_t rank, int32_t size) {
+BackendOptions OptionsFor(const BackendUnderTest& backend, int32_t rank,
+                          int32_t size) {
   BackendOptions options;
   options.world.rank = rank;
   options.world.size = size;
@@ -94,12 +96,18 @@ BackendOptions OptionsFor(const BackendUnderTest& backend, int32_t rank, int32_t
 // Runs every collective of the seam for one type on one rank's backend.
 class RankRun {
  public:
-  RankRun(Backend* backend, int32_t rank, int32_t size, DataType type, int64_t count,
-          Failures* failures)
-      : backend_(backend), rank_(rank), size_(size), type_(type), count_(count),
-        element_(DataTypeSize(type)), failures_(failures),
-        suffix_(std::string(" ") + DataTypeName(type) + " count " + std::to_string(count) +
-                " rank " + std::to_string(rank) + "/" + std::to_string(size)) {}
+  RankRun(Backend* backend, int32_t rank, int32_t size, DataType type,
+          int64_t count, Failures* failures)
+      : backend_(backend),
+        rank_(rank),
+        size_(size),
+        type_(type),
+        count_(count),
+        element_(DataTypeSize(type)),
+        failures_(failures),
+        suffix_(std::string(" ") + DataTypeName(type) + " count " +
+                std::to_string(count) + " rank " + std::to_string(rank) + "/" +
+                std::to_string(size)) {}
 
   void All() {
     if (count_ > 0) {
@@ -136,8 +144,8 @@ class RankRun {
   }
 
   void Allreduce(ReduceOp op, bool in_place) {
-    const std::string what =
-        std::string("allreduce ") + ReduceOpName(op) + suffix_ + Placement(in_place);
+    const std::string what = std::string("allreduce ") + ReduceOpName(op) +
+                             suffix_ + Placement(in_place);
     std::vector<char> send = Buffer(count_), recv = Buffer(count_);
     for (int64_t i = 0; i < count_; ++i) {
       StoreValue(type_, send.data(), i, ReductionInput(op, rank_, size_, i));
@@ -152,16 +160,18 @@ class RankRun {
   // Block j of the input (elements j*count .. (j+1)*count) goes to rank j.
   // In place, the output is this rank's own block of the input.
   void Reducescatter(ReduceOp op, bool in_place) {
-    const std::string what =
-        std::string("reducescatter ") + ReduceOpName(op) + suffix_ + Placement(in_place);
+    const std::string what = std::string("reducescatter ") + ReduceOpName(op) +
+                             suffix_ + Placement(in_place);
     std::vector<char> send = Buffer(count_ * size_), recv = Buffer(count_);
     for (int64_t i = 0; i < count_ * size_; ++i) {
       StoreValue(type_, send.data(), i, ReductionInput(op, rank_, size_, i));
     }
     char* out = in_place ? At(send, rank_ * count_) : recv.data();
-    if (Check(backend_->Reducescatter(send.data(), out, count_, type_, op), what)) {
-      Verify(failures_, what, type_, out, count_,
-             [&](int64_t k) { return ReductionExpected(op, size_, rank_ * count_ + k); });
+    if (Check(backend_->Reducescatter(send.data(), out, count_, type_, op),
+              what)) {
+      Verify(failures_, what, type_, out, count_, [&](int64_t k) {
+        return ReductionExpected(op, size_, rank_ * count_ + k);
+      });
     }
   }
 
@@ -171,12 +181,14 @@ class RankRun {
     const std::string what = "allgather" + suffix_ + Placement(in_place);
     std::vector<char> send = Buffer(count_), recv = Buffer(count_ * size_);
     char* mine = in_place ? At(recv, rank_ * count_) : send.data();
-    for (int64_t i = 0; i < count_; ++i) StoreValue(type_, mine, i, GatherValue(rank_, i));
+    for (int64_t i = 0; i < count_; ++i)
+      StoreValue(type_, mine, i, GatherValue(rank_, i));
     const std::vector<int64_t> counts(size_, count_);
     if (Check(backend_->Allgatherv(mine, recv.data(), counts, type_), what)) {
-      Verify(failures_, what, type_, recv.data(), count_ * size_, [&](int64_t i) {
-        return GatherValue(static_cast<int32_t>(i / count_), i % count_);
-      });
+      Verify(failures_, what, type_, recv.data(), count_ * size_,
+             [&](int64_t i) {
+               return GatherValue(static_cast<int32_t>(i / count_), i % count_);
+             });
     }
   }
 
@@ -195,11 +207,14 @@ class RankRun {
     for (int64_t i = 0; i < counts[rank_]; ++i) {
       StoreValue(type_, send.data(), i, GatherValue(rank_, i));
     }
-    if (!Check(backend_->Allgatherv(send.data(), recv.data(), counts, type_), what)) return;
+    if (!Check(backend_->Allgatherv(send.data(), recv.data(), counts, type_),
+               what))
+      return;
     int64_t offset = 0;
     for (int32_t r = 0; r < size_; ++r) {
       Verify(failures_, what + " block of rank " + std::to_string(r), type_,
-             At(recv, offset), counts[r], [&](int64_t i) { return GatherValue(r, i); });
+             At(recv, offset), counts[r],
+             [&](int64_t i) { return GatherValue(r, i); });
       offset += counts[r];
     }
   }
@@ -208,7 +223,8 @@ class RankRun {
     const std::string what = "broadcast from " + std::to_string(root) + suffix_;
     std::vector<char> buffer = Buffer(count_);
     for (int64_t i = 0; i < count_; ++i) {
-      StoreValue(type_, buffer.data(), i, rank_ == root ? BroadcastValue(root, i) : 111);
+      StoreValue(type_, buffer.data(), i,
+                 rank_ == root ? BroadcastValue(root, i) : 111);
     }
     if (Check(backend_->Broadcast(buffer.data(), count_, type_, root), what)) {
       Verify(failures_, what, type_, buffer.data(), count_,
@@ -219,17 +235,21 @@ class RankRun {
   // Alltoallv with equal counts; in place, send and recv are one buffer.
   void Alltoall(bool in_place) {
     const std::string what = "alltoall" + suffix_ + Placement(in_place);
-    std::vector<char> send = Buffer(count_ * size_), recv = Buffer(count_ * size_);
+    std::vector<char> send = Buffer(count_ * size_),
+                      recv = Buffer(count_ * size_);
     for (int32_t to = 0; to < size_; ++to) {
       for (int64_t k = 0; k < count_; ++k) {
-        StoreValue(type_, send.data(), to * count_ + k, AlltoallValue(rank_, to, k));
+        StoreValue(type_, send.data(), to * count_ + k,
+                   AlltoallValue(rank_, to, k));
       }
     }
     char* out = in_place ? send.data() : recv.data();
     const std::vector<int64_t> counts(size_, count_);
-    if (Check(backend_->Alltoallv(send.data(), counts, out, counts, type_), what)) {
+    if (Check(backend_->Alltoallv(send.data(), counts, out, counts, type_),
+              what)) {
       Verify(failures_, what, type_, out, count_ * size_, [&](int64_t i) {
-        return AlltoallValue(static_cast<int32_t>(i / count_), rank_, i % count_);
+        return AlltoallValue(static_cast<int32_t>(i / count_), rank_,
+                             i % count_);
       });
     }
   }
@@ -256,14 +276,15 @@ class RankRun {
       }
       offset += send_counts[to];
     }
-    if (!Check(backend_->Alltoallv(send.data(), send_counts, recv.data(), recv_counts, type_),
+    if (!Check(backend_->Alltoallv(send.data(), send_counts, recv.data(),
+                                   recv_counts, type_),
                what)) {
       return;
     }
     offset = 0;
     for (int32_t from = 0; from < size_; ++from) {
-      Verify(failures_, what + " block from rank " + std::to_string(from), type_,
-             At(recv, offset), recv_counts[from],
+      Verify(failures_, what + " block from rank " + std::to_string(from),
+             type_, At(recv, offset), recv_counts[from],
              [&](int64_t k) { return AlltoallValue(from, rank_, k); });
       offset += recv_counts[from];
     }
@@ -300,7 +321,8 @@ TEST_P(BackendConformanceTest, EveryCollectiveGivesTheClosedForm) {
       created[rank] = backend.status();
       if (!backend.ok()) return;
       for (DataType type : TypesFor(c.count)) {
-        RankRun(backend->get(), rank, c.ranks, type, c.count, &failures[rank]).All();
+        RankRun(backend->get(), rank, c.ranks, type, c.count, &failures[rank])
+            .All();
       }
     });
   }
@@ -308,11 +330,13 @@ TEST_P(BackendConformanceTest, EveryCollectiveGivesTheClosedForm) {
 
   if (created[0].code() == StatusCode::kInvalidArgument &&
       created[0].message().find("KOLO_WITH_") != std::string::npos) {
-    GTEST_SKIP() << c.backend.name << " is not in this build: " << created[0].message();
+    GTEST_SKIP() << c.backend.name
+                 << " is not in this build: " << created[0].message();
   }
   for (int32_t rank = 0; rank < c.ranks; ++rank) {
-    ASSERT_TRUE(created[rank].ok()) << c.backend.name << " rank " << rank << " of "
-                                    << c.ranks << ": " << created[rank].ToString();
+    ASSERT_TRUE(created[rank].ok())
+        << c.backend.name << " rank " << rank << " of " << c.ranks << ": "
+        << created[rank].ToString();
   }
   for (int32_t rank = 0; rank < c.ranks; ++rank) {
     EXPECT_TRUE(failures[rank].items().empty())
@@ -333,12 +357,14 @@ std::vector<Case> AllCases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Backends, BackendConformanceTest, ::testing::ValuesIn(AllCases()),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      return std::string(info.param.backend.name) + "_" + std::to_string(info.param.ranks) +
-             "ranks_count" + std::to_string(info.param.count);
-    });
+INSTANTIATE_TEST_SUITE_P(Backends, BackendConformanceTest,
+                         ::testing::ValuesIn(AllCases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return std::string(info.param.backend.name) + "_" +
+                                  std::to_string(info.param.ranks) +
+                                  "ranks_count" +
+                                  std::to_string(info.param.count);
+                         });
 
 }  // namespace
 }  // namespace kolo
