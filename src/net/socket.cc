@@ -40,6 +40,12 @@ Status PollFor(int fd, short events, Deadline deadline, const char* what) {
 }
 
 StatusOr<addrinfo*> Resolve(const std::string& host, int port, bool passive) {
+  // getaddrinfo takes the port as text and keeps its low 16 bits, so port
+  // 70000 would quietly become 4464.
+  if (port < 0 || port > 65535) {
+    return InvalidArgument("port " + std::to_string(port) + " for host '" + host +
+                           "' is out of range (0-65535)");
+  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
