@@ -49,6 +49,9 @@ TEST(GlooBackendTest, APeerThatNeverComesTimesTheRendezvousOut) {
   EXPECT_THAT(
       backend.status().message(),
       StartsWith("rank 0 could not connect to its 2 peers: gloo rendezvous"));
+  // The store's own words name the rank that never came.
+  EXPECT_THAT(backend.status().message(),
+              HasSubstr("key 'gloo/1' was not set within 300 ms"));
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
@@ -90,7 +93,7 @@ TEST(GlooBackendTest, APeerThatLeavesFailsTheNextCollective) {
   EXPECT_THAT(lost.code(),
               AnyOf(StatusCode::kPeerFailure, StatusCode::kTimeout))
       << lost.ToString();
-  EXPECT_THAT(lost.message(), HasSubstr("gloo allreduce"));
+  EXPECT_THAT(lost.message(), StartsWith("gloo allreduce: "));
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
