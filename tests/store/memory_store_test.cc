@@ -36,7 +36,8 @@ TEST(MemoryStoreTest, TimeoutsNameTheMissingKey) {
   Status s = store.Wait({"present", "absent"}, milliseconds(20));
   EXPECT_EQ(s.code(), StatusCode::kTimeout);
   EXPECT_NE(s.message().find("'absent'"), std::string::npos);
-  EXPECT_EQ(store.Get("nope", milliseconds(1)).status().code(), StatusCode::kTimeout);
+  EXPECT_EQ(store.Get("nope", milliseconds(1)).status().code(),
+            StatusCode::kTimeout);
 }
 
 TEST(MemoryStoreTest, AddOnANonNumberIsAnError) {
@@ -54,6 +55,38 @@ TEST(MemoryStoreTest, AbortWakesWaiters) {
   StatusOr<std::string> value = store.Get("never", milliseconds(10000));
   aborter.join();
   EXPECT_EQ(value.status().code(), StatusCode::kAborted);
+}
+
+TEST(MemoryStoreTest, AfterAbortEveryCallFailsWithTheReason) {
+  MemoryStore store;
+  ASSERT_TRUE(store.Set("a", "1").ok());
+  store.Abort("server stopping");
+  EXPECT_EQ(store.Set("b", "2").message(), "server stopping");
+  EXPECT_EQ(store.Add("n", 1).status().code(), StatusCode::kAborted);
+  EXPECT_EQ(store.Get("a", milliseconds(1)).status().code(),
+            StatusCode::kAborted);
+  EXPECT_EQ(store.Wait({"a"}, milliseconds(1)).code(), StatusCode::kAborted);
+}
+
+// The longest timeout there is must not overflow the deadline into the
+// past (which would time out at once).
+TEST(MemoryStoreTest, TheLongestTimeoutStillWaits) {
+  MemoryStore store;
+  std::thread writer([&] {
+    std::this_thread::sleep_for(milliseconds(50));
+    (void)store.Set("late", "here");
+  });
+  StatusOr<std::string> value = store.Get("late", milliseconds::max());
+  Status waited = store.Wait({"late"}, milliseconds::max());
+  writer.join();
+  ASSERT_TRUE(value.ok()) << value.status().ToString();
+  EXPECT_EQ(*value, "here");
+  EXPECT_TRUE(waited.ok());
+}
+
+TEST(MemoryStoreTest, WaitingForNoKeysReturnsAtOnce) {
+  MemoryStore store;
+  EXPECT_TRUE(store.Wait({}, milliseconds(0)).ok());
 }
 
 }  // namespace
