@@ -305,7 +305,7 @@ StatusOr<off_t> FindTail(int fd, const std::string& path) {
 StatusOr<std::unique_ptr<Timeline>> Timeline::Open(const std::string& path, int32_t rank,
                                                    int32_t section) {
   const TimePoint start = ProcessEpoch();
-  const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (section == 0 ? O_TRUNC : 0);
+  const int flags = O_RDWR | O_CREAT | O_CLOEXEC | (section == 0 ? O_TRUNC : 0);
   const int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0) {
     const int err = errno;
