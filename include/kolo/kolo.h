@@ -34,38 +34,29 @@
 #include <string>
 #include <vector>
 
+#include "kolo/options.h"
 #include "kolo/status.h"
 #include "kolo/types.h"
 
 namespace kolo {
 
-// Where this process sits in the job. local_* count ranks on this host,
-// cross_* count hosts (cross_rank = this host's index, cross_size = hosts).
-struct WorldInfo {
-  int32_t rank = 0;
-  int32_t size = 1;
-  int32_t local_rank = 0;
-  int32_t local_size = 1;
-  int32_t cross_rank = 0;
-  int32_t cross_size = 1;
-};
-
-// gloo: Gloo over TCP; mpi: the MPI library; shm: POSIX shared memory
-// between the processes of one host (kolorun's default on one host).
-enum class BackendKind : int32_t { kGloo = 0, kMpi, kShm };
-const char* BackendName(BackendKind kind);
-StatusOr<BackendKind> ParseBackend(const std::string& name);
-
-// Reads the world from the environment (kolorun's KOLO_*, mpirun's
-// OMPI_COMM_WORLD_*, Slurm's SLURM_*, or PMI_*), connects to the rendezvous
-// store and builds the backend chosen by KOLO_BACKEND (default gloo).
+// Joins the job `options` describe (kolo/options.h): connects to the
+// rendezvous store, builds the engine and starts the runtime. Returns ok
+// without doing anything when already initialized.
+Status Init(const InitOptions& options);
+// Init(InitOptions::FromEnvironment()): the world from kolorun's KOLO_*,
+// mpirun's OMPI_COMM_WORLD_*, Slurm's SLURM_* or PMI_* variables.
 Status Init();
 // Leaves the job cleanly. Safe to call twice; collectives afterwards fail.
+// Init may be called again afterwards, with other options, any number of
+// times: each Init is a new rendezvous round of the same job, and a
+// Shutdown releases every thread, socket and shared-memory segment.
 Status Shutdown();
 bool IsInitialized();
 
 // The world of an initialized process; a single-process world otherwise.
-const WorldInfo& World();
+// A copy: it stays valid across Shutdown and a later Init.
+WorldInfo World();
 int32_t Rank();
 int32_t Size();
 int32_t LocalRank();

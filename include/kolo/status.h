@@ -79,6 +79,8 @@ class [[nodiscard]] StatusOr {
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T&& operator*() && { return std::move(*this).value(); }
+  // The value, or `fallback` for an error.
+  T value_or(T fallback) const& { return ok() ? *value_ : std::move(fallback); }
 
  private:
   void Checked() const {

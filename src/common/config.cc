@@ -6,6 +6,8 @@
 
 #include <vector>
 
+#include "common/reduce.h"
+
 namespace kolo {
 namespace {
 
@@ -54,8 +56,8 @@ void DeriveCrossFromBlocks(WorldInfo* world) {
   }
 }
 
-Status ReadWorld(const EnvLookup& env, JobConfig* config) {
-  WorldInfo& w = config->world;
+Status ReadWorld(const EnvLookup& env, WorldConfig* config) {
+  WorldInfo& w = config->ranks;
   constexpr int64_t kMaxRanks = 1 << 20;
   if (env(env::kRank)) {
     config->launcher = "kolorun";
@@ -136,7 +138,8 @@ Status ReadWorld(const EnvLookup& env, JobConfig* config) {
   return Status::Ok();
 }
 
-Status ReadRuntimeSettings(const EnvLookup& env, JobConfig* config) {
+Status ReadRuntimeSettings(const EnvLookup& env, InitOptions* options) {
+  RuntimeConfig* config = &options->runtime;
   if (std::optional<std::string> text = env(env::kCycleTimeMs)) {
     char* end = nullptr;
     const double ms = std::strtod(text->c_str(), &end);
@@ -155,7 +158,7 @@ Status ReadRuntimeSettings(const EnvLookup& env, JobConfig* config) {
   KOLO_ASSIGN_OR_RETURN(int64_t capacity,
                         ReadInt(env, env::kCacheCapacity, 1024, 0, 1 << 20));
   config->cache_capacity = static_cast<int32_t>(capacity);
-  config->timeline_path = env(env::kTimeline).value_or("");
+  options->timeline.path = env(env::kTimeline).value_or("");
   KOLO_ASSIGN_OR_RETURN(int64_t warning,
                         ReadInt(env, env::kStallWarningSeconds, 60, 1, 7 * 24 * 3600));
   config->stall_warning = std::chrono::seconds(warning);
@@ -164,9 +167,9 @@ Status ReadRuntimeSettings(const EnvLookup& env, JobConfig* config) {
   config->stall_shutdown = std::chrono::seconds(shutdown);
   if (std::optional<std::string> text = env(env::kShmAreaBytes)) {
     const std::string what = std::string("environment variable ") + env::kShmAreaBytes;
-    KOLO_ASSIGN_OR_RETURN(config->shm_area_bytes, ParseByteSize(*text, what));
-    if (config->shm_area_bytes < 4096 || config->shm_area_bytes % 4096 != 0 ||
-        config->shm_area_bytes > (int64_t{1} << 30)) {
+    int64_t& area = options->engine.shm_area_bytes;
+    KOLO_ASSIGN_OR_RETURN(area, ParseByteSize(*text, what));
+    if (area < 4096 || area % 4096 != 0 || area > (int64_t{1} << 30)) {
       return InvalidArgument(what + " must be a multiple of 4K between 4K and 1G, got '" +
                              *text + "'");
     }
@@ -220,9 +223,11 @@ StatusOr<int64_t> ParseByteSize(const std::string& text,
   return *value * multiplier;
 }
 
-StatusOr<JobConfig> ReadJobConfig(const EnvLookup& env) {
-  JobConfig config;
-  KOLO_RETURN_IF_ERROR(ReadWorld(env, &config));
+StatusOr<InitOptions> ReadInitOptions(const EnvLookup& env) {
+  InitOptions options;
+  KOLO_RETURN_IF_ERROR(ReadWorld(env, &options.world));
+  EngineConfig& engine = options.engine;
+  StoreConfig& store = options.store;
 
   const std::optional<std::string> store_addr = env(env::kStoreAddr);
   if (std::optional<std::string> backend = env(env::kBackend)) {
@@ -231,49 +236,51 @@ StatusOr<JobConfig> ReadJobConfig(const EnvLookup& env) {
       return InvalidArgument(std::string("environment variable ") + env::kBackend +
                              ": " + kind.status().message());
     }
-    config.backend = *kind;
-  } else if (config.launcher == "mpirun" && !store_addr) {
-    config.backend = BackendKind::kMpi;
+    engine.backend = *kind;
+  } else if (options.world.launcher == "mpirun" && !store_addr) {
+    engine.backend = BackendKind::kMpi;
   }
 
   KOLO_ASSIGN_OR_RETURN(int64_t timeout_s,
                         ReadInt(env, env::kTimeoutSeconds, kDefaultTimeout.count(),
                                 1, 7 * 24 * 3600));
-  config.timeout = std::chrono::seconds(timeout_s);
+  engine.timeout = std::chrono::seconds(timeout_s);
 
   if (store_addr) {
-    Status parsed = ParseHostPortInto(*store_addr, &config.store_host, &config.store_port);
+    int port = 0;
+    Status parsed = ParseHostPortInto(*store_addr, &store.host, &port);
+    store.port = port;
     if (!parsed.ok()) {
       return InvalidArgument(std::string("environment variable ") + env::kStoreAddr +
                              ": " + parsed.message());
     }
   }
-  config.store_secret = env(env::kStoreSecret).value_or("");
-  config.rank0_hosts_store = store_addr && !env(env::kStoreHosted);
+  store.secret = env(env::kStoreSecret).value_or("");
+  store.rank0_hosts = store_addr && !env(env::kStoreHosted);
 
   const bool needs_store =
-      config.world.size > 1 && config.backend != BackendKind::kMpi;
+      options.world.ranks.size > 1 && engine.backend != BackendKind::kMpi;
   if (needs_store && !store_addr) {
     return InvalidArgument(
         std::string(env::kStoreAddr) + " is not set: a " +
-        std::to_string(config.world.size) + "-rank " + BackendName(config.backend) + " job started by " +
-        config.launcher +
+        std::to_string(options.world.ranks.size) + "-rank " + BackendName(engine.backend) + " job started by " +
+        options.world.launcher +
         " needs the rendezvous address host:port of rank 0 (kolorun sets it "
         "for you; under mpirun you may also use KOLO_BACKEND=mpi)");
   }
 
-  KOLO_RETURN_IF_ERROR(ReadRuntimeSettings(env, &config));
+  KOLO_RETURN_IF_ERROR(ReadRuntimeSettings(env, &options));
 
   if (std::optional<std::string> host_id = env(env::kHostId)) {
     if (host_id->empty()) {
       return InvalidArgument(std::string("environment variable ") + env::kHostId +
                              " is set but empty; unset it to use the hostname");
     }
-    config.host_id = *host_id;
+    options.world.host_id = *host_id;
   } else {
     char name[256] = {};
     gethostname(name, sizeof(name) - 1);
-    config.host_id = name;
+    options.world.host_id = name;
   }
   // A 0|1 switch; unset when the variable is.
   auto read_switch = [&](const char* name) -> StatusOr<std::optional<bool>> {
@@ -285,21 +292,23 @@ StatusOr<JobConfig> ReadJobConfig(const EnvLookup& env) {
     }
     return std::optional<bool>(*text == "1");
   };
-  KOLO_ASSIGN_OR_RETURN(config.hierarchical_allreduce, read_switch(env::kHierarchicalAllreduce));
+  KOLO_ASSIGN_OR_RETURN(engine.hierarchical_allreduce, read_switch(env::kHierarchicalAllreduce));
   KOLO_ASSIGN_OR_RETURN(std::optional<bool> direct_path, read_switch(env::kDirectPath));
-  config.direct_path = direct_path.value_or(true);
+  options.direct_path.enabled = direct_path.value_or(true);
 
   if (std::optional<std::string> hostname = env(env::kGlooHostname)) {
-    config.gloo_hostname = *hostname;
-  } else if (config.store_host.empty() || config.store_host == "127.0.0.1" ||
-             config.store_host == "localhost" || config.store_host == "::1") {
-    config.gloo_hostname = "127.0.0.1";
+    engine.gloo_hostname = *hostname;
+  } else if (store.host.empty() || store.host == "127.0.0.1" ||
+             store.host == "localhost" || store.host == "::1") {
+    engine.gloo_hostname = "127.0.0.1";
   } else {
     char name[256] = {};
     gethostname(name, sizeof(name) - 1);
-    config.gloo_hostname = name;
+    engine.gloo_hostname = name;
   }
-  return config;
+  KOLO_ASSIGN_OR_RETURN(options.logging.level, ReadLogLevel(env));
+  KOLO_ASSIGN_OR_RETURN(engine.reduce_isa, ReadReduceIsa(env));
+  return options;
 }
 
 Status ParseHostPortInto(const std::string& address, std::string* host,
@@ -318,6 +327,35 @@ Status ParseHostPortInto(const std::string& address, std::string* host,
   *host = h;
   *port = static_cast<int>(*p);
   return Status::Ok();
+}
+
+StatusOr<LogLevel> ReadLogLevel(const EnvLookup& env) {
+  std::optional<std::string> text = env(env::kLogLevel);
+  if (!text) return LogLevel::kInfo;
+  if (*text == "debug") return LogLevel::kDebug;
+  if (*text == "info") return LogLevel::kInfo;
+  if (*text == "warning") return LogLevel::kWarning;
+  if (*text == "error") return LogLevel::kError;
+  return InvalidArgument(std::string("environment variable ") + env::kLogLevel + "='" + *text +
+                         "' is not a log level (expected debug, info, warning or error)");
+}
+
+StatusOr<std::string> ReadReduceIsa(const EnvLookup& env) {
+  std::optional<std::string> text = env(env::kReduceIsa);
+  if (!text) return std::string();
+  std::string supported;
+  for (ReduceIsa isa : SupportedReduceIsas()) {
+    if (*text == ReduceIsaName(isa)) return *text;
+    supported += std::string(supported.empty() ? "" : ", ") + ReduceIsaName(isa);
+  }
+  const bool known = *text == "portable" || *text == "avx2" || *text == "avx512";
+  return InvalidArgument(std::string("environment variable ") + env::kReduceIsa + "='" + *text +
+                         (known ? "' is not supported by this CPU" : "' is not an instruction set") +
+                         " (this CPU supports " + supported + ")");
+}
+
+StatusOr<InitOptions> InitOptions::FromEnvironment() {
+  return ReadInitOptions(ProcessEnvironment());
 }
 
 }  // namespace kolo

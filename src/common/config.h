@@ -14,6 +14,10 @@
 // hosts the store at KOLO_STORE_ADDR (host:port), the way torch uses
 // MASTER_ADDR and MASTER_PORT.
 //
+// Every variable below maps to one field of kolo::InitOptions
+// (include/kolo/options.h), which documents defaults and accepted values.
+// Nothing else in kolo reads the environment.
+//
 // Runtime settings: KOLO_CYCLE_TIME_MS (default 1, fractions allowed),
 // KOLO_FUSION_THRESHOLD (bytes, K/M/G suffixes; default 128M),
 // KOLO_CACHE_CAPACITY (default 1024; 0 disables the response cache),
@@ -21,6 +25,8 @@
 // KOLO_STALL_WARNING_S (default 60), KOLO_STALL_SHUTDOWN_S (default 0: off),
 // KOLO_DIRECT_PATH=1|0 (default 1: with the shm backend, synchronous calls
 // bypass the runtime's thread while every rank is idle; runtime/direct_path.h).
+// Process: KOLO_LOG_LEVEL (debug|info|warning|error), KOLO_REDUCE_ISA
+// (portable|avx2|avx512).
 //
 // Settings for every launcher: KOLO_BACKEND (gloo|mpi; default gloo, or mpi
 // under mpirun when no store address is given), KOLO_TIMEOUT_S (default 30),
@@ -43,6 +49,7 @@
 #include <string>
 
 #include "kolo/kolo.h"
+#include "kolo/options.h"
 
 namespace kolo {
 
@@ -70,41 +77,26 @@ inline constexpr const char* kShmAreaBytes = "KOLO_SHM_AREA_BYTES";
 inline constexpr const char* kHostId = "KOLO_HOST_ID";
 inline constexpr const char* kHierarchicalAllreduce = "KOLO_HIERARCHICAL_ALLREDUCE";
 inline constexpr const char* kDirectPath = "KOLO_DIRECT_PATH";
+inline constexpr const char* kLogLevel = "KOLO_LOG_LEVEL";
+inline constexpr const char* kReduceIsa = "KOLO_REDUCE_ISA";
 }  // namespace env
 
 inline constexpr std::chrono::seconds kDefaultTimeout{30};
-
-struct JobConfig {
-  WorldInfo world;
-  std::string launcher;  // "kolorun", "mpirun", "slurm", "pmi" or "none"
-  BackendKind backend = BackendKind::kGloo;
-  std::chrono::milliseconds timeout = kDefaultTimeout;
-  // Empty when the backend needs no store (MPI) and none was given.
-  std::string store_host;
-  int store_port = 0;
-  std::string store_secret;
-  bool rank0_hosts_store = false;
-  std::string gloo_hostname;
-  int64_t shm_area_bytes = int64_t{1} << 20;  // see BackendOptions
-  std::string host_id;  // KOLO_HOST_ID, else the hostname
-  std::optional<bool> hierarchical_allreduce;  // unset: decided by topology
-
-  // The runtime (see src/runtime/runtime.h).
-  std::chrono::microseconds cycle_time{1000};
-  int64_t fusion_threshold_bytes = int64_t{128} << 20;
-  int32_t cache_capacity = 1024;
-  std::string timeline_path;
-  std::chrono::seconds stall_warning{60};
-  std::chrono::seconds stall_shutdown{0};  // 0: never
-  bool direct_path = true;
-};
 
 // Returns the value of an environment variable, or nullopt when unset.
 using EnvLookup = std::function<std::optional<std::string>(const char*)>;
 EnvLookup ProcessEnvironment();
 
-// Errors name the variable and its bad value.
-StatusOr<JobConfig> ReadJobConfig(const EnvLookup& env);
+// InitOptions::FromEnvironment() with `env` in place of the process's
+// environment. Errors name the variable, its bad value and what is
+// accepted.
+StatusOr<InitOptions> ReadInitOptions(const EnvLookup& env);
+
+// The settings that apply to the process before any Init (log level,
+// reduction kernels), read from the environment at their first use.
+// Errors as ReadInitOptions.
+StatusOr<LogLevel> ReadLogLevel(const EnvLookup& env);
+StatusOr<std::string> ReadReduceIsa(const EnvLookup& env);
 
 // Integer parsing shared by flags and environment variables: the whole
 // string must be a number in [min, max].

@@ -1,5 +1,7 @@
 #include "common/logging.h"
 
+#include "common/config.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,13 +15,9 @@ struct LogState {
   std::string prefix;  // guarded by mutex
   LogLevel min_level = InitialLevel();
 
+  // A bad KOLO_LOG_LEVEL logs at info until Init reports it as an error.
   static LogLevel InitialLevel() {
-    const char* text = std::getenv("KOLO_LOG_LEVEL");
-    if (text == nullptr) return LogLevel::kInfo;
-    if (std::strcmp(text, "debug") == 0) return LogLevel::kDebug;
-    if (std::strcmp(text, "warning") == 0) return LogLevel::kWarning;
-    if (std::strcmp(text, "error") == 0) return LogLevel::kError;
-    return LogLevel::kInfo;
+    return ReadLogLevel(ProcessEnvironment()).value_or(LogLevel::kInfo);
   }
 };
 

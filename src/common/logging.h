@@ -10,13 +10,14 @@
 #include <sstream>
 #include <string>
 
-namespace kolo {
+#include "kolo/options.h"
 
-enum class LogLevel { kDebug, kInfo, kWarning, kError };
+namespace kolo {
 
 // Sets the prefix every line carries (e.g. "rank 3"); thread-safe.
 void SetLogPrefix(const std::string& prefix);
-// Lines below this level are dropped; from KOLO_LOG_LEVEL by default.
+// Lines below this level are dropped; from KOLO_LOG_LEVEL by default, then
+// from each Init's options.
 void SetMinLogLevel(LogLevel level);
 bool ShouldLog(LogLevel level);
 

@@ -1,8 +1,12 @@
 // Picks the reduction kernels for this CPU once, at first use.
 #include "common/reduce.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include "common/config.h"
 
 namespace kolo {
 
@@ -39,14 +43,22 @@ bool Supported(ReduceIsa isa) {
 #endif
 }
 
+// The best supported set, or the one KOLO_REDUCE_ISA names (a bad value
+// is reported by Init; until then the best set runs).
 ReduceIsa ChooseIsa() {
   const std::vector<ReduceIsa> supported = SupportedReduceIsas();
-  if (const char* wanted = std::getenv("KOLO_REDUCE_ISA")) {
-    for (ReduceIsa isa : supported) {
-      if (std::strcmp(wanted, ReduceIsaName(isa)) == 0) return isa;
-    }
+  const std::string wanted = ReadReduceIsa(ProcessEnvironment()).value_or("");
+  for (ReduceIsa isa : supported) {
+    if (wanted == ReduceIsaName(isa)) return isa;
   }
   return supported.back();
+}
+
+// The active set; Init may change it between jobs, never during a
+// collective, so relaxed loads suffice.
+std::atomic<int>& ActiveIsaSlot() {
+  static std::atomic<int> slot{static_cast<int>(ChooseIsa())};
+  return slot;
 }
 
 }  // namespace
@@ -79,15 +91,29 @@ ReduceKernels KernelsFor(ReduceIsa isa) {
 }
 
 ReduceIsa ActiveReduceIsa() {
-  static const ReduceIsa isa = ChooseIsa();
-  return isa;
+  return static_cast<ReduceIsa>(ActiveIsaSlot().load(std::memory_order_relaxed));
+}
+
+Status SetActiveReduceIsa(const std::string& name) {
+  if (name.empty()) {
+    ActiveIsaSlot().store(static_cast<int>(SupportedReduceIsas().back()),
+                          std::memory_order_relaxed);
+    return Status::Ok();
+  }
+  std::string supported;
+  for (ReduceIsa isa : SupportedReduceIsas()) {
+    if (name == ReduceIsaName(isa)) {
+      ActiveIsaSlot().store(static_cast<int>(isa), std::memory_order_relaxed);
+      return Status::Ok();
+    }
+    supported += std::string(supported.empty() ? "" : ", ") + ReduceIsaName(isa);
+  }
+  return InvalidArgument("reduction kernels '" + name +
+                         "' are not available on this CPU (it supports " + supported + ")");
 }
 
 namespace {
-const ReduceKernels& Active() {
-  static const ReduceKernels kernels = KernelsFor(ActiveReduceIsa());
-  return kernels;
-}
+ReduceKernels Active() { return KernelsFor(ActiveReduceIsa()); }
 }  // namespace
 
 void ReduceInto(DataType type, ReduceOp op, void* out, const void* a, const void* b,

@@ -5,7 +5,10 @@
 #define KOLO_COMMON_REDUCE_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "kolo/status.h"
 
 #include "kolo/types.h"
 
@@ -29,6 +32,9 @@ enum class ReduceIsa { kPortable, kAvx2, kAvx512 };
 const char* ReduceIsaName(ReduceIsa isa);
 std::vector<ReduceIsa> SupportedReduceIsas();  // portable first
 ReduceIsa ActiveReduceIsa();
+// Makes `name` ("portable", "avx2", "avx512"; empty: the best) the active
+// set; an error names the sets this CPU supports. Init calls it.
+Status SetActiveReduceIsa(const std::string& name);
 
 // One instruction set's kernels, for tests and benchmarks that compare
 // them; the isa must be supported.

@@ -1,5 +1,9 @@
 #include "kolo/types.h"
 
+#include <string>
+
+#include "kolo/options.h"
+
 #include <cstring>
 
 namespace kolo {
@@ -162,6 +166,33 @@ uint16_t FloatToBFloat16(float value) {
   }
   const uint32_t rounding = 0x7fff + ((bits >> 16) & 1);
   return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+const char* BackendName(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::kMpi: return "mpi";
+    case BackendKind::kShm: return "shm";
+    default: return "gloo";
+  }
+}
+
+StatusOr<BackendKind> ParseBackend(const std::string& name) {
+  if (name == "gloo") {
+#ifdef KOLO_WITH_GLOO
+    return BackendKind::kGloo;
+#else
+    return InvalidArgument("backend 'gloo' was not built (configure with -DKOLO_WITH_GLOO=ON)");
+#endif
+  }
+  if (name == "shm") return BackendKind::kShm;
+  if (name == "mpi") {
+#ifdef KOLO_WITH_MPI
+    return BackendKind::kMpi;
+#else
+    return InvalidArgument("backend 'mpi' was not built (configure with -DKOLO_WITH_MPI=ON)");
+#endif
+  }
+  return InvalidArgument("unknown backend '" + name + "' (expected gloo, mpi or shm)");
 }
 
 }  // namespace kolo

@@ -64,7 +64,8 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::Start(const RuntimeOptions& options,
   }
   std::unique_ptr<Timeline> timeline;
   if (!options.timeline_path.empty() && options.world.rank == 0) {
-    KOLO_ASSIGN_OR_RETURN(timeline, Timeline::Open(options.timeline_path, options.world.rank));
+    KOLO_ASSIGN_OR_RETURN(timeline, Timeline::Open(options.timeline_path, options.world.rank,
+                                                           options.timeline_section));
   }
   std::unique_ptr<Runtime> runtime(new Runtime(options, std::move(backend), std::move(store),
                                                std::move(timeline), std::move(direct)));

@@ -67,6 +67,7 @@
 #include "collectives/backend.h"
 #include "common/spin_wait.h"
 #include "kolo/kolo.h"
+#include "kolo/options.h"
 #include "kolo/runtime.h"
 #include "runtime/coordinator.h"
 #include "runtime/direct_path.h"
@@ -77,14 +78,13 @@
 
 namespace kolo {
 
-struct RuntimeOptions {
+// The pacing of kolo::InitOptions' runtime group (cycle time, fusion
+// threshold, cache capacity, stall times), plus what the runtime needs to
+// know of the job.
+struct RuntimeOptions : RuntimeConfig {
   WorldInfo world;
-  std::chrono::microseconds cycle_time{1000};
-  int64_t fusion_threshold_bytes = int64_t{128} << 20;
-  int32_t cache_capacity = 1024;
   std::string timeline_path;  // empty: no timeline (rank 0 writes it)
-  std::chrono::seconds stall_warning{60};
-  std::chrono::seconds stall_shutdown{0};  // 0: never
+  int32_t timeline_section = 0;  // see Timeline::Open
   std::chrono::milliseconds timeout{30000};
 };
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <sys/stat.h>
+
 #include <utility>
 #include <vector>
 
@@ -80,11 +83,11 @@ void AppendJsonString(const std::string& text, std::string* out) {
   out->push_back('"');
 }
 
-void AppendMetadata(const char* kind, int32_t tid, const std::string& label,
+void AppendMetadata(const char* kind, int32_t pid, int32_t tid, const std::string& label,
                     std::string* out) {
   *out += ",\n{\"name\":\"";
   *out += kind;
-  *out += "\",\"ph\":\"M\",\"pid\":0,\"tid\":" + std::to_string(tid) +
+  *out += "\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) +
           ",\"args\":{\"name\":";
   AppendJsonString(label, out);
   *out += "}}";
@@ -127,8 +130,8 @@ class Timeline::Impl {
     TimePoint when;
   };
 
-  Impl(std::string path, int fd, off_t tail, TimePoint start)
-      : path_(std::move(path)), fd_(fd), start_(start), tail_(tail) {
+  Impl(std::string path, int fd, off_t tail, TimePoint start, int32_t section)
+      : path_(std::move(path)), fd_(fd), start_(start), section_(section), tail_(tail) {
     writer_ = std::thread([this] { WriterLoop(); });
   }
 
@@ -236,7 +239,7 @@ class Timeline::Impl {
         *out += ",\"ph\":\"i\",\"s\":\"t\"";
         break;
     }
-    *out += ",\"pid\":0,\"tid\":" + std::to_string(tid) + ",\"ts\":" +
+    *out += ",\"pid\":" + std::to_string(section_) + ",\"tid\":" + std::to_string(tid) + ",\"ts\":" +
             std::to_string(std::max<int64_t>(0, since_open.count())) + "}";
   }
 
@@ -244,13 +247,14 @@ class Timeline::Impl {
   int32_t Row(const std::string& tensor, std::string* out) {
     auto [it, inserted] =
         rows_.emplace(tensor, static_cast<int32_t>(rows_.size()) + 1);
-    if (inserted) AppendMetadata("thread_name", it->second, tensor, out);
+    if (inserted) AppendMetadata("thread_name", section_, it->second, tensor, out);
     return it->second;
   }
 
   const std::string path_;
   const int fd_;
   const TimePoint start_;
+  const int32_t section_;  // the Chrome-trace pid of this Open's events
 
   std::mutex mu_;
   std::condition_variable queued_cv_;   // the writer waits: events or stop
@@ -269,11 +273,40 @@ class Timeline::Impl {
   std::thread writer_;  // last: starts once every member above exists
 };
 
-StatusOr<std::unique_ptr<Timeline>> Timeline::Open(const std::string& path,
-                                                   int32_t rank) {
-  const TimePoint start = std::chrono::steady_clock::now();
-  const int fd =
-      ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+namespace {
+
+// Every section of a process's timeline counts time from one origin, so
+// that the sections of successive Inits line up in the viewer.
+Timeline::TimePoint ProcessEpoch() {
+  static const Timeline::TimePoint epoch = std::chrono::steady_clock::now();
+  return epoch;
+}
+
+// The offset of the closing "\n]\n" of a timeline that Open wrote, or an
+// error naming the file when it does not end that way.
+StatusOr<off_t> FindTail(int fd, const std::string& path) {
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) {
+    const int err = errno;
+    return Internal("reading timeline " + path + ": " + std::strerror(err));
+  }
+  char end[3] = {};
+  if (info.st_size < 3 || ::pread(fd, end, 3, info.st_size - 3) != 3 ||
+      std::string(end, 3) != "\n]\n") {
+    return InvalidArgument("timeline " + path +
+                           " does not end as kolo's timelines do (\"\\n]\\n\"); "
+                           "kolo appends a new section only to a file it wrote");
+  }
+  return static_cast<off_t>(info.st_size - 3);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Timeline>> Timeline::Open(const std::string& path, int32_t rank,
+                                                   int32_t section) {
+  const TimePoint start = ProcessEpoch();
+  const int flags = O_RDWR | O_CREAT | O_CLOEXEC | (section == 0 ? O_TRUNC : 0);
+  const int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0) {
     const int err = errno;
     return InvalidArgument("opening timeline " + path + ": " +
@@ -281,20 +314,31 @@ StatusOr<std::unique_ptr<Timeline>> Timeline::Open(const std::string& path,
   }
   // The process name and the "cycles" row come first, so the file parses
   // (and later writes have an event to put a comma after) from here on.
-  std::string head =
-      "[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,"
-      "\"args\":{\"name\":\"kolo rank " +
-      std::to_string(rank) + "\"}}";
-  AppendMetadata("thread_name", kCyclesRow, "cycles", &head);
-  const off_t tail = static_cast<off_t>(head.size());
+  // A later section replaces the closing bracket the way a write does.
+  off_t offset = 0;
+  std::string head = "[\n";
+  if (section > 0) {
+    StatusOr<off_t> tail = FindTail(fd, path);
+    if (!tail.ok()) {
+      ::close(fd);
+      return tail.status();
+    }
+    offset = *tail;
+    head = ",\n";
+  }
+  head += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(section) +
+          ",\"args\":{\"name\":\"kolo rank " + std::to_string(rank) +
+          (section > 0 ? ", init " + std::to_string(section + 1) : std::string()) + "\"}}";
+  AppendMetadata("thread_name", section, kCyclesRow, "cycles", &head);
+  const off_t tail = offset + static_cast<off_t>(head.size());
   head += "\n]\n";
-  const Status status = WriteAllAt(fd, head, 0, path);
+  const Status status = WriteAllAt(fd, head, offset, path);
   if (!status.ok()) {
     ::close(fd);
     return status;
   }
   return std::unique_ptr<Timeline>(
-      new Timeline(std::make_unique<Impl>(path, fd, tail, start)));
+      new Timeline(std::make_unique<Impl>(path, fd, tail, start, section)));
 }
 
 Timeline::Timeline(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -29,10 +29,14 @@ class Timeline {
  public:
   using TimePoint = std::chrono::steady_clock::time_point;
 
-  // Creates (truncates) `path` and starts the writer thread. `rank` labels
-  // the process row. Errors name the path.
+  // Starts the writer thread on `path`. Section 0 creates (truncates) the
+  // file; section k > 0 appends a new Chrome-trace process (pid k) to the
+  // file that sections 0..k-1 wrote, so each kolo::Init of one process
+  // adds its own section and none is lost. `rank` labels the process row.
+  // Errors name the path (and say so when the file to append to is not a
+  // timeline kolo wrote).
   static StatusOr<std::unique_ptr<Timeline>> Open(const std::string& path,
-                                                  int32_t rank);
+                                                  int32_t rank, int32_t section = 0);
   // Flushes what is queued and stops the writer.
   ~Timeline();
 

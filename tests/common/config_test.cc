@@ -21,16 +21,16 @@ EnvLookup Env(std::map<std::string, std::string> vars) {
 }
 
 TEST(ConfigTest, NoLauncherIsASingleProcess) {
-  StatusOr<JobConfig> c = ReadJobConfig(Env({}));
+  StatusOr<InitOptions> c = ReadInitOptions(Env({}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->launcher, "none");
-  EXPECT_EQ(c->world.size, 1);
-  EXPECT_EQ(c->backend, BackendKind::kGloo);
-  EXPECT_EQ(c->timeout, std::chrono::seconds(30));
+  EXPECT_EQ(c->world.launcher, "none");
+  EXPECT_EQ(c->world.ranks.size, 1);
+  EXPECT_EQ(c->engine.backend, BackendKind::kGloo);
+  EXPECT_EQ(c->engine.timeout, std::chrono::seconds(30));
 }
 
 TEST(ConfigTest, KolorunEnvironment) {
-  StatusOr<JobConfig> c = ReadJobConfig(Env({{"KOLO_RANK", "2"}, {"KOLO_SIZE", "4"},
+  StatusOr<InitOptions> c = ReadInitOptions(Env({{"KOLO_RANK", "2"}, {"KOLO_SIZE", "4"},
                                              {"KOLO_LOCAL_RANK", "0"}, {"KOLO_LOCAL_SIZE", "2"},
                                              {"KOLO_CROSS_RANK", "1"}, {"KOLO_CROSS_SIZE", "2"},
                                              {"KOLO_STORE_ADDR", "127.0.0.1:4242"},
@@ -38,68 +38,68 @@ TEST(ConfigTest, KolorunEnvironment) {
                                              {"KOLO_STORE_HOSTED", "1"},
                                              {"KOLO_TIMEOUT_S", "5"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->launcher, "kolorun");
-  EXPECT_EQ(c->world.rank, 2);
-  EXPECT_EQ(c->world.size, 4);
-  EXPECT_EQ(c->world.local_size, 2);
-  EXPECT_EQ(c->world.cross_rank, 1);
-  EXPECT_EQ(c->store_host, "127.0.0.1");
-  EXPECT_EQ(c->store_port, 4242);
-  EXPECT_EQ(c->store_secret, "s3");
-  EXPECT_FALSE(c->rank0_hosts_store);
-  EXPECT_EQ(c->timeout, std::chrono::seconds(5));
-  EXPECT_EQ(c->gloo_hostname, "127.0.0.1");
+  EXPECT_EQ(c->world.launcher, "kolorun");
+  EXPECT_EQ(c->world.ranks.rank, 2);
+  EXPECT_EQ(c->world.ranks.size, 4);
+  EXPECT_EQ(c->world.ranks.local_size, 2);
+  EXPECT_EQ(c->world.ranks.cross_rank, 1);
+  EXPECT_EQ(c->store.host, "127.0.0.1");
+  EXPECT_EQ(c->store.port, 4242);
+  EXPECT_EQ(c->store.secret, "s3");
+  EXPECT_FALSE(c->store.rank0_hosts);
+  EXPECT_EQ(c->engine.timeout, std::chrono::seconds(5));
+  EXPECT_EQ(c->engine.gloo_hostname, "127.0.0.1");
 }
 
 TEST(ConfigTest, MpirunEnvironmentDefaultsToMpiWithoutStore) {
-  StatusOr<JobConfig> c = ReadJobConfig(Env({{"OMPI_COMM_WORLD_RANK", "3"},
+  StatusOr<InitOptions> c = ReadInitOptions(Env({{"OMPI_COMM_WORLD_RANK", "3"},
                                              {"OMPI_COMM_WORLD_SIZE", "4"},
                                              {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
                                              {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->launcher, "mpirun");
-  EXPECT_EQ(c->backend, BackendKind::kMpi);
-  EXPECT_EQ(c->world.cross_rank, 1);
-  EXPECT_EQ(c->world.cross_size, 2);
+  EXPECT_EQ(c->world.launcher, "mpirun");
+  EXPECT_EQ(c->engine.backend, BackendKind::kMpi);
+  EXPECT_EQ(c->world.ranks.cross_rank, 1);
+  EXPECT_EQ(c->world.ranks.cross_size, 2);
 }
 
 TEST(ConfigTest, MpirunWithStoreAddressHostsTheStoreOnRankZero) {
-  StatusOr<JobConfig> c = ReadJobConfig(Env({{"OMPI_COMM_WORLD_RANK", "0"},
+  StatusOr<InitOptions> c = ReadInitOptions(Env({{"OMPI_COMM_WORLD_RANK", "0"},
                                              {"OMPI_COMM_WORLD_SIZE", "2"},
                                              {"KOLO_STORE_ADDR", "node1:29500"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->backend, BackendKind::kGloo);
-  EXPECT_TRUE(c->rank0_hosts_store);
-  EXPECT_EQ(c->store_host, "node1");
+  EXPECT_EQ(c->engine.backend, BackendKind::kGloo);
+  EXPECT_TRUE(c->store.rank0_hosts);
+  EXPECT_EQ(c->store.host, "node1");
 }
 
 TEST(ConfigTest, SlurmEnvironment) {
-  StatusOr<JobConfig> c = ReadJobConfig(Env({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "7"},
+  StatusOr<InitOptions> c = ReadInitOptions(Env({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "7"},
                                              {"SLURM_NNODES", "3"}, {"SLURM_NODEID", "2"},
                                              {"SLURM_LOCALID", "0"},
                                              {"SLURM_STEP_TASKS_PER_NODE", "3(x2),1"},
                                              {"KOLO_STORE_ADDR", "[::1]:29500"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->launcher, "slurm");
-  EXPECT_EQ(c->world.rank, 5);
-  EXPECT_EQ(c->world.local_size, 1);
-  EXPECT_EQ(c->world.cross_rank, 2);
-  EXPECT_EQ(c->world.cross_size, 3);
-  EXPECT_EQ(c->store_host, "::1");
+  EXPECT_EQ(c->world.launcher, "slurm");
+  EXPECT_EQ(c->world.ranks.rank, 5);
+  EXPECT_EQ(c->world.ranks.local_size, 1);
+  EXPECT_EQ(c->world.ranks.cross_rank, 2);
+  EXPECT_EQ(c->world.ranks.cross_size, 3);
+  EXPECT_EQ(c->store.host, "::1");
 }
 
 TEST(ConfigTest, PmiEnvironment) {
-  StatusOr<JobConfig> c = ReadJobConfig(Env({{"PMI_RANK", "1"}, {"PMI_SIZE", "2"},
+  StatusOr<InitOptions> c = ReadInitOptions(Env({{"PMI_RANK", "1"}, {"PMI_SIZE", "2"},
                                              {"KOLO_STORE_ADDR", "localhost:1234"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->launcher, "pmi");
-  EXPECT_EQ(c->world.rank, 1);
-  EXPECT_EQ(c->world.size, 2);
+  EXPECT_EQ(c->world.launcher, "pmi");
+  EXPECT_EQ(c->world.ranks.rank, 1);
+  EXPECT_EQ(c->world.ranks.size, 2);
 }
 
 TEST(ConfigTest, BadValuesNameTheVariable) {
   auto message = [](std::map<std::string, std::string> vars) {
-    return ReadJobConfig(Env(std::move(vars))).status().message();
+    return ReadInitOptions(Env(std::move(vars))).status().message();
   };
   EXPECT_THAT(message({{"KOLO_RANK", "x"}, {"KOLO_SIZE", "2"}}), HasSubstr("KOLO_RANK"));
   EXPECT_THAT(message({{"KOLO_RANK", "2"}, {"KOLO_SIZE", "2"}}), HasSubstr("KOLO_RANK"));
@@ -111,53 +111,94 @@ TEST(ConfigTest, BadValuesNameTheVariable) {
 }
 
 TEST(ConfigTest, ShmBackendAndAreaSize) {
-  StatusOr<JobConfig> c = ReadJobConfig(
+  StatusOr<InitOptions> c = ReadInitOptions(
       Env({{"KOLO_BACKEND", "shm"}, {"KOLO_SHM_AREA_BYTES", "256K"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->backend, BackendKind::kShm);
-  EXPECT_EQ(c->shm_area_bytes, 256 << 10);
+  EXPECT_EQ(c->engine.backend, BackendKind::kShm);
+  EXPECT_EQ(c->engine.shm_area_bytes, 256 << 10);
   // Like gloo, a multi-rank shm job rendezvouses through the store.
-  EXPECT_THAT(ReadJobConfig(Env({{"KOLO_BACKEND", "shm"},
+  EXPECT_THAT(ReadInitOptions(Env({{"KOLO_BACKEND", "shm"},
                                  {"SLURM_PROCID", "0"},
                                  {"SLURM_NTASKS", "2"}}))
                   .status()
                   .message(),
               HasSubstr("2-rank shm job"));
   for (const char* bad : {"1000", "0", "2G", "x"}) {
-    EXPECT_THAT(ReadJobConfig(Env({{"KOLO_SHM_AREA_BYTES", bad}})).status().message(),
+    EXPECT_THAT(ReadInitOptions(Env({{"KOLO_SHM_AREA_BYTES", bad}})).status().message(),
                 HasSubstr("KOLO_SHM_AREA_BYTES"))
         << bad;
   }
 }
 
 TEST(ConfigTest, HostIdentityAndHierarchicalSwitch) {
-  StatusOr<JobConfig> defaults = ReadJobConfig(Env({}));
+  StatusOr<InitOptions> defaults = ReadInitOptions(Env({}));
   ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
   char hostname[256] = {};
   gethostname(hostname, sizeof(hostname) - 1);
-  EXPECT_EQ(defaults->host_id, hostname);
-  EXPECT_FALSE(defaults->hierarchical_allreduce.has_value());
+  EXPECT_EQ(defaults->world.host_id, hostname);
+  EXPECT_FALSE(defaults->engine.hierarchical_allreduce.has_value());
 
-  StatusOr<JobConfig> set =
-      ReadJobConfig(Env({{"KOLO_HOST_ID", "rack3-node7"}, {"KOLO_HIERARCHICAL_ALLREDUCE", "0"}}));
+  StatusOr<InitOptions> set =
+      ReadInitOptions(Env({{"KOLO_HOST_ID", "rack3-node7"}, {"KOLO_HIERARCHICAL_ALLREDUCE", "0"}}));
   ASSERT_TRUE(set.ok()) << set.status().ToString();
-  EXPECT_EQ(set->host_id, "rack3-node7");
-  EXPECT_EQ(set->hierarchical_allreduce, std::optional<bool>(false));
-  EXPECT_EQ(ReadJobConfig(Env({{"KOLO_HIERARCHICAL_ALLREDUCE", "1"}}))->hierarchical_allreduce,
+  EXPECT_EQ(set->world.host_id, "rack3-node7");
+  EXPECT_EQ(set->engine.hierarchical_allreduce, std::optional<bool>(false));
+  EXPECT_EQ(ReadInitOptions(Env({{"KOLO_HIERARCHICAL_ALLREDUCE", "1"}}))->engine.hierarchical_allreduce,
             std::optional<bool>(true));
 
-  EXPECT_THAT(ReadJobConfig(Env({{"KOLO_HIERARCHICAL_ALLREDUCE", "yes"}})).status().message(),
+  EXPECT_THAT(ReadInitOptions(Env({{"KOLO_HIERARCHICAL_ALLREDUCE", "yes"}})).status().message(),
               HasSubstr("KOLO_HIERARCHICAL_ALLREDUCE must be 0 or 1, got 'yes'"));
-  EXPECT_THAT(ReadJobConfig(Env({{"KOLO_HOST_ID", ""}})).status().message(),
+  EXPECT_THAT(ReadInitOptions(Env({{"KOLO_HOST_ID", ""}})).status().message(),
               HasSubstr("KOLO_HOST_ID is set but empty"));
 }
 
 TEST(ConfigTest, DirectPathIsOnUnlessTurnedOff) {
-  EXPECT_TRUE(ReadJobConfig(Env({}))->direct_path);
-  EXPECT_FALSE(ReadJobConfig(Env({{"KOLO_DIRECT_PATH", "0"}}))->direct_path);
-  EXPECT_TRUE(ReadJobConfig(Env({{"KOLO_DIRECT_PATH", "1"}}))->direct_path);
-  EXPECT_THAT(ReadJobConfig(Env({{"KOLO_DIRECT_PATH", "on"}})).status().message(),
+  EXPECT_TRUE(ReadInitOptions(Env({}))->direct_path.enabled);
+  EXPECT_FALSE(ReadInitOptions(Env({{"KOLO_DIRECT_PATH", "0"}}))->direct_path.enabled);
+  EXPECT_TRUE(ReadInitOptions(Env({{"KOLO_DIRECT_PATH", "1"}}))->direct_path.enabled);
+  EXPECT_THAT(ReadInitOptions(Env({{"KOLO_DIRECT_PATH", "on"}})).status().message(),
               HasSubstr("KOLO_DIRECT_PATH must be 0 or 1, got 'on'"));
+}
+
+TEST(ConfigTest, LogLevelAndReduceIsaAreChecked) {
+  EXPECT_EQ(ReadInitOptions(Env({}))->logging.level, LogLevel::kInfo);
+  EXPECT_EQ(ReadInitOptions(Env({{"KOLO_LOG_LEVEL", "debug"}}))->logging.level, LogLevel::kDebug);
+  EXPECT_EQ(ReadInitOptions(Env({{"KOLO_LOG_LEVEL", "error"}}))->logging.level, LogLevel::kError);
+  EXPECT_THAT(ReadInitOptions(Env({{"KOLO_LOG_LEVEL", "loud"}})).status().message(),
+              HasSubstr("KOLO_LOG_LEVEL='loud' is not a log level (expected debug, info, "
+                        "warning or error)"));
+
+  EXPECT_EQ(ReadInitOptions(Env({}))->engine.reduce_isa, "");
+  EXPECT_EQ(ReadInitOptions(Env({{"KOLO_REDUCE_ISA", "portable"}}))->engine.reduce_isa,
+            "portable");
+  const Status bad = ReadInitOptions(Env({{"KOLO_REDUCE_ISA", "avx9"}})).status();
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("KOLO_REDUCE_ISA='avx9' is not an instruction set"));
+  EXPECT_THAT(bad.message(), HasSubstr("portable"));
+}
+
+TEST(ConfigTest, EveryBadValueNamesItsVariable) {
+  const std::map<std::string, std::string> bad = {
+      {"KOLO_BACKEND", "nccl"},         {"KOLO_TIMEOUT_S", "soon"},
+      {"KOLO_CYCLE_TIME_MS", "-1"},     {"KOLO_FUSION_THRESHOLD", "lots"},
+      {"KOLO_CACHE_CAPACITY", "many"},  {"KOLO_STALL_WARNING_S", "0"},
+      {"KOLO_STALL_SHUTDOWN_S", "x"},   {"KOLO_SHM_AREA_BYTES", "3"},
+      {"KOLO_LOG_LEVEL", "loud"},       {"KOLO_REDUCE_ISA", "avx9"},
+      {"KOLO_DIRECT_PATH", "yes"},      {"KOLO_HIERARCHICAL_ALLREDUCE", "2"},
+      {"KOLO_RANK", "x"},               {"KOLO_STORE_ADDR", "nowhere"}};
+  for (const auto& [name, value] : bad) {
+    const Status status = ReadInitOptions(Env({{name, value}})).status();
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << name << "=" << value;
+    EXPECT_THAT(status.message(), HasSubstr(name)) << value;
+  }
+}
+
+TEST(ConfigTest, BackendNamesRoundTrip) {
+  for (BackendKind kind : {BackendKind::kGloo, BackendKind::kShm}) {
+    EXPECT_EQ(*ParseBackend(BackendName(kind)), kind);
+  }
+  EXPECT_THAT(ParseBackend("nccl").status().message(),
+              HasSubstr("unknown backend 'nccl' (expected gloo, mpi or shm)"));
 }
 
 TEST(ConfigTest, ByteSizes) {

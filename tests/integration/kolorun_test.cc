@@ -26,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "job.h"
 #include "testing/child_process.h"
+#include "testing/requirements.h"
 
 namespace {
 
@@ -502,7 +503,7 @@ TEST(KolorunTest, VerboseNamesStoreCommandsAndExits) {
 class KolorunMpiTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!OnPath("mpirun")) GTEST_SKIP() << "mpirun is not on PATH";
+    KOLO_REQUIRE_OR_SKIP(OnPath("mpirun"), "mpirun on PATH (openmpi-bin)");
   }
 };
 

@@ -288,5 +288,49 @@ TEST(TimelineTest, HundredThousandEventsEnqueueQuickly) {
   std::remove(path.c_str());
 }
 
+// A process that initialises again appends a section (a Chrome-trace pid)
+// per Init; the earlier sections' events stay.
+TEST(TimelineTest, LaterSectionsAppendAndKeepEarlierOnes) {
+  const std::string path = TempPath("sections");
+  for (int32_t section = 0; section < 3; ++section) {
+    StatusOr<std::unique_ptr<Timeline>> timeline = Timeline::Open(path, 0, section);
+    ASSERT_TRUE(timeline.ok()) << timeline.status().ToString();
+    const std::string tensor = "t" + std::to_string(section);
+    (*timeline)->Begin(tensor, "NEGOTIATE", Clock::now());
+    (*timeline)->End(tensor, Clock::now());
+  }
+  const json trace = ParseFile(path);
+  std::map<int64_t, std::set<std::string>> tensors_by_section;
+  std::set<int64_t> named_sections;
+  std::map<std::pair<int64_t, int64_t>, std::string> rows;
+  for (const json& event : trace) {
+    const int64_t pid = event["pid"].get<int64_t>();
+    if (event["name"] == "process_name") named_sections.insert(pid);
+    if (event["name"] == "thread_name") {
+      rows[{pid, event["tid"].get<int64_t>()}] = event["args"]["name"];
+    }
+    if (event["ph"] == "B") tensors_by_section[pid].insert(rows[{pid, event["tid"]}]);
+  }
+  EXPECT_EQ(named_sections, (std::set<int64_t>{0, 1, 2}));
+  EXPECT_EQ(tensors_by_section[0], std::set<std::string>{"t0"});
+  EXPECT_EQ(tensors_by_section[1], std::set<std::string>{"t1"});
+  EXPECT_EQ(tensors_by_section[2], std::set<std::string>{"t2"});
+  std::remove(path.c_str());
+}
+
+TEST(TimelineTest, AppendingToAFileKoloDidNotWriteIsAnError) {
+  const std::string path = TempPath("foreign");
+  std::ofstream(path) << "my notes\n";
+  StatusOr<std::unique_ptr<Timeline>> timeline = Timeline::Open(path, 0, 1);
+  ASSERT_FALSE(timeline.ok());
+  EXPECT_THAT(timeline.status().message(), HasSubstr(path));
+  EXPECT_THAT(timeline.status().message(), HasSubstr("does not end as kolo's timelines do"));
+  std::ifstream in(path);
+  std::string kept;
+  std::getline(in, kept);
+  EXPECT_EQ(kept, "my notes");  // left as it was
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace kolo

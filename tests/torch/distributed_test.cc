@@ -67,13 +67,33 @@ TEST_P(EquivalenceTest, DistributedTrainingMatchesTheWholeBatch) {
   int ranks = 0;
   for (std::sregex_iterator it(r.out.begin(), r.out.end(), line), end; it != end; ++it) ++ranks;
   EXPECT_EQ(ranks, c.np) << Describe(r);
+  // Compressed gradients must show their rounding: a difference as small
+  // as float32's (about 3e-8 here) means the option was ignored.
+  if (std::string(c.compression) != "none") {
+    for (std::sregex_iterator it(r.out.begin(), r.out.end(), line), end; it != end; ++it) {
+      EXPECT_GT(std::stod((*it)[1].str()), 1e-6) << c.compression << "\n" << Describe(r);
+    }
+  }
+}
+
+// gradient_predivide_factor exists for this: float16 gradients whose sum
+// overflows (2 x 40000 > 65504) average correctly when divided by the
+// factor before the sum, and come out infinite when not.
+TEST(DistributedOptimizerTest, PredivideFactorKeepsFloat16SumsInRange) {
+  RunResult divided = RunWorker(2, "shm", {"predivide", "2"});
+  EXPECT_EQ(divided.exit_code, 0) << Describe(divided);
+  EXPECT_THAT(divided.out, HasSubstr("rank 1: predivide 2: averaged gradient 400"));
+  RunResult undivided = RunWorker(2, "shm", {"predivide", "1"});
+  EXPECT_NE(undivided.exit_code, 0) << Describe(undivided);
+  EXPECT_THAT(undivided.out, HasSubstr("averaged gradient inf"));
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, EquivalenceTest,
     ::testing::Values(EquivalenceCase{2, "sgd", "none", 1}, EquivalenceCase{4, "sgd", "none", 1},
                       EquivalenceCase{2, "adam", "none", 1}, EquivalenceCase{4, "adam", "none", 1},
-                      EquivalenceCase{2, "sgd", "fp16", 1}, EquivalenceCase{2, "sgd", "none", 2}),
+                      EquivalenceCase{2, "sgd", "fp16", 1}, EquivalenceCase{2, "sgd", "bf16", 1},
+                      EquivalenceCase{2, "sgd", "none", 2}),
     [](const ::testing::TestParamInfo<EquivalenceCase>& info) {
       return std::string(info.param.optimizer) + "_np" + std::to_string(info.param.np) + "_" +
              info.param.compression + "_passes" + std::to_string(info.param.passes);

@@ -221,37 +221,21 @@ StatusOr<std::unique_ptr<StepRunner>> MakeRunner(
 
 // ---- Settings ---------------------------------------------------------------
 
-// The runtime settings the job was started with, restored for the modes
-// that keep them.
-struct JobSettings {
-  std::optional<std::string> fusion_threshold;
-  std::optional<std::string> cache_capacity;
-};
-
-JobSettings CurrentSettings() {
-  const EnvLookup env = ProcessEnvironment();
-  return {env(env::kFusionThreshold), env(env::kCacheCapacity)};
-}
-
-Status SetVariable(const char* name, const std::optional<std::string>& value) {
-  const int failed = value ? setenv(name, value->c_str(), 1) : unsetenv(name);
-  if (failed != 0) {
-    return Internal(
-        fmt::format("setting {} failed: {}", name, std::strerror(errno)));
+// The options each mode starts kolo with: the job's own (from the
+// environment), with the mode's fusion threshold and cache capacity where
+// it sets them. The modes that do not keep the job's.
+StatusOr<InitOptions> ModeOptions(const FusionMode& mode, const InitOptions& job) {
+  InitOptions options = job;
+  if (mode.fusion_threshold) {
+    KOLO_ASSIGN_OR_RETURN(options.runtime.fusion_threshold_bytes,
+                          ParseByteSize(mode.fusion_threshold, "fusion threshold"));
   }
-  return Status::Ok();
-}
-
-Status ApplySettings(const FusionMode& mode, const JobSettings& job) {
-  auto pick = [](const char* mode_value,
-                 const std::optional<std::string>& job_value) {
-    return mode_value ? std::optional<std::string>(mode_value) : job_value;
-  };
-  KOLO_RETURN_IF_ERROR(
-      SetVariable(env::kFusionThreshold,
-                  pick(mode.fusion_threshold, job.fusion_threshold)));
-  return SetVariable(env::kCacheCapacity,
-                     pick(mode.cache_capacity, job.cache_capacity));
+  if (mode.cache_capacity) {
+    KOLO_ASSIGN_OR_RETURN(int64_t capacity,
+                          ParseInt(mode.cache_capacity, 0, 1 << 20, "cache capacity"));
+    options.runtime.cache_capacity = static_cast<int32_t>(capacity);
+  }
+  return options;
 }
 
 // ---- Running ----------------------------------------------------------------
@@ -310,17 +294,15 @@ std::string ModeContext(const FusionMode& mode, int32_t repeat) {
 // runtime thread competes with it: an idle runtime still ticks every 100 ms
 // with an allgather on its own engine.
 Status RunModeOnce(const FusionMode& mode, int32_t repeat,
-                   const FusionFlags& flags, const JobSettings& settings,
+                   const FusionFlags& flags, const InitOptions& job_options,
                    GradientBuffer* gradients, RawBackends* raw,
                    ModeResult* result, Job* job) {
-  KOLO_RETURN_IF_ERROR(ApplySettings(mode, settings));
+  KOLO_ASSIGN_OR_RETURN(InitOptions options, ModeOptions(mode, job_options));
   if (mode.engine == FusionEngine::kRuntime) {
-    KOLO_ASSIGN_OR_RETURN(JobConfig config,
-                          ReadJobConfig(ProcessEnvironment()));
-    result->fusion_threshold = std::to_string(config.fusion_threshold_bytes);
-    result->cache_capacity = std::to_string(config.cache_capacity);
+    result->fusion_threshold = std::to_string(options.runtime.fusion_threshold_bytes);
+    result->cache_capacity = std::to_string(options.runtime.cache_capacity);
   }
-  Status init = Init();
+  Status init = Init(options);
   if (!init.ok()) return init.WithContext(ModeContext(mode, repeat));
   job->rank = Rank();
   job->size = Size();
@@ -385,7 +367,7 @@ void PrintReport(const FusionFlags& flags, const Job& job,
 // Every repeat of every mode; rank 0 prints. Returns whether every value
 // was right.
 StatusOr<bool> RunFusion(const FusionFlags& flags, RawBackends* raw) {
-  const JobSettings settings = CurrentSettings();
+  KOLO_ASSIGN_OR_RETURN(const InitOptions job_options, InitOptions::FromEnvironment());
   GradientBuffer gradients(ResNet50Parameters());
   std::vector<ModeResult> results;
   for (const FusionMode& mode : AllFusionModes()) {
@@ -396,19 +378,12 @@ StatusOr<bool> RunFusion(const FusionFlags& flags, RawBackends* raw) {
   Status run;
   for (int32_t repeat = 0; repeat < flags.repeat && run.ok(); ++repeat) {
     for (ModeResult& result : results) {
-      run = RunModeOnce(*result.mode, repeat, flags, settings, &gradients, raw,
+      run = RunModeOnce(*result.mode, repeat, flags, job_options, &gradients, raw,
                         &result, &job);
       if (!run.ok()) break;
     }
   }
-  // Leave the variables as the job set them, whatever happened.
-  Status restored =
-      SetVariable(env::kFusionThreshold, settings.fusion_threshold);
-  if (restored.ok()) {
-    restored = SetVariable(env::kCacheCapacity, settings.cache_capacity);
-  }
   KOLO_RETURN_IF_ERROR(run);
-  KOLO_RETURN_IF_ERROR(restored);
 
   int64_t wrong = 0;
   for (const ModeResult& result : results) wrong += result.wrong;
@@ -706,10 +681,10 @@ CLI::App* AddFusionCommand(CLI::App& parent, FusionFlags* flags) {
 int RunFusionCommand(const FusionFlags& flags) {
   Status parsed = ParseFusionFlags(flags);
   if (!parsed.ok()) return Fail(parsed);
-  StatusOr<JobConfig> config = ReadJobConfig(ProcessEnvironment());
-  if (!config.ok()) return Fail(config.status());
+  StatusOr<InitOptions> options = InitOptions::FromEnvironment();
+  if (!options.ok()) return Fail(options.status());
   RawBackends raw;
-  if (config->backend == BackendKind::kMpi && config->world.size > 1) {
+  if (options->engine.backend == BackendKind::kMpi && options->world.ranks.size > 1) {
     StatusOr<std::unique_ptr<Backend>> mpi = CreateRawMpiBackend();
     if (!mpi.ok()) return Fail(mpi.status().WithContext("raw mode"));
     raw.mpi = std::move(mpi).value();

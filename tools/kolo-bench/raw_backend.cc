@@ -10,12 +10,13 @@
 namespace kolo::bench {
 
 StatusOr<std::unique_ptr<Backend>> CreateRawMpiBackend() {
-  KOLO_ASSIGN_OR_RETURN(JobConfig config, ReadJobConfig(ProcessEnvironment()));
+  KOLO_ASSIGN_OR_RETURN(InitOptions config, InitOptions::FromEnvironment());
+  const std::string& launcher = config.world.launcher;
   // kolorun's own ranks, or a lone process, are no MPI world: MPI_Init
   // would make each a world of one (or fail looking for a launcher).
-  if (config.launcher == "kolorun" || config.launcher == "none") {
+  if (launcher == "kolorun" || launcher == "none") {
     const std::string started_by =
-        config.launcher == "kolorun"
+        launcher == "kolorun"
             ? fmt::format("kolorun started this rank itself ({} is set)",
                           env::kRank)
             : std::string("this process was started without a launcher");
@@ -26,9 +27,11 @@ StatusOr<std::unique_ptr<Backend>> CreateRawMpiBackend() {
         started_by));
   }
   BackendOptions options;
-  options.world = config.world;
-  options.timeout = config.timeout;
-  return CreateMpiBackend(options);
+  options.world = config.world.ranks;
+  options.timeout = config.engine.timeout;
+  EnginePlan plan;
+  plan.backend = BackendKind::kMpi;
+  return CreateBackend(plan, options, nullptr, nullptr);
 }
 
 StatusOr<std::unique_ptr<Backend>> CreateRawStoreBackend(
@@ -38,8 +41,8 @@ StatusOr<std::unique_ptr<Backend>> CreateRawStoreBackend(
         "a {} engine does not rendezvous through the store (gloo or shm do)",
         BackendName(kind)));
   }
-  KOLO_ASSIGN_OR_RETURN(JobConfig config, ReadJobConfig(ProcessEnvironment()));
-  if (config.store_host.empty()) {
+  KOLO_ASSIGN_OR_RETURN(InitOptions config, InitOptions::FromEnvironment());
+  if (config.store.host.empty()) {
     return InvalidArgument(fmt::format(
         "a {} engine needs the job's rendezvous store, and {} is not set: "
         "start the job with kolorun (any --launcher), or set {}=host:port "
@@ -47,23 +50,24 @@ StatusOr<std::unique_ptr<Backend>> CreateRawStoreBackend(
         BackendName(kind), env::kStoreAddr, env::kStoreAddr));
   }
   StatusOr<std::unique_ptr<TcpStoreClient>> store =
-      TcpStoreClient::Connect(config.store_host, config.store_port,
-                              config.store_secret, Rank(), config.timeout);
+      TcpStoreClient::Connect(config.store.host, config.store.port,
+                              config.store.secret, Rank(), config.engine.timeout);
   if (!store.ok()) {
     return store.status().WithContext(
-        fmt::format("connecting to the store at {}:{} ({})", config.store_host,
-                    config.store_port, env::kStoreAddr));
+        fmt::format("connecting to the store at {}:{} ({})", config.store.host,
+                    config.store.port, env::kStoreAddr));
   }
   std::shared_ptr<TcpStoreClient> shared_store(std::move(store).value());
   BackendOptions options;
   options.world = World();
-  options.timeout = config.timeout;
-  options.gloo_hostname = config.gloo_hostname;
+  options.timeout = config.engine.timeout;
+  options.gloo_hostname = config.engine.gloo_hostname;
   options.store_prefix = store_prefix;
-  options.shm_area_bytes = config.shm_area_bytes;
+  options.shm_area_bytes = config.engine.shm_area_bytes;
+  EnginePlan plan;
+  plan.backend = kind;
   StatusOr<std::unique_ptr<Backend>> backend =
-      kind == BackendKind::kShm ? CreateShmBackend(options, shared_store)
-                                : CreateGlooBackend(options, shared_store);
+      CreateBackend(plan, options, shared_store, nullptr);
   // The rendezvous is over either way. A goodbye keeps the store from
   // counting this rank as failed.
   (void)shared_store->Close();

@@ -24,9 +24,8 @@ namespace {
 // Every rank parses the same command line and fails alike before the job
 // forms; only rank 0 (or a process whose rank cannot be told) says so.
 bool PrintsCommandLineErrors() {
-  kolo::StatusOr<kolo::JobConfig> config =
-      kolo::ReadJobConfig(kolo::ProcessEnvironment());
-  return !config.ok() || config->world.rank == 0;
+  kolo::StatusOr<kolo::InitOptions> config = kolo::InitOptions::FromEnvironment();
+  return !config.ok() || config->world.ranks.rank == 0;
 }
 
 int CommandLineError(const std::string& message) {
@@ -57,12 +56,11 @@ int main(int argc, char** argv) {
   if (!valid.ok()) return CommandLineError(valid.message());
 
   if (flags.no_kolo) {
-    kolo::StatusOr<kolo::JobConfig> config =
-        kolo::ReadJobConfig(kolo::ProcessEnvironment());
-    if (config.ok() && config->world.size > 1) {
+    kolo::StatusOr<kolo::InitOptions> config = kolo::InitOptions::FromEnvironment();
+    if (config.ok() && config->world.ranks.size > 1) {
       return CommandLineError(
           "--no-kolo trains in one process, but a launcher started " +
-          std::to_string(config->world.size) + " ranks");
+          std::to_string(config->world.ranks.size) + " ranks");
     }
     try {
       return kolo::train::RunTraining(flags);

@@ -21,6 +21,7 @@
 #include "kolo/data.h"
 #include "kolo/kolo.h"
 #include "kolo/models.h"
+#include "kolo/runtime.h"
 #include "kolo/torch.h"
 #include "plan.h"
 #include "table.h"
@@ -30,6 +31,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
+
+// What this rank's runtime moved so far (zeros without kolo): how the
+// communication options show in a run's JSON (fp16 halves the bytes, more
+// passes per step or larger buckets mean fewer operations).
+json RuntimeTraffic() {
+  const RuntimeStats stats = GetRuntimeStats();
+  return {{"operations", stats.operations},
+          {"bytes", stats.bytes},
+          {"collectives", stats.collectives},
+          {"fused_batches", stats.fused_batches}};
+}
 
 // Evaluation keeps no activations for backprop, so it can take larger
 // batches than training; the size changes nothing but speed.
@@ -408,6 +420,7 @@ Status Report(const Flags& f, const Setup& s, int32_t size, const Outcome& o) {
       {"weight_decay", f.weight_decay},
       {"compression", f.compression},
       {"backward_passes_per_step", f.backward_passes_per_step},
+      {"bucket_kib", f.bucket_kib},
       {"threads", o.threads},
       {"seed", f.seed},
       {"resumed_after_epoch", o.resumed_after_epoch}};
@@ -423,6 +436,7 @@ Status Report(const Flags& f, const Setup& s, int32_t size, const Outcome& o) {
                    {"images_per_second_per_worker", rate / size},
                    {"peak_rss_bytes", o.peak_rss_bytes},
                    {"parameter_checksum", checksum_text}};
+  out["runtime"] = RuntimeTraffic();
   return bench::WriteJsonFile(f.json_path, out);
 }
 
@@ -801,6 +815,7 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
                    {"warmup_steps", f.benchmark_warmup},
                    {"steps", f.benchmark_steps},
                    {"compression", f.compression},
+                   {"bucket_kib", f.bucket_kib},
                    {"seed", f.seed}};
   out["result"] = {{"images_per_second", rate},
                    {"images_per_second_per_worker", rate / size},
@@ -818,6 +833,7 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
                      {"step", step_s * per_step_ms}}},
                    {"final_loss", loss_value},
                    {"peak_rss_bytes", peak_rss_all}};
+  out["runtime"] = RuntimeTraffic();
   return bench::WriteJsonFile(f.json_path, out);
 }
 

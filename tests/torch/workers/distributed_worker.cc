@@ -7,6 +7,12 @@
 //   tensors    every tensor collective, dtypes and shapes, closed form
 //   overlap    gradients are enqueued while backward still runs
 //   unused     ranks use different branches; Step() must not hang
+//   predivide F
+//       gradients of 40000 + 32*rank, averaged as float16 on the wire with
+//       gradient_predivide_factor F: the sum of two such gradients
+//       overflows float16 (max 65504) unless F divides them first; prints
+//       the averaged gradient and exits 1 when it is not finite and right
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -199,6 +205,31 @@ int Unused() {
   return 0;
 }
 
+int Predivide(double factor) {
+  const int32_t rank = kolo::Rank();
+  const int32_t size = kolo::Size();
+  struct Weights : torch::nn::Module {
+    Weights() { w = register_parameter("w", torch::zeros({8})); }
+    torch::Tensor w;
+  } model;
+  torch::optim::SGD sgd(model.parameters(), torch::optim::SGDOptions(1.0));
+  kt::DistributedOptimizerOptions options;
+  options.compression = kt::Compression::kFloat16;
+  options.gradient_predivide_factor = factor;
+  kt::DistributedOptimizer optimizer(sgd, model.named_parameters(), options);
+  optimizer.ZeroGrad();
+  const double gradient = 40000.0 + 32.0 * rank;  // exact in float16
+  (model.w * gradient).sum().backward();
+  if (auto s = optimizer.Step(); !s.ok()) return Fail(s.ToString());
+  // lr 1 from 0: the parameter is minus the averaged gradient.
+  const double averaged = -model.w[3].item<double>();
+  const double expected = 40000.0 + 16.0 * (size - 1);
+  std::printf("rank %d: predivide %g: averaged gradient %g (expected %g)\n", rank, factor,
+              averaged, expected);
+  // float16 spacing is 32 between 32768 and 65536: two roundings at most.
+  return std::isfinite(averaged) && std::abs(averaged - expected) <= 64 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -215,6 +246,8 @@ int main(int argc, char** argv) {
     code = Overlap();
   } else if (scenario == "unused") {
     code = Unused();
+  } else if (scenario == "predivide" && argc == 3) {
+    code = Predivide(std::atof(argv[2]));
   }
   if (code == 0) {
     if (auto s = kolo::Shutdown(); !s.ok()) return Fail(s.ToString());

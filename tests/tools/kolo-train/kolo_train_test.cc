@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "plan.h"
 #include "testing/child_process.h"
+#include "testing/requirements.h"
 
 namespace {
 
@@ -181,8 +182,8 @@ std::vector<std::string> KoloTrainLines(const RunResult& result) {
 // images (72.7% after the first); 70% leaves room for another platform's
 // arithmetic, and an untrained model scores about 10%.
 TEST(KoloTrain, LeNetLearnsFashionMnistSubset) {
-  if (!HaveFashionMnist())
-    GTEST_SKIP() << "no Fashion-MNIST at " << kFashionMnistDir;
+  KOLO_REQUIRE_OR_SKIP(HaveFashionMnist(),
+                       "Fashion-MNIST at " << kFashionMnistDir << " (dataset-fashion-mnist)");
   TempDir dir;
   const std::string json_path = dir / "result.json";
   RunResult run = RunKoloTrain(
@@ -223,8 +224,8 @@ TEST(KoloTrain, LeNetLearnsFashionMnistSubset) {
 // all the state, and every random draw depends on (seed, epoch, rank) only.
 // LeNet has dropout, so the per-epoch reseeding is exercised as well.
 void ExpectResumeMatches(const std::string& optimizer) {
-  if (!HaveFashionMnist())
-    GTEST_SKIP() << "no Fashion-MNIST at " << kFashionMnistDir;
+  KOLO_REQUIRE_OR_SKIP(HaveFashionMnist(),
+                       "Fashion-MNIST at " << kFashionMnistDir << " (dataset-fashion-mnist)");
   TempDir dir;
   const std::vector<std::string> common = {
       "--model",        "lenet",
@@ -281,8 +282,8 @@ TEST(KoloTrain, ResumeEqualsUninterruptedSgd) { ExpectResumeMatches("sgd"); }
 TEST(KoloTrain, ResumeEqualsUninterruptedAdam) { ExpectResumeMatches("adam"); }
 
 TEST(KoloTrain, ResumeWithOtherFlagsIsRefused) {
-  if (!HaveFashionMnist())
-    GTEST_SKIP() << "no Fashion-MNIST at " << kFashionMnistDir;
+  KOLO_REQUIRE_OR_SKIP(HaveFashionMnist(),
+                       "Fashion-MNIST at " << kFashionMnistDir << " (dataset-fashion-mnist)");
   TempDir dir;
   const std::vector<std::string> common = {
       "--dataset", "fashion-mnist",    "--train-subset", "256", "--test-subset",
@@ -315,9 +316,8 @@ class KoloTrainBadCommandLine
     : public ::testing::TestWithParam<BadCommandLine> {};
 
 TEST_P(KoloTrainBadCommandLine, FailsWithOneLine) {
-  if (GetParam().needs_data && !HaveFashionMnist()) {
-    GTEST_SKIP() << "no Fashion-MNIST at " << kFashionMnistDir;
-  }
+  KOLO_REQUIRE_OR_SKIP(!GetParam().needs_data || HaveFashionMnist(),
+                       "Fashion-MNIST at " << kFashionMnistDir << " (dataset-fashion-mnist)");
   RunResult run = RunKoloTrain(2, GetParam().args);
   EXPECT_NE(run.exit_code, 0) << Describe(run);
   std::vector<std::string> lines = KoloTrainLines(run);
@@ -431,6 +431,55 @@ TEST(KoloTrain, SyntheticImageSize) {
   EXPECT_EQ(j["config"]["data"], "synthetic 3x28x28");
   EXPECT_EQ(j["config"]["train_images"], 64);
   EXPECT_EQ(j["result"]["test_total"], 32);
+}
+
+// The communication flags must reach the optimizer: each changes what the
+// runtime moves, which kolo-train reports in its JSON ("runtime"). One
+// epoch of 256 synthetic images, batch 16 on each of 2 ranks: 8 steps.
+class KoloTrainCommunicationFlags : public ::testing::Test {
+ protected:
+  nlohmann::json Train(const std::vector<std::string>& extra) {
+    const std::string json_path = dir_ / ("run" + std::to_string(runs_++) + ".json");
+    std::vector<std::string> args = {"--model", "lenet", "--dataset", "synthetic",
+                                     "--epochs", "1", "--train-subset", "256",
+                                     "--test-subset", "32", "--batch-size", "16",
+                                     "--json", json_path};
+    args.insert(args.end(), extra.begin(), extra.end());
+    RunResult run = RunKoloTrain(2, args);
+    EXPECT_EQ(run.exit_code, 0) << Describe(run);
+    nlohmann::json j = ReadJson(json_path);
+    EXPECT_FALSE(j.is_discarded()) << Describe(run);
+    EXPECT_TRUE(j.contains("runtime")) << j.dump();
+    return j.is_discarded() ? nlohmann::json() : j["runtime"];
+  }
+
+  TempDir dir_;
+  int runs_ = 0;
+};
+
+TEST_F(KoloTrainCommunicationFlags, EachFlagChangesWhatTravels) {
+  const nlohmann::json plain = Train({});
+  const int64_t plain_bytes = plain.value("bytes", int64_t{0});
+  const int64_t plain_operations = plain.value("operations", int64_t{0});
+  ASSERT_GT(plain_bytes, 0);
+  ASSERT_GT(plain_operations, 0);
+
+  // 16-bit gradients on the wire: the gradients' bytes halve (the few
+  // float32 metrics and the initial broadcast do not).
+  for (const char* compression : {"fp16", "bf16"}) {
+    const nlohmann::json compressed = Train({"--compression", compression});
+    EXPECT_LT(compressed.value("bytes", plain_bytes), plain_bytes * 0.7) << compression;
+    EXPECT_GT(compressed.value("bytes", int64_t{0}), plain_bytes * 0.4) << compression;
+  }
+
+  // Two passes per step: 4 gradient exchanges instead of 8.
+  const nlohmann::json accumulated = Train({"--backward-passes-per-step", "2"});
+  EXPECT_LT(accumulated.value("operations", plain_operations), plain_operations);
+
+  // --bucket-kib 0: one allreduce per parameter tensor (LeNet has 10)
+  // instead of one bucket holding them all.
+  const nlohmann::json per_parameter = Train({"--bucket-kib", "0"});
+  EXPECT_GT(per_parameter.value("operations", int64_t{0}), plain_operations + 8 * 5);
 }
 
 // Without a launcher kolo-train is a one-worker world, and says the same.

@@ -16,6 +16,7 @@
 
 #include "gtest/gtest.h"
 #include "testing/child_process.h"
+#include "testing/requirements.h"
 
 namespace {
 
@@ -28,9 +29,7 @@ constexpr int kTensors = 161;
 class FusionRunTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (GetParam() == "mpi" && !OnPath("mpirun")) {
-      GTEST_SKIP() << "mpirun is not on PATH";
-    }
+    KOLO_REQUIRE_OR_SKIP(GetParam() != "mpi" || OnPath("mpirun"), "mpirun on PATH (openmpi-bin)");
   }
 };
 

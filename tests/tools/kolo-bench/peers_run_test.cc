@@ -13,6 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "testing/child_process.h"
+#include "testing/requirements.h"
 
 namespace {
 
@@ -54,10 +55,10 @@ void ExpectRowsRight(const nlohmann::json& rows, const std::string& engine) {
 
 TEST_P(PeersRunTest, EveryEngineRunsAndIsRight) {
   const PeerCase& c = GetParam();
-  if (std::find(c.engines.begin(), c.engines.end(), "mpi") != c.engines.end() &&
-      !OnPath("mpirun")) {
-    GTEST_SKIP() << "mpirun is not on PATH";
-  }
+  KOLO_REQUIRE_OR_SKIP(
+      std::find(c.engines.begin(), c.engines.end(), "mpi") == c.engines.end() ||
+          OnPath("mpirun"),
+      "mpirun on PATH (openmpi-bin)");
   const std::string json_path = ::testing::TempDir() + "kolo_bench_peers_" +
                                 std::to_string(c.engines.size()) + ".json";
   std::remove(json_path.c_str());

@@ -9,10 +9,10 @@ if(TARGET kolo_bench_lib)
   find_package(GTest REQUIRED)
   include(GoogleTest)
   add_executable(kolo_bench_test
-    ${CMAKE_CURRENT_LIST_DIR}/kolo_bench_test.cc
-    ${CMAKE_CURRENT_LIST_DIR}/kolo_bench_fusion_test.cc
-    ${CMAKE_CURRENT_LIST_DIR}/kolo_bench_peers_test.cc
-    ${CMAKE_CURRENT_LIST_DIR}/kolo_bench_report_test.cc)
+    ${CMAKE_CURRENT_LIST_DIR}/collectives_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/fusion_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/peers_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/report_test.cc)
   target_link_libraries(kolo_bench_test PRIVATE kolo_bench_lib GTest::gmock
     GTest::gtest_main)
   gtest_discover_tests(kolo_bench_test TEST_PREFIX kolo_bench.
@@ -20,7 +20,7 @@ if(TARGET kolo_bench_lib)
 
   if(TARGET kolorun AND TARGET kolo_testing)
     add_executable(kolo_bench_fusion_run_test
-      ${CMAKE_CURRENT_LIST_DIR}/kolo_bench_fusion_run_test.cc)
+      ${CMAKE_CURRENT_LIST_DIR}/fusion_run_test.cc)
     target_link_libraries(kolo_bench_fusion_run_test PRIVATE
       kolo_testing nlohmann_json::nlohmann_json GTest::gtest_main)
     target_compile_definitions(kolo_bench_fusion_run_test PRIVATE
@@ -32,7 +32,7 @@ if(TARGET kolo_bench_lib)
       PROPERTIES TIMEOUT 240)
 
     add_executable(kolo_bench_peers_run_test
-      ${CMAKE_CURRENT_LIST_DIR}/kolo_bench_peers_run_test.cc)
+      ${CMAKE_CURRENT_LIST_DIR}/peers_run_test.cc)
     target_link_libraries(kolo_bench_peers_run_test PRIVATE
       kolo_testing nlohmann_json::nlohmann_json GTest::gtest_main)
     target_compile_definitions(kolo_bench_peers_run_test PRIVATE
@@ -46,7 +46,7 @@ if(TARGET kolo_bench_lib)
 
   if(TARGET kolorun AND TARGET kolo-train AND TARGET kolo_testing)
     add_executable(kolo_bench_train_test
-      ${CMAKE_CURRENT_LIST_DIR}/kolo_bench_train_test.cc)
+      ${CMAKE_CURRENT_LIST_DIR}/train_test.cc)
     target_link_libraries(kolo_bench_train_test PRIVATE
       kolo_bench_lib kolo_testing nlohmann_json::nlohmann_json GTest::gmock
       GTest::gtest_main)
@@ -59,7 +59,7 @@ if(TARGET kolo_bench_lib)
     # The study presets' plans, accuracy-mode command lines, the DDP peer's
     # --epochs mode and small-cnn --quick end to end.
     add_executable(kolo_bench_study_test
-      ${CMAKE_CURRENT_LIST_DIR}/kolo_bench_study_test.cc)
+      ${CMAKE_CURRENT_LIST_DIR}/study_test.cc)
     target_link_libraries(kolo_bench_study_test PRIVATE
       kolo_bench_lib kolo_testing nlohmann_json::nlohmann_json GTest::gmock
       GTest::gtest_main)
@@ -76,7 +76,7 @@ if(TARGET kolo_bench_lib)
   if(TARGET kolo_testing)
     find_package(ZLIB REQUIRED)
     add_executable(kolo_bench_report_run_test
-      ${CMAKE_CURRENT_LIST_DIR}/kolo_bench_report_run_test.cc)
+      ${CMAKE_CURRENT_LIST_DIR}/report_run_test.cc)
     target_link_libraries(kolo_bench_report_run_test PRIVATE
       kolo_testing ZLIB::ZLIB GTest::gmock GTest::gtest_main)
     target_compile_definitions(kolo_bench_report_run_test PRIVATE

@@ -14,6 +14,7 @@
 
 #include "testing/child_process.h"
 #include "train.h"
+#include "testing/requirements.h"
 
 namespace {
 
@@ -89,9 +90,8 @@ TEST(TrainRun, KoloAndPlainLibTorchSideBySide) {
 // The PyTorch DDP peer runs beside kolo when Debian's python3-torch is
 // installed (scripts/setup.sh installs it).
 TEST(TrainRun, TorchDdpPeerBesideKolo) {
-  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "python3-torch is not installed";
-  }
+  KOLO_REQUIRE_OR_SKIP(
+      std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0, "python3-torch");
   const std::string json_path =
       ::testing::TempDir() + "kolo_bench_train_ddp_" + std::to_string(getpid()) + ".json";
   RunResult r = RunProgram(

@@ -18,6 +18,7 @@
 #include "study.h"
 #include "testing/child_process.h"
 #include "train.h"
+#include "testing/requirements.h"
 
 namespace {
 
@@ -273,9 +274,9 @@ TEST(TrainCommand, AccuracyRunsRefuseWhatCannotMeasureAccuracy) {
 // torch_ddp.py --epochs on two ranks: the record says what it trained on,
 // and the two ranks' evaluations cover the test subset exactly once.
 TEST(TorchDdpEpochs, TrainsOnTheSubsetsAndEvaluatesEveryTestImage) {
-  if (!HasTorch()) GTEST_SKIP() << "python3-torch is not installed";
-  if (!std::filesystem::exists(kFashionMnist))
-    GTEST_SKIP() << "no Fashion-MNIST";
+  KOLO_REQUIRE_OR_SKIP(HasTorch(), "python3-torch");
+  KOLO_REQUIRE_OR_SKIP(std::filesystem::exists(kFashionMnist),
+                       "Fashion-MNIST (dataset-fashion-mnist)");
   const std::string json_path = TempPath("torch_ddp_epochs");
   RunResult r = RunProgram({"/usr/bin/python3",
                             KOLO_DDP_SCRIPT,
@@ -324,7 +325,7 @@ TEST(TorchDdpEpochs, TrainsOnTheSubsetsAndEvaluatesEveryTestImage) {
 }
 
 TEST(TorchDdpEpochs, TestSubsetWithoutEpochsIsRefused) {
-  if (!HasTorch()) GTEST_SKIP() << "python3-torch is not installed";
+  KOLO_REQUIRE_OR_SKIP(HasTorch(), "python3-torch");
   RunResult r =
       RunProgram({"/usr/bin/python3", KOLO_DDP_SCRIPT, "--test-subset", "5"},
                  {}, std::chrono::seconds(60));
@@ -340,8 +341,8 @@ TEST(TorchDdpEpochs, TestSubsetWithoutEpochsIsRefused) {
 // lowest: its 8 steps an epoch leave it least trained) and far over chance
 // (10%): it catches a run that did not learn, not a slow learner.
 TEST(StudyRun, SmallCnnQuickWithTheDdpPeer) {
-  if (!std::filesystem::exists(kFashionMnist))
-    GTEST_SKIP() << "no Fashion-MNIST";
+  KOLO_REQUIRE_OR_SKIP(std::filesystem::exists(kFashionMnist),
+                       "Fashion-MNIST (dataset-fashion-mnist)");
   const std::string json_path = TempPath("kolo_bench_study");
   std::remove(json_path.c_str());
   RunResult r = RunProgram({KOLO_BENCH_PATH, "study", "small-cnn", "--quick",

@@ -1,0 +1,250 @@
+#include "process.h"
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "collectives/backend_factory.h"
+#include "collectives/topology.h"
+#include "common/logging.h"
+#include "common/reduce.h"
+#include "store/store.h"
+#include "store/tcp_store.h"
+
+namespace kolo {
+
+// Everything one Init built, torn down by Shutdown in reverse order.
+struct Process::Membership {
+  InitOptions options;
+  WorldInfo world;  // with local and cross ranks from the host table
+  BackendKind active_backend = BackendKind::kGloo;
+  bool hierarchical_allreduce = false;
+  std::unique_ptr<TcpStoreServer> store_server;  // rank 0 without kolorun
+  std::shared_ptr<TcpStoreClient> store_client;
+  std::unique_ptr<Runtime> runtime;
+  std::unique_ptr<SynchronousCollectives> sync;
+};
+
+namespace {
+
+// Step 1. These settings are the process's, not the job's: the last Init
+// sets them.
+Status ApplyProcessSettings(const InitOptions& options) {
+  SetMinLogLevel(options.logging.level);
+  SetLogPrefix("rank " + std::to_string(options.world.ranks.rank));
+  return SetActiveReduceIsa(options.engine.reduce_isa)
+      .WithContext("engine.reduce_isa (KOLO_REDUCE_ISA)");
+}
+
+// The store a job talks through, and the server when this rank hosts it.
+struct StoreConnection {
+  std::unique_ptr<TcpStoreServer> server;
+  std::shared_ptr<TcpStoreClient> client;  // null: no store (MPI alone, 1 rank)
+};
+
+// Step 2.
+StatusOr<StoreConnection> ConnectStore(const InitOptions& options) {
+  StoreConnection connection;
+  const StoreConfig& store = options.store;
+  const WorldInfo& world = options.world.ranks;
+  if (store.host.empty() || world.size == 1) return connection;
+  if (store.rank0_hosts && world.rank == 0) {
+    StatusOr<std::unique_ptr<TcpStoreServer>> started =
+        TcpStoreServer::Start(store.host, store.port, store.secret);
+    if (!started.ok()) {
+      return started.status().WithContext("rank 0 could not host the store at " + store.host +
+                                          ":" + std::to_string(store.port) +
+                                          " (KOLO_STORE_ADDR)");
+    }
+    connection.server = std::move(started).value();
+  }
+  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreClient> client,
+                        TcpStoreClient::Connect(store.host, store.port, store.secret, world.rank,
+                                                options.engine.timeout));
+  connection.client = std::move(client);
+  return connection;
+}
+
+// Step 3. Every rank of a round adds one arrival, so arrivals k*size+1 ..
+// (k+1)*size belong to round k: the number comes from the job, not from
+// this process's history, and a process that starts later still meets the
+// others in their current round.
+StatusOr<int64_t> JoinRound(Store& store, int32_t size) {
+  KOLO_ASSIGN_OR_RETURN(int64_t arrival, store.Add("kolo/round_arrivals", 1));
+  return (arrival - 1) / size;
+}
+
+// Steps 5 and 6: the engine, and the direct path when the job is on shm on
+// one host.
+struct Engines {
+  EnginePlan plan;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<DirectPath> direct;
+};
+
+StatusOr<Engines> BuildEngines(const InitOptions& options, const WorldInfo& world,
+                               const std::optional<HostTopology>& topology,
+                               std::shared_ptr<Store> round_store,
+                               std::shared_ptr<Store> job_store, const std::string& round_prefix) {
+  Engines engines;
+  const HostTopology* hosts = topology ? &*topology : nullptr;
+  engines.plan = PlanEngine(options.engine, hosts);
+  BackendOptions backend_options;
+  backend_options.world = world;
+  backend_options.timeout = options.engine.timeout;
+  backend_options.gloo_hostname = options.engine.gloo_hostname;
+  backend_options.shm_area_bytes = options.engine.shm_area_bytes;
+  backend_options.store_prefix = engines.plan.hierarchical ? "hierarchical"
+                                 : engines.plan.backend == BackendKind::kShm ? "shm"
+                                                                             : "gloo";
+  KOLO_ASSIGN_OR_RETURN(engines.backend,
+                        CreateBackend(engines.plan, backend_options, round_store, hosts));
+  if (options.direct_path.enabled && engines.plan.backend == BackendKind::kShm &&
+      !engines.plan.spans_hosts && world.size > 1) {
+    DirectPath::Options direct_options;
+    direct_options.world = world;
+    direct_options.timeout = options.engine.timeout;
+    direct_options.stall_warning = options.runtime.stall_warning;
+    direct_options.stall_shutdown = options.runtime.stall_shutdown;
+    direct_options.shm_area_bytes = options.engine.shm_area_bytes;
+    // The path names dead peers from the job's failure news, so it gets
+    // the job's store and keeps its keys under the round's prefix.
+    direct_options.store_prefix = round_prefix + "/direct";
+    KOLO_ASSIGN_OR_RETURN(engines.direct, DirectPath::Create(direct_options, job_store));
+  }
+  return engines;
+}
+
+// A program that returns from main without Shutdown() still leaves the job
+// in step with its peers (and before MPI ends, whose own exit handler was
+// registered earlier and so runs later).
+void ShutdownAtExit() {
+  static const bool registered = [] {
+    return std::atexit([] { (void)Process::Get().Shutdown(); }) == 0;
+  }();
+  (void)registered;
+}
+
+}  // namespace
+
+Process& Process::Get() {
+  static Process* process = new Process();  // never freed: see the header
+  return *process;
+}
+
+Status Process::Init(const InitOptions& options) {
+  MutexLock lock(&mutex_);
+  if (membership_) return Status::Ok();
+  KOLO_RETURN_IF_ERROR(ApplyProcessSettings(options));
+  auto membership = std::make_unique<Membership>();
+  membership->options = options;
+  membership->world = options.world.ranks;
+
+  KOLO_ASSIGN_OR_RETURN(StoreConnection connection, ConnectStore(options));
+  std::shared_ptr<TcpStoreClient> client = connection.client;
+  // Leaves the store politely on every failure below, so that the store
+  // does not report this rank as dead.
+  auto fail = [&](const Status& status) {
+    if (client) (void)client->Close();
+    return status;
+  };
+
+  std::shared_ptr<Store> round_store;
+  std::string round_prefix;
+  std::optional<HostTopology> topology;
+  if (client) {
+    StatusOr<int64_t> round = JoinRound(*client, options.world.ranks.size);
+    if (!round.ok()) return fail(round.status().WithContext("joining a rendezvous round"));
+    round_prefix = "kolo/round" + std::to_string(*round);
+    round_store = std::make_shared<PrefixStore>(round_prefix, client);
+    // Step 4. Where there is no store (MPI alone) the launcher's
+    // description stands.
+    StatusOr<HostTopology> found = DiscoverTopology(*round_store, "host", options.world.ranks,
+                                                    options.world.host_id,
+                                                    options.engine.timeout);
+    if (!found.ok()) return fail(found.status());
+    topology = *std::move(found);
+    membership->world = topology->world;
+  }
+
+  StatusOr<Engines> engines =
+      BuildEngines(options, membership->world, topology, round_store, client, round_prefix);
+  if (!engines.ok()) return fail(engines.status());
+  membership->hierarchical_allreduce = engines->plan.hierarchical;
+  // A hierarchical job reports the engine it asked for (shm inside hosts).
+  membership->active_backend =
+      engines->plan.hierarchical ? options.engine.backend : engines->plan.backend;
+
+  // Step 7.
+  RuntimeOptions runtime_options;
+  static_cast<RuntimeConfig&>(runtime_options) = options.runtime;
+  runtime_options.world = membership->world;
+  runtime_options.timeline_path = options.timeline.path;
+  runtime_options.timeline_section = inits_;
+  runtime_options.timeout = options.engine.timeout;
+  StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Start(
+      runtime_options, std::move(engines->backend), client, std::move(engines->direct));
+  if (!runtime.ok()) return fail(runtime.status());
+
+  ++inits_;
+  membership->store_server = std::move(connection.server);
+  membership->store_client = std::move(client);
+  membership->runtime = std::move(runtime).value();
+  membership->sync = std::make_unique<SynchronousCollectives>(membership->runtime.get());
+  membership_ = std::move(membership);
+  ShutdownAtExit();
+  return Status::Ok();
+}
+
+Status Process::Shutdown() {
+  std::unique_ptr<Membership> membership;
+  {
+    MutexLock lock(&mutex_);
+    if (!membership_) return Status::Ok();
+    // The membership leaves the table first, so that calls from now on see
+    // an uninitialized process; its pieces are torn down outside the lock,
+    // because the runtime's last ticks may complete operations whose
+    // callbacks call back into kolo.
+    membership = std::move(membership_);
+  }
+  membership->sync.reset();
+  Status status = membership->runtime->Shutdown();
+  membership->runtime.reset();
+  if (membership->store_client) (void)membership->store_client->Close();
+  membership->store_client.reset();
+  membership->store_server.reset();
+  return status;
+}
+
+bool Process::initialized() const {
+  MutexLock lock(&mutex_);
+  return membership_ != nullptr;
+}
+
+WorldInfo Process::world() const {
+  MutexLock lock(&mutex_);
+  return membership_ ? membership_->world : WorldInfo{};
+}
+
+BackendKind Process::active_backend() const {
+  MutexLock lock(&mutex_);
+  return membership_ ? membership_->active_backend : BackendKind::kGloo;
+}
+
+bool Process::hierarchical_allreduce() const {
+  MutexLock lock(&mutex_);
+  return membership_ && membership_->hierarchical_allreduce;
+}
+
+Runtime* Process::runtime() const {
+  MutexLock lock(&mutex_);
+  return membership_ ? membership_->runtime.get() : nullptr;
+}
+
+SynchronousCollectives* Process::sync() const {
+  MutexLock lock(&mutex_);
+  return membership_ ? membership_->sync.get() : nullptr;
+}
+
+}  // namespace kolo
