@@ -69,9 +69,12 @@
 #include "kolo/kolo.h"
 #include "kolo/runtime.h"
 #include "runtime/coordinator.h"
+#include "runtime/cycle_report.h"
 #include "runtime/direct_path.h"
 #include "runtime/executor.h"
+#include "runtime/fusion.h"
 #include "runtime/response_cache.h"
+#include "runtime/stall_inspector.h"
 #include "runtime/timeline.h"
 #include "store/store.h"
 
@@ -131,18 +134,44 @@ class Runtime {
           std::unique_ptr<DirectPath> direct);
 
   void Loop();
-  // One tick; false when the runtime should stop.
+  // One tick: the protocol's steps, in order (see above); false when the
+  // runtime should stop.
   bool Tick();
+  // 1. Moves queued operations to pending_ and unannounced_; this rank's
+  // flags for the report.
+  CycleReport Drain(SteadyTime start);
+  // 2. Adds what became ready here to `mine`, by cache bit or in full;
+  // true when there was any.
+  bool Announce(SteadyTime start, CycleReport* mine);
+  // 2. Allgathers this rank's report and decodes everyone's
+  // (runtime/cycle_report.h).
+  StatusOr<std::vector<CycleReport>> Exchange(const CycleReport& mine);
+  // 3. The coordinator's decision, counted in the statistics.
+  CycleDecision Decide(const std::vector<CycleReport>& reports, SteadyTime start,
+                       SteadyTime decided_at, bool announced_any);
+  // Whether every rank leases its idle time after this tick (lease_due_).
+  void DecideLease(const std::vector<CycleReport>& reports);
+  // 4.-6. Fuses the ready operations into batches, runs and completes them;
+  // false when the engine failed.
+  bool Execute(const CycleDecision& decision, SteadyTime decided_at);
+  bool ExecuteBatch(const std::vector<ReadyOperation>& ready, const Batch& batch,
+                    SteadyTime decided_at);
+  // 6. Wakes Join() once every rank joined.
+  void FinishJoin(const CycleDecision& decision);
+  // Publishes the statistics; false when an error ended the runtime, every
+  // rank shuts down, or this rank waited too long for the others to.
+  bool KeepRunning(const CycleDecision& decision, bool shutting_down);
+  // Fails everything with `error` (ok: a clean shutdown); false, to return.
+  bool Stop(const Status& error);
   // Waits until there is a reason to tick.
   void WaitForWork(bool busy, std::chrono::steady_clock::time_point last_tick);
   // Leases the idle time to the direct path until the lease closes; false
   // when the path failed and the runtime must stop.
   bool LeaseIdleTime();
-  // Allgathers this rank's report and parses everyone's.
-  StatusOr<std::vector<CycleReport>> Exchange(const CycleReport& mine);
   void Complete(LocalOperation* local, const Status& status, int64_t bytes);
   void FailEverything(const Status& error);
   Status NamePeerFailure(const Status& status);
+  // Logs the stall inspector's warnings, when it is due.
   void InspectStalls(SteadyTime now);
   // The error every rank fails with once some rank called for a stall
   // shutdown: this rank's own verdict, or the longest wait it sees.
@@ -180,13 +209,12 @@ class Runtime {
   std::vector<LocalOperation*> unannounced_;  // in enqueue order
   ResponseCache cache_;
   Coordinator coordinator_;
+  const CycleReportCodec report_codec_;
+  StallInspector stall_inspector_;
   Executor executor_;
   RuntimeStats loop_stats_;  // copied into stats_ after each tick
   SteadyTime shutdown_since_;
-  SteadyTime last_stall_check_;
   AdaptiveSpin idle_spin_;
-  std::map<std::string, SteadyTime> stall_warned_;
-  std::string stall_verdict_;  // set once an operation waited past shutdown
   bool lease_due_ = false;     // the last tick left every rank idle
 
   std::thread thread_;
