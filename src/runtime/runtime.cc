@@ -66,13 +66,12 @@ Runtime::Runtime(const RuntimeOptions& options, std::unique_ptr<Backend> backend
       direct_(std::move(direct)),
       spin_style_(RanksOutnumberCores(options.world.local_size) ? SpinStyle::kYieldEveryWait
                                                                 : SpinStyle::kYield),
+      doorbell_(std::make_shared<Doorbell>(this)),
       cache_(options.cache_capacity),
       coordinator_(options.world.size, &cache_),
       report_codec_(options.world.size, options.cache_capacity),
       stall_inspector_(options.stall_warning, options.stall_shutdown),
-      executor_(options.world, backend_.get(), timeline_.get(), &loop_stats_) {
-  doorbell_->runtime = this;
-}
+      executor_(options.world, backend_.get(), timeline_.get(), &loop_stats_) {}
 
 Runtime::~Runtime() { (void)Shutdown(); }
 
@@ -104,7 +103,7 @@ StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<TensorSpec> spec
     local->handle->spin_style = spin_style_;
     local->handle->on_wait = [bell = std::weak_ptr<Doorbell>(doorbell_)] {
       if (std::shared_ptr<Doorbell> b = bell.lock()) {
-        std::lock_guard<std::mutex> lock(b->mutex);
+        MutexLock lock(&b->mutex);
         if (b->runtime != nullptr) b->runtime->WaiterArrived();
       }
     };
@@ -113,7 +112,7 @@ StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<TensorSpec> spec
     operations.push_back(std::move(local));
   }
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (!sticky_error_.ok()) return sticky_error_;
     if (stopped_ || shutdown_requested_) {
       return FailedPrecondition("kolo is shutting down; no new operations");
@@ -135,52 +134,52 @@ StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<TensorSpec> spec
   }
   // After the push: a lease opening meanwhile sees the queued work.
   if (direct_) direct_->Close();
-  wake_.notify_all();
+  wake_.NotifyAll();
   return handles;
 }
 
 StatusOr<int32_t> Runtime::Join() {
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (!sticky_error_.ok()) return sticky_error_;
   if (stopped_) return FailedPrecondition("kolo has shut down");
   join_requested_ = true;
   last_joined_.reset();
   if (direct_) direct_->Close();
-  wake_.notify_all();
-  joined_all_.wait(lock, [&] { return last_joined_.has_value() || stopped_; });
+  wake_.NotifyAll();
+  while (!last_joined_.has_value() && !stopped_) joined_all_.Wait(&mutex_);
   if (!last_joined_) return sticky_error_.ok() ? Aborted("kolo shut down during Join()") : sticky_error_;
   return *last_joined_;
 }
 
 void Runtime::WaiterArrived() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     waiter_arrived_ = true;
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
 }
 
 Status Runtime::Shutdown() {
   {
-    std::lock_guard<std::mutex> lock(doorbell_->mutex);
+    MutexLock lock(&doorbell_->mutex);
     doorbell_->runtime = nullptr;
   }
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     shutdown_requested_ = true;
   }
   if (direct_) direct_->Close();
-  wake_.notify_all();
+  wake_.NotifyAll();
   if (thread_.joinable()) thread_.join();
   if (timeline_) timeline_->Flush();
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return sticky_error_;
 }
 
 RuntimeStats Runtime::stats() const {
   RuntimeStats stats;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stats = stats_;
   }
   if (direct_) {
@@ -195,7 +194,7 @@ RuntimeStats Runtime::stats() const {
 }
 
 Status Runtime::sticky_error() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return sticky_error_;
 }
 
@@ -212,7 +211,7 @@ void Runtime::Loop() {
       busy = false;
       continue;
     }
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     busy = !pending_.empty() || join_requested_ || shutdown_requested_;
   }
 }
@@ -220,7 +219,7 @@ void Runtime::Loop() {
 bool Runtime::LeaseIdleTime() {
   bool work;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     work = !queue_.empty() || join_requested_ || shutdown_requested_;
   }
   // After Open: work enqueued before it is seen here, work after it closes
@@ -235,25 +234,27 @@ bool Runtime::LeaseIdleTime() {
 }
 
 void Runtime::WaitForWork(bool busy, Clock::time_point last_tick) {
-  std::unique_lock<std::mutex> lock(mutex_);
   if (busy) {
     // Paced: operations arriving meanwhile join this tick's fusion, unless
     // a caller is already waiting for the result.
-    wake_.wait_until(lock, last_tick + options_.cycle_time,
-                     [&] { return waiter_arrived_ || shutdown_requested_; });
+    const Clock::time_point deadline = last_tick + options_.cycle_time;
+    MutexLock lock(&mutex_);
+    while (!waiter_arrived_ && !shutdown_requested_) {
+      if (!wake_.WaitUntil(&mutex_, deadline)) break;
+    }
     waiter_arrived_ = false;
     return;
   }
   // Idle: start at once when work arrives, or tick for the other ranks.
   const Clock::time_point began = Clock::now();
-  lock.unlock();
   const bool arrived = idle_spin_.Spin(
       [&] { return work_queued_.load(std::memory_order_acquire); }, spin_style_, began);
-  lock.lock();
+  MutexLock lock(&mutex_);
   if (!arrived) {
-    wake_.wait_until(lock, last_tick + kIdleTick, [&] {
-      return !queue_.empty() || join_requested_ || shutdown_requested_;
-    });
+    const Clock::time_point deadline = last_tick + kIdleTick;
+    while (queue_.empty() && !join_requested_ && !shutdown_requested_) {
+      if (!wake_.WaitUntil(&mutex_, deadline)) break;
+    }
   }
   idle_spin_.Finished(began);
   waiter_arrived_ = false;
@@ -283,7 +284,7 @@ bool Runtime::Tick() {
 CycleReport Runtime::Drain(SteadyTime start) {
   CycleReport mine;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     work_queued_.store(false, std::memory_order_relaxed);
     while (!queue_.empty()) {
       std::unique_ptr<LocalOperation> op = std::move(queue_.front());
@@ -421,15 +422,15 @@ bool Runtime::ExecuteBatch(const std::vector<ReadyOperation>& ready, const Batch
 
 void Runtime::FinishJoin(const CycleDecision& decision) {
   if (!decision.all_joined) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   join_requested_ = false;
   last_joined_ = decision.last_joined_rank;
-  joined_all_.notify_all();
+  joined_all_.NotifyAll();
 }
 
 bool Runtime::KeepRunning(const CycleDecision& decision, bool shutting_down) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stats_ = loop_stats_;
     if (!sticky_error_.ok()) return false;
   }
@@ -459,7 +460,7 @@ void Runtime::Complete(LocalOperation* local, const Status& status, int64_t byte
     // The name is free again, and the statistics count the operation,
     // before anyone learns of the completion: a waiter may read them or
     // reuse the name at once (the next training step).
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     names_in_use_.erase(name);
     stats_ = loop_stats_;
   }
@@ -470,7 +471,7 @@ void Runtime::Complete(LocalOperation* local, const Status& status, int64_t byte
 void Runtime::FailEverything(const Status& error) {
   std::deque<std::unique_ptr<LocalOperation>> queued;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (sticky_error_.ok()) sticky_error_ = error;
     stopped_ = true;
     queued.swap(queue_);
@@ -479,7 +480,7 @@ void Runtime::FailEverything(const Status& error) {
   }
   // Peers waiting in a lease for this rank go back to their runtimes.
   if (direct_) direct_->Close();
-  joined_all_.notify_all();
+  joined_all_.NotifyAll();
   const Status reason = error.ok() ? Aborted("kolo shut down before the operation ran") : error;
   for (auto& op : queued) op->handle->Complete(reason);
   for (auto& [name, op] : pending_) op->handle->Complete(reason);
@@ -501,6 +502,8 @@ void Runtime::InspectStalls(SteadyTime now) {
 }
 
 Status Runtime::StallShutdown(SteadyTime now) const {
+  // What waits here matters only when the verdict is another rank's.
+  if (stall_inspector_.stalled()) return stall_inspector_.ShutdownError({});
   return stall_inspector_.ShutdownError(coordinator_.Waiting(now, Clock::duration::zero()));
 }
 
