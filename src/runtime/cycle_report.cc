@@ -16,13 +16,14 @@ constexpr uint32_t kAllFlags = kFlagJoined | kFlagShuttingDown | kFlagStalled | 
 
 // Far more than any tick announces; a larger size is a corrupt record, and
 // would otherwise be allocated.
-constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 30;
+constexpr uint32_t kMaxPayloadBytes = uint32_t{1} << 30;
 
 // The first two words of a record.
 struct ReportHeader {
   uint32_t flags = 0;
-  uint32_t reserved = 0;
-  uint64_t payload_bytes = 0;
+  uint32_t version = 0;
+  uint32_t payload_bytes = 0;
+  uint32_t cache_capacity = 0;
 };
 static_assert(sizeof(ReportHeader) == 16, "a report header is two words");
 
@@ -48,7 +49,10 @@ void CycleReportCodec::Encode(const CycleReport& report, std::vector<uint64_t>* 
   header.flags = (report.joined ? kFlagJoined : 0) |
                  (report.shutting_down ? kFlagShuttingDown : 0) |
                  (report.stalled ? kFlagStalled : 0) | (report.direct_ready ? kFlagDirectReady : 0);
-  header.payload_bytes = report.specs.empty() ? 0 : payload->size();
+  header.version = kFormatVersion;
+  KOLO_CHECK(payload->size() <= kMaxPayloadBytes);
+  header.payload_bytes = report.specs.empty() ? 0 : static_cast<uint32_t>(payload->size());
+  header.cache_capacity = static_cast<uint32_t>(cache_capacity_);
   record->assign(record_words(), 0);
   std::memcpy(record->data(), &header, sizeof(header));
   for (int32_t bit : report.cached_bits) {
@@ -76,12 +80,23 @@ StatusOr<std::vector<int64_t>> CycleReportCodec::DecodeRecords(
     const uint64_t* rec = records.data() + r * record_words();
     ReportHeader h;
     std::memcpy(static_cast<void*>(&h), rec, sizeof(h));
-    if ((h.flags & ~kAllFlags) != 0 || h.reserved != 0) {
-      return Malformed(r, "unknown flags " + std::to_string(h.flags) + "/" +
-                              std::to_string(h.reserved));
+    if (h.version != kFormatVersion) {
+      return FailedPrecondition(
+          "the cycle report of rank " + std::to_string(r) + " has format version " +
+          std::to_string(h.version) + ", this rank reads version " +
+          std::to_string(kFormatVersion) + ": every rank needs the same kolo build");
+    }
+    if (h.cache_capacity != static_cast<uint32_t>(cache_capacity_)) {
+      return FailedPrecondition(
+          "the cycle report of rank " + std::to_string(r) + " indexes a response cache of " +
+          std::to_string(h.cache_capacity) + " entries, this rank's holds " +
+          std::to_string(cache_capacity_) + ": every rank needs the same KOLO_CACHE_CAPACITY");
+    }
+    if ((h.flags & ~kAllFlags) != 0) {
+      return Malformed(r, "unknown flags " + std::to_string(h.flags));
     }
     if (h.payload_bytes > kMaxPayloadBytes ||
-        (h.payload_bytes != 0 && h.payload_bytes < uint64_t{kMinPayloadBytes})) {
+        (h.payload_bytes != 0 && h.payload_bytes < uint32_t{kMinPayloadBytes})) {
       return Malformed(r, "a payload of " + std::to_string(h.payload_bytes) + " bytes");
     }
     CycleReport& report = (*reports)[r];

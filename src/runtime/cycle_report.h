@@ -3,9 +3,10 @@
 //
 // The format. Every tick each rank contributes one fixed-size record,
 //   word 0: flags (joined 1, shutting down 2, stalled 4, direct ready 8),
-//           32 bits, then 32 reserved bits (zero)
+//           32 bits, then the format's version, 32 bits;
 //   word 1: the size in bytes of this rank's payload, 0 when it announces
-//           no spec in full
+//           no spec in full, 32 bits, then the capacity of the response
+//           cache the bits index, 32 bits;
 //   words 2...: the cache bit vector, one bit per response-cache entry
 //           (64 per word, ceil(capacity / 64) words),
 // and the records are allgathered. Only when some record announces a
@@ -16,9 +17,13 @@
 // every rank sends at least kMinPayloadBytes. A steady training step, whose
 // operations are all in the cache, thus costs one small allgather a tick.
 //
-// Decoding checks everything it reads (flags, bits beyond the capacity,
-// sizes, each spec, trailing bytes) and fails with an error naming the rank
-// whose report is bad, rather than read past the end.
+// Decoding checks everything it reads (the version, the capacity, flags,
+// bits beyond the capacity, sizes, each spec, trailing bytes) and fails with
+// an error naming the rank whose report is bad, rather than read past the
+// end. A rank of another kolo build (version) or with another
+// KOLO_CACHE_CAPACITY would mean other bits, so its report is rejected
+// before anything else in it is read; Runtime::Start already refuses to
+// start with unequal capacities, so this is the wire format's own guard.
 //
 // Thread-safety: CycleReportCodec is immutable after construction.
 #ifndef KOLO_RUNTIME_CYCLE_REPORT_H_
@@ -47,6 +52,8 @@ class CycleReportCodec {
  public:
   // The smallest payload a rank sends in the second allgather: its count.
   static constexpr int64_t kMinPayloadBytes = 4;
+  // Changes whenever the meaning of a record or a payload does.
+  static constexpr uint32_t kFormatVersion = 1;
 
   CycleReportCodec(int32_t world_size, int32_t cache_capacity);
 
@@ -55,7 +62,8 @@ class CycleReportCodec {
 
   // Encodes this rank's report: `record` gets record_words() words,
   // `payload` the count and the specs (at least kMinPayloadBytes). Cached
-  // bits must lie in [0, cache capacity) (checked).
+  // bits must lie in [0, cache capacity) and the payload within 1 GiB
+  // (checked).
   void Encode(const CycleReport& report, std::vector<uint64_t>* record,
               std::string* payload) const;
 

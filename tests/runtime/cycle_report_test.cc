@@ -169,7 +169,8 @@ TEST(CycleReportTest, BadRecordIsAnErrorNamingItsRank) {
                         "capacity 100"));
 
   records = wire.records;
-  records[0 * words + 1] = uint64_t{1} << 40;  // a terabyte payload
+  records[0 * words + 1] = (records[0 * words + 1] & ~uint64_t{0xffffffff}) |
+                           (uint64_t{1} << 31);  // a 2 GiB payload
   EXPECT_THAT(codec.DecodeRecords(records, &got).status().message(),
               HasSubstr("cycle report of rank 0 is malformed: a payload of"));
 
@@ -178,6 +179,52 @@ TEST(CycleReportTest, BadRecordIsAnErrorNamingItsRank) {
   const Status s = codec.DecodeRecords(records, &got).status();
   EXPECT_EQ(s.code(), StatusCode::kInternal);
   EXPECT_THAT(s.message(), HasSubstr("expected 3 records of 4 words, got 11 words (at the record of rank 2)"));
+}
+
+// Rank 1's record as made by `other`, cut or padded to this codec's size
+// (what a receiver holds); ranks 0 and 2 are this codec's.
+std::vector<uint64_t> WithRank1From(const CycleReportCodec& mine, const CycleReportCodec& other) {
+  const std::vector<CycleReport> reports = SampleReports();
+  std::vector<uint64_t> records;
+  for (int32_t r = 0; r < kWorldSize; ++r) {
+    std::vector<uint64_t> record;
+    std::string payload;
+    (r == 1 ? other : mine).Encode(reports[r], &record, &payload);
+    record.resize(mine.record_words());
+    records.insert(records.end(), record.begin(), record.end());
+  }
+  return records;
+}
+
+TEST(CycleReportTest, ReportForAnotherCacheCapacityIsRejectedNamingItsRank) {
+  const CycleReportCodec codec(kWorldSize, kCapacity);
+  for (int32_t other_capacity : {0, 64, 1024}) {
+    SCOPED_TRACE("rank 1's capacity " + std::to_string(other_capacity));
+    const CycleReportCodec other(kWorldSize, other_capacity);
+    std::vector<CycleReport> got;
+    const Status s = codec.DecodeRecords(WithRank1From(codec, other), &got).status();
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+    EXPECT_THAT(s.message(),
+                HasSubstr("the cycle report of rank 1 indexes a response cache of " +
+                          std::to_string(other_capacity) +
+                          " entries, this rank's holds 100: every rank needs the same "
+                          "KOLO_CACHE_CAPACITY"));
+  }
+}
+
+TEST(CycleReportTest, ReportOfAnotherFormatVersionIsRejectedNamingItsRank) {
+  const CycleReportCodec codec(kWorldSize, kCapacity);
+  std::vector<uint64_t> records = EncodeAll(codec, SampleReports()).records;
+  // The version is word 0's upper half.
+  const uint64_t next = CycleReportCodec::kFormatVersion + 1;
+  records[2 * codec.record_words()] =
+      (records[2 * codec.record_words()] & uint64_t{0xffffffff}) | (next << 32);
+  std::vector<CycleReport> got;
+  const Status s = codec.DecodeRecords(records, &got).status();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("the cycle report of rank 2 has format version 2, this "
+                                     "rank reads version 1: every rank needs the same kolo "
+                                     "build"));
 }
 
 }  // namespace
