@@ -31,22 +31,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/cycle_report.h"
 #include "runtime/response_cache.h"
 #include "runtime/tensor_spec.h"
 
 namespace kolo {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
-
-// What one rank says in one cycle.
-struct CycleReport {
-  bool joined = false;
-  bool shutting_down = false;
-  bool stalled = false;  // this rank's stall inspector called for shutdown
-  bool direct_ready = false;  // this rank can lease its idle time to a DirectPath
-  std::vector<int32_t> cached_bits;  // announced by response-cache bit
-  std::vector<TensorSpec> specs;     // announced in full
-};
 
 // One operation every rank runs now.
 struct ReadyOperation {

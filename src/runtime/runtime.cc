@@ -3,7 +3,6 @@
 #include <pthread.h>
 
 #include <algorithm>
-#include <cstring>
 #include <set>
 
 #include "collectives/peer_failure.h"
@@ -19,21 +18,6 @@ using Clock = std::chrono::steady_clock;
 // An idle rank still ticks this often, so ranks waiting for it keep
 // progressing and its stall inspector keeps watching.
 constexpr std::chrono::milliseconds kIdleTick{100};
-
-constexpr uint32_t kFlagJoined = 1;
-constexpr uint32_t kFlagShuttingDown = 2;
-constexpr uint32_t kFlagStalled = 4;
-constexpr uint32_t kFlagDirectReady = 8;
-
-// The fixed-size part of a rank's report; the cache bit vector follows.
-struct ReportHeader {
-  uint32_t flags = 0;
-  uint32_t reserved = 0;
-  uint64_t payload_bytes = 0;
-};
-
-int64_t BitWords(int32_t capacity) { return (capacity + 63) / 64; }
-
 }  // namespace
 
 StatusOr<std::unique_ptr<Runtime>> Runtime::Start(const RuntimeOptions& options,
@@ -83,11 +67,12 @@ Runtime::Runtime(const RuntimeOptions& options, std::unique_ptr<Backend> backend
       direct_(std::move(direct)),
       spin_style_(RanksOutnumberCores(options.world.local_size) ? SpinStyle::kYieldEveryWait
                                                                 : SpinStyle::kYield),
+      doorbell_(std::make_shared<Doorbell>(this)),
       cache_(options.cache_capacity),
       coordinator_(options.world.size, &cache_),
-      executor_(options.world, backend_.get(), timeline_.get(), &loop_stats_) {
-  doorbell_->runtime = this;
-}
+      report_codec_(options.world.size, options.cache_capacity),
+      stall_inspector_(options.stall_warning, options.stall_shutdown),
+      executor_(options.world, backend_.get(), timeline_.get(), &loop_stats_) {}
 
 Runtime::~Runtime() { (void)Shutdown(); }
 
@@ -119,7 +104,7 @@ StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<TensorSpec> spec
     local->handle->spin_style = spin_style_;
     local->handle->on_wait = [bell = std::weak_ptr<Doorbell>(doorbell_)] {
       if (std::shared_ptr<Doorbell> b = bell.lock()) {
-        std::lock_guard<std::mutex> lock(b->mutex);
+        MutexLock lock(&b->mutex);
         if (b->runtime != nullptr) b->runtime->WaiterArrived();
       }
     };
@@ -128,7 +113,7 @@ StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<TensorSpec> spec
     operations.push_back(std::move(local));
   }
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (!sticky_error_.ok()) return sticky_error_;
     if (stopped_ || shutdown_requested_) {
       return FailedPrecondition("kolo is shutting down; no new operations");
@@ -150,52 +135,52 @@ StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<TensorSpec> spec
   }
   // After the push: a lease opening meanwhile sees the queued work.
   if (direct_) direct_->Close();
-  wake_.notify_all();
+  wake_.NotifyAll();
   return handles;
 }
 
 StatusOr<int32_t> Runtime::Join() {
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (!sticky_error_.ok()) return sticky_error_;
   if (stopped_) return FailedPrecondition("kolo has shut down");
   join_requested_ = true;
   last_joined_.reset();
   if (direct_) direct_->Close();
-  wake_.notify_all();
-  joined_all_.wait(lock, [&] { return last_joined_.has_value() || stopped_; });
+  wake_.NotifyAll();
+  while (!last_joined_.has_value() && !stopped_) joined_all_.Wait(&mutex_);
   if (!last_joined_) return sticky_error_.ok() ? Aborted("kolo shut down during Join()") : sticky_error_;
   return *last_joined_;
 }
 
 void Runtime::WaiterArrived() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     waiter_arrived_ = true;
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
 }
 
 Status Runtime::Shutdown() {
   {
-    std::lock_guard<std::mutex> lock(doorbell_->mutex);
+    MutexLock lock(&doorbell_->mutex);
     doorbell_->runtime = nullptr;
   }
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     shutdown_requested_ = true;
   }
   if (direct_) direct_->Close();
-  wake_.notify_all();
+  wake_.NotifyAll();
   if (thread_.joinable()) thread_.join();
   if (timeline_) timeline_->Flush();
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return sticky_error_;
 }
 
 RuntimeStats Runtime::stats() const {
   RuntimeStats stats;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stats = stats_;
   }
   if (direct_) {
@@ -210,7 +195,7 @@ RuntimeStats Runtime::stats() const {
 }
 
 Status Runtime::sticky_error() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return sticky_error_;
 }
 
@@ -227,7 +212,7 @@ void Runtime::Loop() {
       busy = false;
       continue;
     }
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     busy = !pending_.empty() || join_requested_ || shutdown_requested_;
   }
 }
@@ -235,7 +220,7 @@ void Runtime::Loop() {
 bool Runtime::LeaseIdleTime() {
   bool work;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     work = !queue_.empty() || join_requested_ || shutdown_requested_;
   }
   // After Open: work enqueued before it is seen here, work after it closes
@@ -250,25 +235,27 @@ bool Runtime::LeaseIdleTime() {
 }
 
 void Runtime::WaitForWork(bool busy, Clock::time_point last_tick) {
-  std::unique_lock<std::mutex> lock(mutex_);
   if (busy) {
     // Paced: operations arriving meanwhile join this tick's fusion, unless
     // a caller is already waiting for the result.
-    wake_.wait_until(lock, last_tick + options_.cycle_time,
-                     [&] { return waiter_arrived_ || shutdown_requested_; });
+    const Clock::time_point deadline = last_tick + options_.cycle_time;
+    MutexLock lock(&mutex_);
+    while (!waiter_arrived_ && !shutdown_requested_) {
+      if (!wake_.WaitUntil(&mutex_, deadline)) break;
+    }
     waiter_arrived_ = false;
     return;
   }
   // Idle: start at once when work arrives, or tick for the other ranks.
   const Clock::time_point began = Clock::now();
-  lock.unlock();
   const bool arrived = idle_spin_.Spin(
       [&] { return work_queued_.load(std::memory_order_acquire); }, spin_style_, began);
-  lock.lock();
+  MutexLock lock(&mutex_);
   if (!arrived) {
-    wake_.wait_until(lock, last_tick + kIdleTick, [&] {
-      return !queue_.empty() || join_requested_ || shutdown_requested_;
-    });
+    const Clock::time_point deadline = last_tick + kIdleTick;
+    while (queue_.empty() && !join_requested_ && !shutdown_requested_) {
+      if (!wake_.WaitUntil(&mutex_, deadline)) break;
+    }
   }
   idle_spin_.Finished(began);
   waiter_arrived_ = false;
@@ -276,9 +263,29 @@ void Runtime::WaitForWork(bool busy, Clock::time_point last_tick) {
 
 bool Runtime::Tick() {
   const SteadyTime start = Clock::now();
+  CycleReport mine = Drain(start);
+  const bool announced_any = Announce(start, &mine);
+  StatusOr<std::vector<CycleReport>> reports = Exchange(mine);
+  const SteadyTime decided_at = Clock::now();
+  loop_stats_.negotiation_seconds += std::chrono::duration<double>(decided_at - start).count();
+  ++loop_stats_.cycles;
+  if (!reports.ok()) return Stop(NamePeerFailure(reports.status().WithContext("negotiation")));
+  if (std::any_of(reports->begin(), reports->end(),
+                  [](const CycleReport& r) { return r.stalled; })) {
+    return Stop(StallShutdown(decided_at));
+  }
+  const CycleDecision decision = Decide(*reports, start, decided_at, announced_any);
+  DecideLease(*reports);
+  if (!Execute(decision, decided_at)) return false;
+  FinishJoin(decision);
+  InspectStalls(decided_at);
+  return KeepRunning(decision, mine.shutting_down);
+}
+
+CycleReport Runtime::Drain(SteadyTime start) {
   CycleReport mine;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     work_queued_.store(false, std::memory_order_relaxed);
     while (!queue_.empty()) {
       std::unique_ptr<LocalOperation> op = std::move(queue_.front());
@@ -290,18 +297,20 @@ bool Runtime::Tick() {
     mine.joined = join_requested_;
     mine.shutting_down = shutdown_requested_;
   }
-  mine.stalled = !stall_verdict_.empty();
+  mine.stalled = stall_inspector_.stalled();
   mine.direct_ready = direct_ && options_.timeline_path.empty() && !mine.joined &&
                       !mine.shutting_down && !mine.stalled;
   if (mine.shutting_down && shutdown_since_ == SteadyTime()) shutdown_since_ = start;
+  return mine;
+}
 
-  // Announce what became ready here.
+bool Runtime::Announce(SteadyTime start, CycleReport* mine) {
   for (LocalOperation* op : unannounced_) {
     const int32_t bit = cache_.Lookup(op->spec, options_.world.rank);
     if (bit >= 0) {
-      mine.cached_bits.push_back(bit);
+      mine->cached_bits.push_back(bit);
     } else {
-      mine.specs.push_back(op->spec);
+      mine->specs.push_back(op->spec);
     }
     op->announced = start;
     if (timeline_) {
@@ -312,166 +321,132 @@ bool Runtime::Tick() {
   }
   const bool announced_any = !unannounced_.empty();
   unannounced_.clear();
-  std::sort(mine.cached_bits.begin(), mine.cached_bits.end());
-
-  StatusOr<std::vector<CycleReport>> reports = Exchange(mine);
-  const SteadyTime decided_at = Clock::now();
-  loop_stats_.negotiation_seconds += std::chrono::duration<double>(decided_at - start).count();
-  ++loop_stats_.cycles;
-  if (!reports.ok()) {
-    FailEverything(NamePeerFailure(reports.status().WithContext("negotiation")));
-    return false;
-  }
-  if (std::any_of(reports->begin(), reports->end(),
-                  [](const CycleReport& r) { return r.stalled; })) {
-    FailEverything(StallShutdown(decided_at));
-    return false;
-  }
-  CycleDecision decision = coordinator_.Decide(*reports, decided_at);
-  // Nothing announced anywhere is left after this tick (the coordinator's
-  // table is the same on every rank), and every rank can lease: all ranks
-  // lease together. The lease opens before this tick's operations complete,
-  // so that a caller woken by one and calling again at once finds it open.
-  lease_due_ = direct_ && coordinator_.pending() == 0 &&
-               std::all_of(reports->begin(), reports->end(),
-                           [](const CycleReport& r) { return r.direct_ready; });
-  if (lease_due_) direct_->Open();
-  loop_stats_.cache_hits += decision.cache_hits;
-  loop_stats_.cache_misses += decision.cache_misses;
-  if (timeline_ && (announced_any || !decision.ready.empty())) {
-    timeline_->Mark("cycle", start);
-  }
-
-  const int64_t cutoff = backend_ ? backend_->FusionCutoffBytes() : 0;
-  for (const Batch& batch : PlanFusion(decision.ready, options_.fusion_threshold_bytes, cutoff)) {
-    std::vector<const ReadyOperation*> operations;
-    std::vector<LocalOperation*> locals;
-    for (size_t index : batch.operations) {
-      const ReadyOperation& op = decision.ready[index];
-      auto it = pending_.find(op.name);
-      LocalOperation* local = it == pending_.end() ? nullptr : it->second.get();
-      if (local != nullptr) {
-        loop_stats_.wait_for_others_seconds +=
-            std::chrono::duration<double>(decided_at - local->announced).count();
-        if (timeline_) timeline_->End(op.name, decided_at);
-      }
-      operations.push_back(&op);
-      locals.push_back(local);
-    }
-    if (!operations.front()->error.ok()) {
-      // Failed negotiation: every rank that has the operation reports why.
-      for (LocalOperation* local : locals) {
-        if (local != nullptr) Complete(local, operations.front()->error, 0);
-      }
-      continue;
-    }
-    Status ran = executor_.Run(operations, locals);
-    if (!ran.ok()) {
-      FailEverything(NamePeerFailure(
-          ran.WithContext(std::string(CollectiveName(operations.front()->specs[0].collective)) +
-                          " of '" + operations.front()->name + "'")));
-      return false;
-    }
-    for (size_t i = 0; i < operations.size(); ++i) {
-      coordinator_.Completed(*operations[i]);
-      if (locals[i] != nullptr) {
-        Complete(locals[i], Status::Ok(), operations[i]->specs[options_.world.rank].bytes());
-      }
-    }
-  }
-
-  if (decision.all_joined) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    join_requested_ = false;
-    last_joined_ = decision.last_joined_rank;
-    joined_all_.notify_all();
-  }
-  InspectStalls(decided_at);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stats_ = loop_stats_;
-    if (!sticky_error_.ok()) return false;
-  }
-  if (decision.all_shutting_down) {
-    FailEverything(Status::Ok());
-    return false;
-  }
-  if (mine.shutting_down && Clock::now() - shutdown_since_ > options_.timeout) {
-    KOLO_LOG(WARNING) << "leaving after waiting " << options_.timeout.count() / 1000
-                      << " s for the other ranks to shut down";
-    FailEverything(Status::Ok());
-    return false;
-  }
-  return true;
+  std::sort(mine->cached_bits.begin(), mine->cached_bits.end());
+  return announced_any;
 }
 
 StatusOr<std::vector<CycleReport>> Runtime::Exchange(const CycleReport& mine) {
   const int32_t size = options_.world.size;
   if (size == 1) return std::vector<CycleReport>{mine};
 
-  // Fixed part: header and cache bits, one record per rank.
-  const int64_t words = BitWords(options_.cache_capacity);
-  const int64_t record_words = 2 + words;  // ReportHeader is two words
-  std::vector<uint64_t> record(record_words, 0);
+  // Every rank's fixed record: flags and cache bits.
+  std::vector<uint64_t> record;
   std::string payload;
-  {
-    const uint32_t count = static_cast<uint32_t>(mine.specs.size());
-    payload.append(reinterpret_cast<const char*>(&count), sizeof(count));
-    for (const TensorSpec& spec : mine.specs) SerializeSpec(spec, &payload);
-  }
-  ReportHeader header;
-  header.flags = (mine.joined ? kFlagJoined : 0) | (mine.shutting_down ? kFlagShuttingDown : 0) |
-                 (mine.stalled ? kFlagStalled : 0) | (mine.direct_ready ? kFlagDirectReady : 0);
-  header.payload_bytes = mine.specs.empty() ? 0 : payload.size();
-  std::memcpy(record.data(), &header, sizeof(header));
-  for (int32_t bit : mine.cached_bits) record[2 + bit / 64] |= uint64_t{1} << (bit % 64);
-
+  report_codec_.Encode(mine, &record, &payload);
+  const int64_t record_words = report_codec_.record_words();
   std::vector<uint64_t> records(record_words * size);
   KOLO_RETURN_IF_ERROR(backend_->Allgatherv(record.data(), records.data(),
                                             std::vector<int64_t>(size, record_words * 8),
                                             DataType::kUInt8));
-  std::vector<CycleReport> reports(size);
-  std::vector<int64_t> payload_sizes(size, 0);
-  bool any_payload = false;
-  for (int32_t r = 0; r < size; ++r) {
-    const uint64_t* rec = records.data() + r * record_words;
-    ReportHeader h;
-    std::memcpy(static_cast<void*>(&h), rec, sizeof(h));
-    reports[r].joined = h.flags & kFlagJoined;
-    reports[r].shutting_down = h.flags & kFlagShuttingDown;
-    reports[r].stalled = h.flags & kFlagStalled;
-    reports[r].direct_ready = h.flags & kFlagDirectReady;
-    for (int64_t w = 0; w < words; ++w) {
-      for (uint64_t bits = rec[2 + w]; bits != 0; bits &= bits - 1) {
-        reports[r].cached_bits.push_back(static_cast<int32_t>(w * 64 + __builtin_ctzll(bits)));
-      }
-    }
-    payload_sizes[r] = static_cast<int64_t>(h.payload_bytes);
-    any_payload = any_payload || h.payload_bytes > 0;
-  }
-  if (!any_payload) return reports;
+  std::vector<CycleReport> reports;
+  KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> payload_sizes,
+                        report_codec_.DecodeRecords(records, &reports));
+  if (payload_sizes.empty()) return reports;
 
-  // Full specs: every rank sends at least its 4-byte count.
-  for (int64_t& bytes : payload_sizes) bytes = std::max<int64_t>(bytes, 4);
-  if (mine.specs.empty()) payload.resize(4);
+  // Full specs, only when some rank announced one.
   int64_t total = 0;
   for (int64_t bytes : payload_sizes) total += bytes;
   std::string everything(total, '\0');
   KOLO_RETURN_IF_ERROR(backend_->Allgatherv(payload.data(), everything.data(), payload_sizes,
                                             DataType::kUInt8));
-  size_t offset = 0;
-  for (int32_t r = 0; r < size; ++r) {
-    const size_t end = offset + payload_sizes[r];
-    uint32_t count = 0;
-    std::memcpy(&count, everything.data() + offset, sizeof(count));
-    offset += sizeof(count);
-    for (uint32_t i = 0; i < count; ++i) {
-      KOLO_ASSIGN_OR_RETURN(TensorSpec spec, ParseSpec(everything, &offset));
-      reports[r].specs.push_back(std::move(spec));
-    }
-    offset = end;
-  }
+  KOLO_RETURN_IF_ERROR(report_codec_.DecodePayloads(everything, payload_sizes, &reports));
   return reports;
+}
+
+CycleDecision Runtime::Decide(const std::vector<CycleReport>& reports, SteadyTime start,
+                              SteadyTime decided_at, bool announced_any) {
+  CycleDecision decision = coordinator_.Decide(reports, decided_at);
+  loop_stats_.cache_hits += decision.cache_hits;
+  loop_stats_.cache_misses += decision.cache_misses;
+  if (timeline_ && (announced_any || !decision.ready.empty())) {
+    timeline_->Mark("cycle", start);
+  }
+  return decision;
+}
+
+void Runtime::DecideLease(const std::vector<CycleReport>& reports) {
+  // Nothing announced anywhere is left after this tick (the coordinator's
+  // table is the same on every rank), and every rank can lease: all ranks
+  // lease together. The lease opens before this tick's operations complete,
+  // so that a caller woken by one and calling again at once finds it open.
+  lease_due_ = direct_ && coordinator_.pending() == 0 &&
+               std::all_of(reports.begin(), reports.end(),
+                           [](const CycleReport& r) { return r.direct_ready; });
+  if (lease_due_) direct_->Open();
+}
+
+bool Runtime::Execute(const CycleDecision& decision, SteadyTime decided_at) {
+  const int64_t cutoff = backend_ ? backend_->FusionCutoffBytes() : 0;
+  for (const Batch& batch : PlanFusion(decision.ready, options_.fusion_threshold_bytes, cutoff)) {
+    if (!ExecuteBatch(decision.ready, batch, decided_at)) return false;
+  }
+  return true;
+}
+
+bool Runtime::ExecuteBatch(const std::vector<ReadyOperation>& ready, const Batch& batch,
+                           SteadyTime decided_at) {
+  std::vector<const ReadyOperation*> operations;
+  std::vector<LocalOperation*> locals;
+  for (size_t index : batch.operations) {
+    const ReadyOperation& op = ready[index];
+    auto it = pending_.find(op.name);
+    LocalOperation* local = it == pending_.end() ? nullptr : it->second.get();
+    if (local != nullptr) {
+      loop_stats_.wait_for_others_seconds +=
+          std::chrono::duration<double>(decided_at - local->announced).count();
+      if (timeline_) timeline_->End(op.name, decided_at);
+    }
+    operations.push_back(&op);
+    locals.push_back(local);
+  }
+  if (!operations.front()->error.ok()) {
+    // Failed negotiation: every rank that has the operation reports why.
+    for (LocalOperation* local : locals) {
+      if (local != nullptr) Complete(local, operations.front()->error, 0);
+    }
+    return true;
+  }
+  Status ran = executor_.Run(operations, locals);
+  if (!ran.ok()) {
+    return Stop(NamePeerFailure(
+        ran.WithContext(std::string(CollectiveName(operations.front()->specs[0].collective)) +
+                        " of '" + operations.front()->name + "'")));
+  }
+  for (size_t i = 0; i < operations.size(); ++i) {
+    coordinator_.Completed(*operations[i]);
+    if (locals[i] != nullptr) {
+      Complete(locals[i], Status::Ok(), operations[i]->specs[options_.world.rank].bytes());
+    }
+  }
+  return true;
+}
+
+void Runtime::FinishJoin(const CycleDecision& decision) {
+  if (!decision.all_joined) return;
+  MutexLock lock(&mutex_);
+  join_requested_ = false;
+  last_joined_ = decision.last_joined_rank;
+  joined_all_.NotifyAll();
+}
+
+bool Runtime::KeepRunning(const CycleDecision& decision, bool shutting_down) {
+  {
+    MutexLock lock(&mutex_);
+    stats_ = loop_stats_;
+    if (!sticky_error_.ok()) return false;
+  }
+  if (decision.all_shutting_down) return Stop(Status::Ok());
+  if (shutting_down && Clock::now() - shutdown_since_ > options_.timeout) {
+    KOLO_LOG(WARNING) << "leaving after waiting " << options_.timeout.count() / 1000
+                      << " s for the other ranks to shut down";
+    return Stop(Status::Ok());
+  }
+  return true;
+}
+
+bool Runtime::Stop(const Status& error) {
+  FailEverything(error);
+  return false;
 }
 
 void Runtime::Complete(LocalOperation* local, const Status& status, int64_t bytes) {
@@ -486,7 +461,7 @@ void Runtime::Complete(LocalOperation* local, const Status& status, int64_t byte
     // The name is free again, and the statistics count the operation,
     // before anyone learns of the completion: a waiter may read them or
     // reuse the name at once (the next training step).
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     names_in_use_.erase(name);
     stats_ = loop_stats_;
   }
@@ -497,7 +472,7 @@ void Runtime::Complete(LocalOperation* local, const Status& status, int64_t byte
 void Runtime::FailEverything(const Status& error) {
   std::deque<std::unique_ptr<LocalOperation>> queued;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (sticky_error_.ok()) sticky_error_ = error;
     stopped_ = true;
     queued.swap(queue_);
@@ -506,7 +481,7 @@ void Runtime::FailEverything(const Status& error) {
   }
   // Peers waiting in a lease for this rank go back to their runtimes.
   if (direct_) direct_->Close();
-  joined_all_.notify_all();
+  joined_all_.NotifyAll();
   const Status reason = error.ok() ? Aborted("kolo shut down before the operation ran") : error;
   for (auto& op : queued) op->handle->Complete(reason);
   for (auto& [name, op] : pending_) op->handle->Complete(reason);
@@ -520,54 +495,17 @@ Status Runtime::NamePeerFailure(const Status& status) {
 }
 
 void Runtime::InspectStalls(SteadyTime now) {
-  const auto warning = std::chrono::duration_cast<Clock::duration>(options_.stall_warning);
-  const auto shutdown = std::chrono::duration_cast<Clock::duration>(options_.stall_shutdown);
-  const auto period = std::min<Clock::duration>(std::chrono::seconds(1), warning / 2);
-  if (now - last_stall_check_ < period) return;
-  last_stall_check_ = now;
-  std::vector<WaitingOperation> waiting = coordinator_.Waiting(now, warning);
-  std::string worst;
-  for (const WaitingOperation& w : waiting) {
-    const std::string line =
-        DescribeWait(w, std::chrono::duration_cast<std::chrono::seconds>(w.waited).count());
-    auto warned = stall_warned_.find(w.name);
-    if (warned == stall_warned_.end() || now - warned->second >= warning) {
-      KOLO_LOG(WARNING) << "stall: " << line
-                        << " (the other ranks announced it; a rank that never does hangs "
-                           "the job)";
-      stall_warned_[w.name] = now;
-    }
-    if (shutdown.count() > 0 && w.waited >= shutdown && worst.empty()) worst = line;
+  if (!stall_inspector_.Due(now)) return;
+  for (const std::string& warning : stall_inspector_.Inspect(
+           coordinator_.Waiting(now, stall_inspector_.warning_time()), now)) {
+    KOLO_LOG(WARNING) << warning;
   }
-  for (auto it = stall_warned_.begin(); it != stall_warned_.end();) {
-    const bool still_waiting = std::any_of(waiting.begin(), waiting.end(),
-                                           [&](const WaitingOperation& w) { return w.name == it->first; });
-    it = still_waiting ? std::next(it) : stall_warned_.erase(it);
-  }
-  // Reported in the next exchange, after which every rank fails together.
-  if (!worst.empty() && stall_verdict_.empty()) stall_verdict_ = worst;
 }
 
 Status Runtime::StallShutdown(SteadyTime now) const {
-  std::string line = stall_verdict_;
-  if (line.empty()) {
-    // Another rank's clock got there first: name the operation this rank
-    // has seen waiting longest, which waited the shutdown time there.
-    std::vector<WaitingOperation> waiting = coordinator_.Waiting(now, Clock::duration::zero());
-    auto longest = std::max_element(
-        waiting.begin(), waiting.end(),
-        [](const WaitingOperation& a, const WaitingOperation& b) { return a.waited < b.waited; });
-    if (longest == waiting.end()) {
-      line = "another rank saw an operation wait past the shutdown time";
-    } else {
-      line = DescribeWait(*longest, std::max<int64_t>(
-                                        options_.stall_shutdown.count(),
-                                        std::chrono::duration_cast<std::chrono::seconds>(
-                                            longest->waited).count()));
-    }
-  }
-  return Aborted("stall: " + line + " (KOLO_STALL_SHUTDOWN_S=" +
-                 std::to_string(options_.stall_shutdown.count()) + ")");
+  // What waits here matters only when the verdict is another rank's.
+  if (stall_inspector_.stalled()) return stall_inspector_.ShutdownError({});
+  return stall_inspector_.ShutdownError(coordinator_.Waiting(now, Clock::duration::zero()));
 }
 
 }  // namespace kolo
