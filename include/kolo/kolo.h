@@ -1,10 +1,11 @@
 // kolo's public C++ API for raw buffers (no LibTorch).
 //
-//   KOLO_CHECK_OK(kolo::Init());              // world from kolorun, mpirun, Slurm or PMI
+//   KOLO_RETURN_IF_ERROR(kolo::Init());  // world from kolorun, mpirun, Slurm or PMI
 //   std::vector<float> grad(n, 1.0f);
-//   kolo::Allreduce(grad.data(), grad.data(), n, kolo::DataType::kFloat32,
-//                   kolo::ReduceOp::kAverage);
-//   kolo::Shutdown();
+//   KOLO_RETURN_IF_ERROR(kolo::Allreduce(grad.data(), grad.data(), n,
+//                                        kolo::DataType::kFloat32,
+//                                        kolo::ReduceOp::kAverage));
+//   KOLO_RETURN_IF_ERROR(kolo::Shutdown());
 //
 // Every collective must be called by every rank of the world in the same
 // order with matching arguments; when the arguments differ, every rank gets

@@ -3,7 +3,7 @@
 // name on the command line.
 //
 //   ::torch::manual_seed(42);  // same seed on every rank: same initial weights
-//   kolo::StatusOr<std::shared_ptr<kolo::Model>> model =
+//   kolo::StatusOr<std::shared_ptr<kolo::models::Model>> model =
 //       kolo::models::CreateModel("resnet18", /*num_classes=*/10, /*in_channels=*/3);
 //   if (!model.ok()) return model.status();
 //   ::torch::Tensor logits = (*model)->forward(images);  // [N, 10]

@@ -6,10 +6,10 @@
 // environment, change some fields, and initialise with the result:
 //
 //   kolo::StatusOr<kolo::InitOptions> options = kolo::InitOptions::FromEnvironment();
-//   if (!options.ok()) return 1;
+//   if (!options.ok()) return options.status();
 //   options->runtime.cycle_time = std::chrono::microseconds(500);
 //   options->timeline.path = "trace.json";
-//   kolo::Status s = kolo::Init(*options);
+//   KOLO_RETURN_IF_ERROR(kolo::Init(*options));
 //
 // The world, the store and the engine must describe the same job on every
 // rank; the runtime group must be equal on every rank (Init checks it and

@@ -6,7 +6,7 @@
 //   kolo::StatusOr<kolo::Handle> h = kolo::EnqueueAllreduce(
 //       "layer1.weight.grad", grad, grad, n, kolo::DataType::kFloat32,
 //       kolo::ReduceOp::kAverage);
-//   ...                                 // overlap other work
+//   OtherWork();                        // overlapped with the allreduce
 //   kolo::Status s = h->Wait();         // done, or the error naming the cause
 //
 // A name identifies one operation across ranks: every rank must enqueue the
