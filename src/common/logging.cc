@@ -5,15 +5,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
+
+#include "common/mutex.h"
 
 namespace kolo {
 namespace {
 
 struct LogState {
-  std::mutex mutex;
-  std::string prefix;  // guarded by mutex
-  LogLevel min_level = InitialLevel();
+  Mutex mutex;
+  std::string prefix KOLO_GUARDED_BY(mutex);
+  LogLevel min_level KOLO_GUARDED_BY(mutex) = InitialLevel();
 
   // A bad KOLO_LOG_LEVEL logs at info until Init reports it as an error.
   static LogLevel InitialLevel() {
@@ -39,18 +40,21 @@ const char* LevelName(LogLevel level) {
 }  // namespace
 
 void SetLogPrefix(const std::string& prefix) {
-  std::lock_guard<std::mutex> lock(State().mutex);
-  State().prefix = prefix;
+  LogState& state = State();
+  MutexLock lock(&state.mutex);
+  state.prefix = prefix;
 }
 
 void SetMinLogLevel(LogLevel level) {
-  std::lock_guard<std::mutex> lock(State().mutex);
-  State().min_level = level;
+  LogState& state = State();
+  MutexLock lock(&state.mutex);
+  state.min_level = level;
 }
 
 bool ShouldLog(LogLevel level) {
-  std::lock_guard<std::mutex> lock(State().mutex);
-  return level >= State().min_level;
+  LogState& state = State();
+  MutexLock lock(&state.mutex);
+  return level >= state.min_level;
 }
 
 LogMessage::LogMessage(LogLevel level, const char* file, int line, bool fatal)
@@ -64,9 +68,10 @@ LogMessage::LogMessage(LogLevel level, const char* file, int line, bool fatal)
 LogMessage::~LogMessage() {
   std::string line;
   {
-    std::lock_guard<std::mutex> lock(State().mutex);
+    LogState& state = State();
+    MutexLock lock(&state.mutex);
     line = "kolo";
-    if (!State().prefix.empty()) line += " " + State().prefix;
+    if (!state.prefix.empty()) line += " " + state.prefix;
   }
   line += " " + std::string(LevelName(level_)) + ": " + stream_.str() + "\n";
   std::fwrite(line.data(), 1, line.size(), stderr);

@@ -7,6 +7,7 @@
 // check that GCC adds itself (out may equal an input).
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__F16C__)
 #include <immintrin.h>
@@ -65,6 +66,29 @@ struct BFloat {
   }
 };
 
+// Sums and products of integers wrap around, like the C types they
+// reduce. Signed overflow is undefined behaviour (int64 has no wider type
+// to compute in), so the arithmetic happens in the unsigned type of the
+// same width, which compiles to the same instructions.
+template <typename T>
+T WrappingAdd(T x, T y) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(x) + static_cast<U>(y));
+  } else {
+    return x + y;
+  }
+}
+template <typename T>
+T WrappingMultiply(T x, T y) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(x) * static_cast<U>(y));
+  } else {
+    return x * y;
+  }
+}
+
 template <typename Traits, typename Combine>
 void Apply(void* out, const void* a, const void* b, int64_t count,
            Combine combine) {
@@ -83,7 +107,7 @@ void ReduceTyped(ReduceOp op, void* out, const void* a, const void* b,
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAverage:
-      Apply<Traits>(out, a, b, count, [](auto x, auto y) { return x + y; });
+      Apply<Traits>(out, a, b, count, [](auto x, auto y) { return WrappingAdd(x, y); });
       return;
     case ReduceOp::kMin:
       Apply<Traits>(out, a, b, count,
@@ -94,7 +118,8 @@ void ReduceTyped(ReduceOp op, void* out, const void* a, const void* b,
                     [](auto x, auto y) { return std::max(x, y); });
       return;
     case ReduceOp::kProduct:
-      Apply<Traits>(out, a, b, count, [](auto x, auto y) { return x * y; });
+      Apply<Traits>(out, a, b, count,
+                    [](auto x, auto y) { return WrappingMultiply(x, y); });
       return;
   }
 }

@@ -67,7 +67,7 @@ DirectPath::DirectPath(const Options& options, std::unique_ptr<ShmGroup> posts,
       executor_(options.world, engine_.get(), nullptr, &run_stats_) {}
 
 void DirectPath::Open() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (!failure_.ok()) return;
   ++epoch_;
   slot_ = 0;
@@ -78,45 +78,50 @@ void DirectPath::Open() {
 }
 
 bool DirectPath::AwaitClose(std::chrono::milliseconds period) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (closed_.wait_for(lock, period, [&] { return !open_; })) return true;
-  posts_->Scalar(options_.world.rank, kBeatSlot).fetch_add(1, std::memory_order_relaxed);
-  // A call in flight watches its slot itself.
-  if (in_flight_) return false;
-  const Look look = Examine(epoch_, slot_, nullptr);
-  if (look.verdict == Verdict::kEnd) {
-    open_ = false;
-    return true;
-  }
-  if (look.verdict == Verdict::kGaveUp) {
-    (void)FailLease(Aborted("stall: rank " + std::to_string(look.gave_up) +
-                            " gave up waiting for a synchronous call (KOLO_STALL_SHUTDOWN_S)"));
-    return true;
-  }
   Status alive;
-  for (int32_t r = 0; r < options_.world.size && alive.ok(); ++r) {
-    alive = posts_->CheckAlive(r, "lease");
+  {
+    MutexLock lock(&mutex_);
+    const Clock::time_point deadline = Clock::now() + period;
+    while (open_) {
+      if (!closed_.WaitUntil(&mutex_, deadline)) break;
+    }
+    if (!open_) return true;
+    posts_->Scalar(options_.world.rank, kBeatSlot).fetch_add(1, std::memory_order_relaxed);
+    // A call in flight watches its slot itself.
+    if (in_flight_) return false;
+    const Look look = Examine(epoch_, slot_, nullptr);
+    if (look.verdict == Verdict::kEnd) {
+      open_ = false;
+      return true;
+    }
+    if (look.verdict == Verdict::kGaveUp) {
+      (void)FailLease(Aborted("stall: rank " + std::to_string(look.gave_up) +
+                              " gave up waiting for a synchronous call (KOLO_STALL_SHUTDOWN_S)"));
+      return true;
+    }
+    for (int32_t r = 0; r < options_.world.size && alive.ok(); ++r) {
+      alive = posts_->CheckAlive(r, "lease");
+    }
+    if (alive.ok()) return false;
+    // The other survivors go back to their runtimes, which meet the loss in
+    // their engines, instead of waiting here for this rank's next call.
+    EndLease();
   }
-  if (alive.ok()) return false;
-  // The other survivors go back to their runtimes, which meet the loss in
-  // their engines, instead of waiting here for this rank's next call.
-  EndLease();
   // The store may take a moment to name the rank; callers of Close need not
   // wait for it. The runtime's thread (this one) reads failure() only after.
-  lock.unlock();
   const Status explained = ExplainPeerFailure(alive, store_.get(), RankContext());
-  lock.lock();
+  MutexLock lock(&mutex_);
   (void)FailLease(explained);
   return true;
 }
 
 Status DirectPath::failure() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return failure_;
 }
 
 void DirectPath::Close() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (!open_) return;
   if (in_flight_) {
     close_owed_ = true;
@@ -126,14 +131,14 @@ void DirectPath::Close() {
 }
 
 RuntimeStats DirectPath::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return stats_;
 }
 
 void DirectPath::EndLease() {
   Post(kEnd, slot_, "");
   open_ = false;
-  closed_.notify_all();
+  closed_.NotifyAll();
 }
 
 std::string DirectPath::RankContext() const { return "rank " + std::to_string(options_.world.rank); }
@@ -312,7 +317,7 @@ Status DirectPath::Run(std::vector<TensorSpec> specs, const void* send, void* re
 Status DirectPath::FailLease(const Status& error) {
   if (failure_.ok()) failure_ = error;
   open_ = false;
-  closed_.notify_all();
+  closed_.NotifyAll();
   return error;
 }
 
@@ -321,7 +326,7 @@ StatusOr<bool> DirectPath::TryRun(const TensorSpec& spec, const void* send, void
   uint32_t epoch = 0;
   uint32_t slot = 0;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (!open_) return false;
     if (in_flight_) {
       return InvalidArgument("operation '" + spec.name + "' is already pending on " +
@@ -344,7 +349,7 @@ StatusOr<bool> DirectPath::TryRun(const TensorSpec& spec, const void* send, void
   const bool runs = look.ok() && look->verdict == Verdict::kRun;
   Status ran = runs ? Run(std::move(specs), send, recv, output_to) : Status::Ok();
 
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   in_flight_ = false;
   if (!look.ok()) {
     // A stall is the job's verdict, not this rank's news, as in the runtime.
@@ -360,7 +365,7 @@ StatusOr<bool> DirectPath::TryRun(const TensorSpec& spec, const void* send, void
   }
   if (!runs) {
     open_ = false;
-    closed_.notify_all();
+    closed_.NotifyAll();
     return false;
   }
   ++slot_;

@@ -46,14 +46,13 @@
 #define KOLO_RUNTIME_DIRECT_PATH_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "collectives/backend.h"
+#include "common/mutex.h"
 #include "common/spin_wait.h"
 #include "kolo/runtime.h"
 #include "runtime/executor.h"
@@ -112,10 +111,10 @@ class DirectPath {
   DirectPath(const Options& options, std::unique_ptr<ShmGroup> posts,
              std::unique_ptr<Backend> engine, std::shared_ptr<Store> store);
 
-  // Writes this rank's post for `slot` of the current lease (mutex_ held).
-  void Post(uint32_t kind, uint32_t slot, const std::string& spec);
-  // Posts an end in this rank's next slot and closes the lease (mutex_ held).
-  void EndLease();
+  // Writes this rank's post for `slot` of the current lease.
+  void Post(uint32_t kind, uint32_t slot, const std::string& spec) KOLO_REQUIRES(mutex_);
+  // Posts an end in this rank's next slot and closes the lease.
+  void EndLease() KOLO_REQUIRES(mutex_);
   // "rank 3", the context of this rank's errors.
   std::string RankContext() const;
   // What the posts of `slot` say so far; fills `specs` for kRun.
@@ -125,8 +124,8 @@ class DirectPath {
                            std::vector<TensorSpec>* specs);
   // Runs the agreed call on the engine.
   Status Run(std::vector<TensorSpec> specs, const void* send, void* recv, void* output_to);
-  // Ends the lease with `error` for good (mutex_ held); returns the error.
-  Status FailLease(const Status& error);
+  // Ends the lease with `error` for good; returns the error.
+  Status FailLease(const Status& error) KOLO_REQUIRES(mutex_);
 
   const Options options_;
   const std::unique_ptr<ShmGroup> posts_;
@@ -138,15 +137,16 @@ class DirectPath {
   // The caller's: the last spec every rank posted alike and that was valid.
   mutable std::string checked_spec_;
 
-  mutable std::mutex mutex_;
-  std::condition_variable closed_;  // open_ became false
-  bool open_ = false;               // guarded by mutex_
-  uint32_t epoch_ = 0;              // guarded by mutex_; leases opened so far
-  uint32_t slot_ = 0;               // guarded by mutex_; next slot in the lease
-  bool in_flight_ = false;   // guarded by mutex_; a call posted in slot_, not over
-  bool close_owed_ = false;  // guarded by mutex_; Close() came during that call
-  Status failure_;           // guarded by mutex_; once set, no lease opens
-  RuntimeStats stats_;       // guarded by mutex_
+  mutable Mutex mutex_;
+  CondVar closed_;  // open_ became false
+  bool open_ KOLO_GUARDED_BY(mutex_) = false;
+  uint32_t epoch_ KOLO_GUARDED_BY(mutex_) = 0;  // leases opened so far
+  uint32_t slot_ KOLO_GUARDED_BY(mutex_) = 0;   // next slot in the lease
+  // A call posted in slot_ and not over yet.
+  bool in_flight_ KOLO_GUARDED_BY(mutex_) = false;
+  bool close_owed_ KOLO_GUARDED_BY(mutex_) = false;  // Close() came during that call
+  Status failure_ KOLO_GUARDED_BY(mutex_);           // once set, no lease opens
+  RuntimeStats stats_ KOLO_GUARDED_BY(mutex_);
 };
 
 }  // namespace kolo

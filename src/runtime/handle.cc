@@ -8,11 +8,11 @@ namespace internal {
 
 void HandleState::Complete(const Status& final_status) {
   {
-    std::lock_guard<std::mutex> lock(mutex);
+    MutexLock lock(&mutex);
     status = final_status;
     done.store(true, std::memory_order_release);
   }
-  completed.notify_all();
+  completed.NotifyAll();
   if (callback) callback(final_status);
 }
 
@@ -39,14 +39,18 @@ Status Handle::Wait(std::chrono::milliseconds timeout) const {
   const auto began = AdaptiveSpin::Clock::now();
   const bool finished = spin.Spin(
       [&] { return state_->done.load(std::memory_order_acquire); }, state_->spin_style, began);
-  std::unique_lock<std::mutex> lock(state_->mutex);
-  // wait_until on a far deadline overflows; wait_for with a cap does not.
-  const auto cap = std::chrono::hours(24 * 365);
-  if (!finished &&
-      !state_->completed.wait_for(lock, std::min<std::chrono::milliseconds>(timeout, cap),
-                                  [&] { return state_->done.load(); })) {
-    return Timeout("operation '" + state_->name + "' did not complete within " +
-                   std::to_string(timeout.count()) + " ms");
+  MutexLock lock(&state_->mutex);
+  if (!finished) {
+    // now() + milliseconds::max() would overflow; a year is forever enough.
+    const auto cap = std::chrono::hours(24 * 365);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(timeout, cap);
+    while (!state_->done.load()) {
+      if (!state_->completed.WaitUntil(&state_->mutex, deadline) && !state_->done.load()) {
+        return Timeout("operation '" + state_->name + "' did not complete within " +
+                       std::to_string(timeout.count()) + " ms");
+      }
+    }
   }
   spin.Finished(began);
   return state_->status;

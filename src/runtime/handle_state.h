@@ -4,12 +4,11 @@
 #define KOLO_RUNTIME_HANDLE_STATE_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/spin_wait.h"
 #include "kolo/runtime.h"
 
@@ -36,12 +35,12 @@ struct HandleState {
   std::vector<char> output;
   std::vector<int64_t> output_counts;
 
-  std::mutex mutex;
-  std::condition_variable completed;
+  Mutex mutex;
+  CondVar completed;
   // Written under mutex (waiters block on `completed`), read without it
   // by Poll and by a spinning waiter.
   std::atomic<bool> done{false};
-  Status status;  // guarded by mutex; final once done
+  Status status KOLO_GUARDED_BY(mutex);  // final once done
 };
 
 }  // namespace kolo::internal
