@@ -25,14 +25,16 @@ void FillPattern(std::vector<char>& buffer, uint64_t seed) {
   }
 }
 
-void BM_Reduce(benchmark::State& state, ReduceIsa isa, DataType type, ReduceOp op) {
+void BM_Reduce(benchmark::State& state, ReduceIsa isa, DataType type,
+               ReduceOp op) {
   const int64_t bytes = state.range(0);
   const int64_t count = bytes / DataTypeSize(type);
   std::vector<char> a(bytes), b(bytes), out(bytes), want(bytes);
   FillPattern(a, 1);
   FillPattern(b, 2);
   const ReduceKernels kernels = KernelsFor(isa);
-  KernelsFor(ReduceIsa::kPortable).reduce(type, op, want.data(), a.data(), b.data(), count);
+  KernelsFor(ReduceIsa::kPortable)
+      .reduce(type, op, want.data(), a.data(), b.data(), count);
   kernels.reduce(type, op, out.data(), a.data(), b.data(), count);
   if (out != want) {
     state.SkipWithError("result differs from the portable kernel");
@@ -63,13 +65,17 @@ constexpr int64_t kCached = 256 << 10;
 constexpr int64_t kStreamed = 64 << 20;
 
 int RegisterAll() {
-  benchmark::RegisterBenchmark("memcpy", BM_Memcpy)->Arg(kCached)->Arg(kStreamed);
+  benchmark::RegisterBenchmark("memcpy", BM_Memcpy)
+      ->Arg(kCached)
+      ->Arg(kStreamed);
   for (ReduceIsa isa : SupportedReduceIsas()) {
-    for (DataType type : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
-                          DataType::kBFloat16, DataType::kInt32, DataType::kInt8}) {
+    for (DataType type :
+         {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
+          DataType::kBFloat16, DataType::kInt32, DataType::kInt8}) {
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
-        const std::string name = std::string("reduce/") + ReduceIsaName(isa) + "/" +
-                                 DataTypeName(type) + "/" + ReduceOpName(op);
+        const std::string name = std::string("reduce/") + ReduceIsaName(isa) +
+                                 "/" + DataTypeName(type) + "/" +
+                                 ReduceOpName(op);
         benchmark::RegisterBenchmark(name.c_str(), BM_Reduce, isa, type, op)
             ->Arg(kCached)
             ->Arg(kStreamed);

@@ -8,7 +8,8 @@ namespace kolo {
 namespace {
 
 Status NotInitialized() {
-  return FailedPrecondition("kolo::Init() has not been called (or Shutdown() has)");
+  return FailedPrecondition(
+      "kolo::Init() has not been called (or Shutdown() has)");
 }
 
 }  // namespace
@@ -55,11 +56,15 @@ Status WithSync(Call&& call) {
 
 Status Allreduce(const void* send, void* recv, int64_t count, DataType type,
                  ReduceOp op) {
-  return WithSync([&](SynchronousCollectives& c) { return c.Allreduce(send, recv, count, type, op); });
+  return WithSync([&](SynchronousCollectives& c) {
+    return c.Allreduce(send, recv, count, type, op);
+  });
 }
 
 Status Allgather(const void* send, void* recv, int64_t count, DataType type) {
-  return WithSync([&](SynchronousCollectives& c) { return c.Allgather(send, recv, count, type); });
+  return WithSync([&](SynchronousCollectives& c) {
+    return c.Allgather(send, recv, count, type);
+  });
 }
 
 Status Allgatherv(const void* send, int64_t send_count, void* recv,
@@ -71,12 +76,15 @@ Status Allgatherv(const void* send, int64_t send_count, void* recv,
 
 Status Broadcast(const void* send, void* recv, int64_t count, DataType type,
                  int32_t root) {
-  return WithSync(
-      [&](SynchronousCollectives& c) { return c.Broadcast(send, recv, count, type, root); });
+  return WithSync([&](SynchronousCollectives& c) {
+    return c.Broadcast(send, recv, count, type, root);
+  });
 }
 
 Status Alltoall(const void* send, void* recv, int64_t count, DataType type) {
-  return WithSync([&](SynchronousCollectives& c) { return c.Alltoall(send, recv, count, type); });
+  return WithSync([&](SynchronousCollectives& c) {
+    return c.Alltoall(send, recv, count, type);
+  });
 }
 
 Status Alltoallv(const void* send, const std::vector<int64_t>& send_counts,
@@ -102,8 +110,9 @@ Status Barrier() {
 
 namespace {
 
-StatusOr<Handle> EnqueueOne(TensorSpec spec, const std::string& name, const void* send,
-                            void* recv, CompletionCallback callback) {
+StatusOr<Handle> EnqueueOne(TensorSpec spec, const std::string& name,
+                            const void* send, void* recv,
+                            CompletionCallback callback) {
   Runtime* runtime = Process::Get().runtime();
   if (runtime == nullptr) return NotInitialized();
   spec.name = name;
@@ -112,19 +121,20 @@ StatusOr<Handle> EnqueueOne(TensorSpec spec, const std::string& name, const void
 
 }  // namespace
 
-StatusOr<Handle> EnqueueAllreduce(const std::string& name, const void* send, void* recv,
-                                  int64_t count, DataType type, ReduceOp op,
-                                  CompletionCallback callback) {
-  return EnqueueOne(MakeSpec(Collective::kAllreduce, type, count, op), name, send, recv,
-                    std::move(callback));
+StatusOr<Handle> EnqueueAllreduce(const std::string& name, const void* send,
+                                  void* recv, int64_t count, DataType type,
+                                  ReduceOp op, CompletionCallback callback) {
+  return EnqueueOne(MakeSpec(Collective::kAllreduce, type, count, op), name,
+                    send, recv, std::move(callback));
 }
 
 StatusOr<std::vector<Handle>> EnqueueGroupedAllreduce(
-    const std::string& group_name, const std::vector<AllreduceTensor>& tensors, DataType type,
-    ReduceOp op, CompletionCallback callback) {
+    const std::string& group_name, const std::vector<AllreduceTensor>& tensors,
+    DataType type, ReduceOp op, CompletionCallback callback) {
   Runtime* runtime = Process::Get().runtime();
   if (runtime == nullptr) return NotInitialized();
-  if (tensors.empty()) return InvalidArgument("group '" + group_name + "' has no tensors");
+  if (tensors.empty())
+    return InvalidArgument("group '" + group_name + "' has no tensors");
   std::vector<TensorSpec> specs;
   std::vector<const void*> sends;
   std::vector<void*> recvs;
@@ -137,25 +147,28 @@ StatusOr<std::vector<Handle>> EnqueueGroupedAllreduce(
     sends.push_back(t.send);
     recvs.push_back(t.recv);
   }
-  return runtime->EnqueueGroup(std::move(specs), std::move(sends), std::move(recvs),
-                               std::move(callback));
+  return runtime->EnqueueGroup(std::move(specs), std::move(sends),
+                               std::move(recvs), std::move(callback));
 }
 
-StatusOr<Handle> EnqueueAllgather(const std::string& name, const void* send, int64_t count,
-                                  DataType type, CompletionCallback callback) {
-  return EnqueueOne(MakeSpec(Collective::kAllgather, type, count), name, send, nullptr,
-                    std::move(callback));
+StatusOr<Handle> EnqueueAllgather(const std::string& name, const void* send,
+                                  int64_t count, DataType type,
+                                  CompletionCallback callback) {
+  return EnqueueOne(MakeSpec(Collective::kAllgather, type, count), name, send,
+                    nullptr, std::move(callback));
 }
 
-StatusOr<Handle> EnqueueBroadcast(const std::string& name, void* buffer, int64_t count,
-                                  DataType type, int32_t root, CompletionCallback callback) {
-  return EnqueueOne(MakeSpec(Collective::kBroadcast, type, count, ReduceOp::kSum, root), name,
-                    buffer, buffer, std::move(callback));
+StatusOr<Handle> EnqueueBroadcast(const std::string& name, void* buffer,
+                                  int64_t count, DataType type, int32_t root,
+                                  CompletionCallback callback) {
+  return EnqueueOne(
+      MakeSpec(Collective::kBroadcast, type, count, ReduceOp::kSum, root), name,
+      buffer, buffer, std::move(callback));
 }
 
 StatusOr<Handle> EnqueueAlltoall(const std::string& name, const void* send,
-                                 const std::vector<int64_t>& send_counts, DataType type,
-                                 CompletionCallback callback) {
+                                 const std::vector<int64_t>& send_counts,
+                                 DataType type, CompletionCallback callback) {
   int64_t total = 0;
   for (int64_t c : send_counts) total += c;
   TensorSpec spec = MakeSpec(Collective::kAlltoall, type, total);
@@ -166,8 +179,8 @@ StatusOr<Handle> EnqueueAlltoall(const std::string& name, const void* send,
 StatusOr<Handle> EnqueueReducescatter(const std::string& name, const void* send,
                                       int64_t count, DataType type, ReduceOp op,
                                       CompletionCallback callback) {
-  return EnqueueOne(MakeSpec(Collective::kReducescatter, type, count, op), name, send, nullptr,
-                    std::move(callback));
+  return EnqueueOne(MakeSpec(Collective::kReducescatter, type, count, op), name,
+                    send, nullptr, std::move(callback));
 }
 
 StatusOr<int32_t> Join() {

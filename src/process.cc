@@ -53,15 +53,16 @@ StatusOr<StoreConnection> ConnectStore(const InitOptions& options) {
     StatusOr<std::unique_ptr<TcpStoreServer>> started =
         TcpStoreServer::Start(store.host, store.port, store.secret);
     if (!started.ok()) {
-      return started.status().WithContext("rank 0 could not host the store at " + store.host +
-                                          ":" + std::to_string(store.port) +
-                                          " (KOLO_STORE_ADDR)");
+      return started.status().WithContext(
+          "rank 0 could not host the store at " + store.host + ":" +
+          std::to_string(store.port) + " (KOLO_STORE_ADDR)");
     }
     connection.server = std::move(started).value();
   }
-  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreClient> client,
-                        TcpStoreClient::Connect(store.host, store.port, store.secret, world.rank,
-                                                options.engine.timeout));
+  KOLO_ASSIGN_OR_RETURN(
+      std::unique_ptr<TcpStoreClient> client,
+      TcpStoreClient::Connect(store.host, store.port, store.secret, world.rank,
+                              options.engine.timeout));
   connection.client = std::move(client);
   return connection;
 }
@@ -83,10 +84,12 @@ struct Engines {
   std::unique_ptr<DirectPath> direct;
 };
 
-StatusOr<Engines> BuildEngines(const InitOptions& options, const WorldInfo& world,
+StatusOr<Engines> BuildEngines(const InitOptions& options,
+                               const WorldInfo& world,
                                const std::optional<HostTopology>& topology,
                                std::shared_ptr<Store> round_store,
-                               std::shared_ptr<Store> job_store, const std::string& round_prefix) {
+                               std::shared_ptr<Store> job_store,
+                               const std::string& round_prefix) {
   Engines engines;
   const HostTopology* hosts = topology ? &*topology : nullptr;
   engines.plan = PlanEngine(options.engine, hosts);
@@ -96,12 +99,15 @@ StatusOr<Engines> BuildEngines(const InitOptions& options, const WorldInfo& worl
   backend_options.gloo_hostname = options.engine.gloo_hostname;
   backend_options.shm_area_bytes = options.engine.shm_area_bytes;
   backend_options.store_prefix = engines.plan.hierarchical ? "hierarchical"
-                                 : engines.plan.backend == BackendKind::kShm ? "shm"
-                                                                             : "gloo";
-  KOLO_ASSIGN_OR_RETURN(engines.backend,
-                        CreateBackend(engines.plan, backend_options, round_store, hosts));
-  if (options.direct_path.enabled && engines.plan.backend == BackendKind::kShm &&
-      !engines.plan.spans_hosts && world.size > 1) {
+                                 : engines.plan.backend == BackendKind::kShm
+                                     ? "shm"
+                                     : "gloo";
+  KOLO_ASSIGN_OR_RETURN(
+      engines.backend,
+      CreateBackend(engines.plan, backend_options, round_store, hosts));
+  if (options.direct_path.enabled &&
+      engines.plan.backend == BackendKind::kShm && !engines.plan.spans_hosts &&
+      world.size > 1) {
     DirectPath::Options direct_options;
     direct_options.world = world;
     direct_options.timeout = options.engine.timeout;
@@ -111,7 +117,8 @@ StatusOr<Engines> BuildEngines(const InitOptions& options, const WorldInfo& worl
     // The path names dead peers from the job's failure news, so it gets
     // the job's store and keeps its keys under the round's prefix.
     direct_options.store_prefix = round_prefix + "/direct";
-    KOLO_ASSIGN_OR_RETURN(engines.direct, DirectPath::Create(direct_options, job_store));
+    KOLO_ASSIGN_OR_RETURN(engines.direct,
+                          DirectPath::Create(direct_options, job_store));
   }
   return engines;
 }
@@ -155,26 +162,28 @@ Status Process::Init(const InitOptions& options) {
   std::optional<HostTopology> topology;
   if (client) {
     StatusOr<int64_t> round = JoinRound(*client, options.world.ranks.size);
-    if (!round.ok()) return fail(round.status().WithContext("joining a rendezvous round"));
+    if (!round.ok())
+      return fail(round.status().WithContext("joining a rendezvous round"));
     round_prefix = "kolo/round" + std::to_string(*round);
     round_store = std::make_shared<PrefixStore>(round_prefix, client);
     // Step 4. Where there is no store (MPI alone) the launcher's
     // description stands.
-    StatusOr<HostTopology> found = DiscoverTopology(*round_store, "host", options.world.ranks,
-                                                    options.world.host_id,
-                                                    options.engine.timeout);
+    StatusOr<HostTopology> found =
+        DiscoverTopology(*round_store, "host", options.world.ranks,
+                         options.world.host_id, options.engine.timeout);
     if (!found.ok()) return fail(found.status());
     topology = *std::move(found);
     membership->world = topology->world;
   }
 
-  StatusOr<Engines> engines =
-      BuildEngines(options, membership->world, topology, round_store, client, round_prefix);
+  StatusOr<Engines> engines = BuildEngines(options, membership->world, topology,
+                                           round_store, client, round_prefix);
   if (!engines.ok()) return fail(engines.status());
   membership->hierarchical_allreduce = engines->plan.hierarchical;
   // A hierarchical job reports the engine it asked for (shm inside hosts).
-  membership->active_backend =
-      engines->plan.hierarchical ? options.engine.backend : engines->plan.backend;
+  membership->active_backend = engines->plan.hierarchical
+                                   ? options.engine.backend
+                                   : engines->plan.backend;
 
   // Step 7.
   RuntimeOptions runtime_options;
@@ -183,15 +192,17 @@ Status Process::Init(const InitOptions& options) {
   runtime_options.timeline_path = options.timeline.path;
   runtime_options.timeline_section = inits_;
   runtime_options.timeout = options.engine.timeout;
-  StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Start(
-      runtime_options, std::move(engines->backend), client, std::move(engines->direct));
+  StatusOr<std::unique_ptr<Runtime>> runtime =
+      Runtime::Start(runtime_options, std::move(engines->backend), client,
+                     std::move(engines->direct));
   if (!runtime.ok()) return fail(runtime.status());
 
   ++inits_;
   membership->store_server = std::move(connection.server);
   membership->store_client = std::move(client);
   membership->runtime = std::move(runtime).value();
-  membership->sync = std::make_unique<SynchronousCollectives>(membership->runtime.get());
+  membership->sync =
+      std::make_unique<SynchronousCollectives>(membership->runtime.get());
   membership_ = std::move(membership);
   ShutdownAtExit();
   return Status::Ok();

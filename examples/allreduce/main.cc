@@ -11,12 +11,14 @@ int main() {
     return 1;
   }
   std::vector<float> gradient(4, static_cast<float>(kolo::Rank()));
-  kolo::Status s = kolo::Allreduce(gradient.data(), gradient.data(), gradient.size(),
-                                   kolo::DataType::kFloat32, kolo::ReduceOp::kAverage);
+  kolo::Status s =
+      kolo::Allreduce(gradient.data(), gradient.data(), gradient.size(),
+                      kolo::DataType::kFloat32, kolo::ReduceOp::kAverage);
   if (!s.ok()) {
     std::fprintf(stderr, "allreduce: %s\n", s.ToString().c_str());
     return 1;
   }
-  std::printf("rank %d of %d: average of ranks = %g\n", kolo::Rank(), kolo::Size(), gradient[0]);
+  std::printf("rank %d of %d: average of ranks = %g\n", kolo::Rank(),
+              kolo::Size(), gradient[0]);
   return kolo::Shutdown().ok() ? 0 : 1;
 }

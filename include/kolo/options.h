@@ -5,10 +5,10 @@
 // kolo::Init(*InitOptions::FromEnvironment()). A program may read the
 // environment, change some fields, and initialise with the result:
 //
-//   kolo::StatusOr<kolo::InitOptions> options = kolo::InitOptions::FromEnvironment();
-//   if (!options.ok()) return options.status();
-//   options->runtime.cycle_time = std::chrono::microseconds(500);
-//   options->timeline.path = "trace.json";
+//   kolo::StatusOr<kolo::InitOptions> options =
+//   kolo::InitOptions::FromEnvironment(); if (!options.ok()) return
+//   options.status(); options->runtime.cycle_time =
+//   std::chrono::microseconds(500); options->timeline.path = "trace.json";
 //   KOLO_RETURN_IF_ERROR(kolo::Init(*options));
 //
 // The world, the store and the engine must describe the same job on every
@@ -64,8 +64,8 @@ struct StoreConfig {
   // KOLO_STORE_ADDR=host:port; empty host: no store (MPI alone or 1 rank).
   std::string host;
   int32_t port = 0;
-  std::string secret;          // KOLO_STORE_SECRET
-  bool rank0_hosts = false;    // rank 0 serves it (unless KOLO_STORE_HOSTED)
+  std::string secret;        // KOLO_STORE_SECRET
+  bool rank0_hosts = false;  // rank 0 serves it (unless KOLO_STORE_HOSTED)
 };
 
 // The engine that moves the data.

@@ -54,7 +54,8 @@ class Handle {
   // up to 50 us before it blocks while this thread's waits keep ending that
   // soon (src/common/spin_wait.h), so it may return later than a short
   // `timeout`.
-  Status Wait(std::chrono::milliseconds timeout = std::chrono::hours(24 * 365)) const;
+  Status Wait(
+      std::chrono::milliseconds timeout = std::chrono::hours(24 * 365)) const;
   const std::string& name() const;
 
   // Results the runtime allocates (allgather, alltoall, reducescatter):
@@ -107,9 +108,8 @@ StatusOr<Handle> EnqueueAlltoall(const std::string& name, const void* send,
 
 // Reduces `count` elements (a multiple of the world size) across ranks and
 // leaves block `rank` (count / size elements) in Handle::output().
-StatusOr<Handle> EnqueueReducescatter(const std::string& name,
-                                      const void* send, int64_t count,
-                                      DataType type, ReduceOp op,
+StatusOr<Handle> EnqueueReducescatter(const std::string& name, const void* send,
+                                      int64_t count, DataType type, ReduceOp op,
                                       CompletionCallback callback = nullptr);
 
 // Declares that this rank has run out of data. Until every rank has joined,
@@ -120,14 +120,14 @@ StatusOr<int32_t> Join();
 
 // What the runtime has done so far in this process.
 struct RuntimeStats {
-  int64_t operations = 0;          // completed operations (tensors)
-  int64_t bytes = 0;               // bytes of those tensors
-  int64_t collectives = 0;         // engine calls that moved tensor data
-  int64_t fused_batches = 0;       // engine calls that carried >1 tensor
-  int64_t cycles = 0;              // negotiation rounds
-  int64_t cache_hits = 0;          // tensors announced by a cache bit
-  int64_t cache_misses = 0;        // tensors announced in full
-  int64_t errors = 0;              // operations that completed with an error
+  int64_t operations = 0;     // completed operations (tensors)
+  int64_t bytes = 0;          // bytes of those tensors
+  int64_t collectives = 0;    // engine calls that moved tensor data
+  int64_t fused_batches = 0;  // engine calls that carried >1 tensor
+  int64_t cycles = 0;         // negotiation rounds
+  int64_t cache_hits = 0;     // tensors announced by a cache bit
+  int64_t cache_misses = 0;   // tensors announced in full
+  int64_t errors = 0;         // operations that completed with an error
   // Of `operations`: synchronous calls that ran on the caller's thread
   // while every rank's runtime was idle (the shm backend's direct path).
   int64_t direct_operations = 0;

@@ -98,9 +98,9 @@ class [[nodiscard]] StatusOr {
 }  // namespace kolo
 
 // Returns from the enclosing function when `expr` yields a non-ok Status.
-#define KOLO_RETURN_IF_ERROR(expr)            \
-  do {                                        \
-    ::kolo::Status kolo_status_ = (expr);     \
+#define KOLO_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::kolo::Status kolo_status_ = (expr);        \
     if (!kolo_status_.ok()) return kolo_status_; \
   } while (0)
 

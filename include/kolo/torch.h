@@ -6,11 +6,12 @@
 //   auto model = std::make_shared<Net>();
 //   torch::optim::SGD sgd(model->parameters(), /*lr=*/0.01);
 //   kolo::torch::BroadcastParameters(*model, 0);
-//   kolo::torch::DistributedOptimizer optimizer(sgd, model->named_parameters());
-//   for (auto& batch : shard) {
+//   kolo::torch::DistributedOptimizer optimizer(sgd,
+//   model->named_parameters()); for (auto& batch : shard) {
 //     optimizer.ZeroGrad();
 //     loss_fn(model->forward(batch.data), batch.target).backward();
-//     optimizer.Step();                      // waits for the averaged gradients
+//     optimizer.Step();                      // waits for the averaged
+//     gradients
 //   }
 //
 // LibTorch lives in namespace ::torch; this header's namespace is
@@ -61,14 +62,18 @@ class TensorHandle {
 
 // Asynchronous collectives, named as in kolo/runtime.h. Any dtype kolo
 // supports, contiguous or not (non-contiguous inputs are copied).
-StatusOr<TensorHandle> AllreduceAsync(const std::string& name, const ::torch::Tensor& tensor,
+StatusOr<TensorHandle> AllreduceAsync(const std::string& name,
+                                      const ::torch::Tensor& tensor,
                                       ReduceOp op = ReduceOp::kAverage);
 // Concatenates every rank's tensor along dimension 0 (sizes may differ).
-StatusOr<TensorHandle> AllgatherAsync(const std::string& name, const ::torch::Tensor& tensor);
-StatusOr<TensorHandle> BroadcastAsync(const std::string& name, const ::torch::Tensor& tensor,
+StatusOr<TensorHandle> AllgatherAsync(const std::string& name,
+                                      const ::torch::Tensor& tensor);
+StatusOr<TensorHandle> BroadcastAsync(const std::string& name,
+                                      const ::torch::Tensor& tensor,
                                       int32_t root);
 // Sends splits[j] rows (dimension 0) to rank j; empty splits: equal parts.
-StatusOr<TensorHandle> AlltoallAsync(const std::string& name, const ::torch::Tensor& tensor,
+StatusOr<TensorHandle> AlltoallAsync(const std::string& name,
+                                     const ::torch::Tensor& tensor,
                                      std::vector<int64_t> splits = {});
 // Reduces across ranks and keeps this rank's block of dimension 0, which
 // must divide by the world size.
@@ -77,14 +82,18 @@ StatusOr<TensorHandle> ReducescatterAsync(const std::string& name,
                                           ReduceOp op = ReduceOp::kAverage);
 
 // Synchronous forms: enqueue and wait. Each returns a new tensor.
-StatusOr<::torch::Tensor> Allreduce(const ::torch::Tensor& tensor, const std::string& name,
+StatusOr<::torch::Tensor> Allreduce(const ::torch::Tensor& tensor,
+                                    const std::string& name,
                                     ReduceOp op = ReduceOp::kAverage);
-StatusOr<::torch::Tensor> Allgather(const ::torch::Tensor& tensor, const std::string& name);
-StatusOr<::torch::Tensor> Broadcast(const ::torch::Tensor& tensor, const std::string& name,
-                                    int32_t root);
-StatusOr<::torch::Tensor> Alltoall(const ::torch::Tensor& tensor, const std::string& name,
+StatusOr<::torch::Tensor> Allgather(const ::torch::Tensor& tensor,
+                                    const std::string& name);
+StatusOr<::torch::Tensor> Broadcast(const ::torch::Tensor& tensor,
+                                    const std::string& name, int32_t root);
+StatusOr<::torch::Tensor> Alltoall(const ::torch::Tensor& tensor,
+                                   const std::string& name,
                                    std::vector<int64_t> splits = {});
-StatusOr<::torch::Tensor> Reducescatter(const ::torch::Tensor& tensor, const std::string& name,
+StatusOr<::torch::Tensor> Reducescatter(const ::torch::Tensor& tensor,
+                                        const std::string& name,
                                         ReduceOp op = ReduceOp::kAverage);
 
 // Makes every rank's parameters and buffers (batch-norm statistics) equal to
@@ -92,7 +101,8 @@ StatusOr<::torch::Tensor> Reducescatter(const ::torch::Tensor& tensor, const std
 Status BroadcastParameters(::torch::nn::Module& module, int32_t root = 0);
 // Broadcasts SGD momentum buffers and Adam/AdamW moments and step counts.
 // Ranks whose optimizer has no state yet get root's (it is created).
-Status BroadcastOptimizerState(::torch::optim::Optimizer& optimizer, int32_t root = 0);
+Status BroadcastOptimizerState(::torch::optim::Optimizer& optimizer,
+                               int32_t root = 0);
 // The average of `value` over all ranks (loss, accuracy).
 StatusOr<double> AverageMetric(double value, const std::string& name);
 
@@ -139,7 +149,8 @@ class DistributedOptimizer {
   // `named_parameters` gives the names the gradients travel under; every
   // rank must pass the same names (module.named_parameters() does).
   DistributedOptimizer(::torch::optim::Optimizer& optimizer,
-                       const ::torch::OrderedDict<std::string, ::torch::Tensor>& named_parameters,
+                       const ::torch::OrderedDict<std::string, ::torch::Tensor>&
+                           named_parameters,
                        DistributedOptimizerOptions options = {});
   ~DistributedOptimizer();
   DistributedOptimizer(const DistributedOptimizer&) = delete;
@@ -159,7 +170,8 @@ class DistributedOptimizer {
 
   // When the hooks enqueued gradients during the last backward pass, for
   // tests and benchmarks: first and last enqueue times.
-  std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>
+  std::pair<std::chrono::steady_clock::time_point,
+            std::chrono::steady_clock::time_point>
   last_enqueue_window() const;
 
  private:

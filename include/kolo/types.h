@@ -24,7 +24,8 @@ enum class DataType : int32_t {
 // Every data type, in declaration order; handy for tests and benchmarks.
 const std::vector<DataType>& AllDataTypes();
 int64_t DataTypeSize(DataType type);
-// "float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64"
+// "float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32",
+// "int64"
 const char* DataTypeName(DataType type);
 StatusOr<DataType> ParseDataType(const std::string& name);
 bool IsFloatingPoint(DataType type);

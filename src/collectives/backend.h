@@ -41,9 +41,8 @@ class Backend {
                            const std::vector<int64_t>& send_counts, void* recv,
                            const std::vector<int64_t>& recv_counts,
                            DataType type) = 0;
-  virtual Status Reducescatter(const void* send, void* recv,
-                               int64_t recv_count, DataType type,
-                               ReduceOp op) = 0;
+  virtual Status Reducescatter(const void* send, void* recv, int64_t recv_count,
+                               DataType type, ReduceOp op) = 0;
   virtual Status Barrier() = 0;
 
   // Tensors of at least this many bytes run alone even when they could be
@@ -74,18 +73,17 @@ StatusOr<std::unique_ptr<Backend>> CreateMpiBackend(
 // their own (options.world gives this rank's place in it, in world-rank
 // order). Every rank of the job must call it, members or not, because MPI
 // splits a communicator collectively; non-members get a null backend.
-StatusOr<std::unique_ptr<Backend>> CreateMpiSubBackend(const BackendOptions& options,
-                                                       bool member);
+StatusOr<std::unique_ptr<Backend>> CreateMpiSubBackend(
+    const BackendOptions& options, bool member);
 // All ranks must be on one host.
 StatusOr<std::unique_ptr<Backend>> CreateShmBackend(
     const BackendOptions& options, std::shared_ptr<Store> store);
 // Allreduce in three stages for jobs that span hosts (shm inside each host,
 // `network` between one leader per host); the other collectives run flat
 // over `network`. See hierarchical/hierarchical_backend.cc.
-StatusOr<std::unique_ptr<Backend>> CreateHierarchicalBackend(const BackendOptions& options,
-                                                             std::shared_ptr<Store> store,
-                                                             const HostTopology& topology,
-                                                             BackendKind network);
+StatusOr<std::unique_ptr<Backend>> CreateHierarchicalBackend(
+    const BackendOptions& options, std::shared_ptr<Store> store,
+    const HostTopology& topology, BackendKind network);
 
 }  // namespace kolo
 

@@ -20,14 +20,16 @@ Status ExplainPeerFailure(const Status& status, Store* store,
   const bool lost_peer = status.code() == StatusCode::kPeerFailure ||
                          status.code() == StatusCode::kTimeout;
   if (store != nullptr && lost_peer) {
-    StatusOr<std::string> failed = store->Get(kFailedRanksKey, kFailureNewsWait);
+    StatusOr<std::string> failed =
+        store->Get(kFailedRanksKey, kFailureNewsWait);
     if (failed.ok()) {
       // The first rank to leave is the likely cause; the others usually
       // left because of it.
       const size_t comma = failed->find(',');
       culprit = "rank " + failed->substr(0, comma) +
                 " is gone (process exited or lost its connection)";
-      if (comma != std::string::npos) culprit += ", then ranks " + failed->substr(comma + 1);
+      if (comma != std::string::npos)
+        culprit += ", then ranks " + failed->substr(comma + 1);
       culprit += "; ";
     } else if (failed.status().code() != StatusCode::kTimeout) {
       culprit = "the rendezvous store is unreachable as well (" +

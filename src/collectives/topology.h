@@ -26,7 +26,9 @@ struct HostTopology {
   // the host's leader.
   std::vector<std::vector<int32_t>> ranks_on_host;
 
-  int32_t HostCount() const { return static_cast<int32_t>(ranks_on_host.size()); }
+  int32_t HostCount() const {
+    return static_cast<int32_t>(ranks_on_host.size());
+  }
   // The most ranks any one host holds.
   int32_t LargestHost() const;
   bool IsLeader(int32_t rank) const {
@@ -37,7 +39,8 @@ struct HostTopology {
 };
 
 // The topology `rank` sees when rank r's host identity is host_ids[r].
-HostTopology TopologyFromHostIds(int32_t rank, const std::vector<std::string>& host_ids);
+HostTopology TopologyFromHostIds(int32_t rank,
+                                 const std::vector<std::string>& host_ids);
 
 // Every rank of `world` publishes `host_id` under `prefix`; rank 0 reads
 // them all (within `timeout` in all) and publishes the table, which the others
@@ -45,7 +48,8 @@ HostTopology TopologyFromHostIds(int32_t rank, const std::vector<std::string>& h
 // every rank reading every identity. A missing rank's error names it, on
 // rank 0 and, through the table, on every other rank.
 StatusOr<HostTopology> DiscoverTopology(Store& store, const std::string& prefix,
-                                        const WorldInfo& world, const std::string& host_id,
+                                        const WorldInfo& world,
+                                        const std::string& host_id,
                                         std::chrono::milliseconds timeout);
 
 }  // namespace kolo

@@ -1,8 +1,8 @@
 #include "common/config.h"
 
+#include <unistd.h>
 #include <cerrno>
 #include <cstdlib>
-#include <unistd.h>
 
 #include <vector>
 
@@ -36,8 +36,8 @@ StatusOr<std::vector<int64_t>> ExpandSlurmTaskList(const std::string& text) {
                            1 << 20, "SLURM_STEP_TASKS_PER_NODE repeat"));
       item = item.substr(0, paren);
     }
-    KOLO_ASSIGN_OR_RETURN(int64_t count,
-                          ParseInt(item, 1, 1 << 20, "SLURM_STEP_TASKS_PER_NODE"));
+    KOLO_ASSIGN_OR_RETURN(
+        int64_t count, ParseInt(item, 1, 1 << 20, "SLURM_STEP_TASKS_PER_NODE"));
     for (int64_t i = 0; i < repeat; ++i) counts.push_back(count);
     start = comma + 1;
   }
@@ -61,14 +61,16 @@ Status ReadWorld(const EnvLookup& env, WorldConfig* config) {
   constexpr int64_t kMaxRanks = 1 << 20;
   if (env(env::kRank)) {
     config->launcher = "kolorun";
-    KOLO_ASSIGN_OR_RETURN(int64_t size, ReadInt(env, env::kSize, 1, 1, kMaxRanks));
+    KOLO_ASSIGN_OR_RETURN(int64_t size,
+                          ReadInt(env, env::kSize, 1, 1, kMaxRanks));
     w.size = static_cast<int32_t>(size);
-    KOLO_ASSIGN_OR_RETURN(int64_t rank, ReadInt(env, env::kRank, 0, 0, size - 1));
+    KOLO_ASSIGN_OR_RETURN(int64_t rank,
+                          ReadInt(env, env::kRank, 0, 0, size - 1));
     w.rank = static_cast<int32_t>(rank);
     KOLO_ASSIGN_OR_RETURN(int64_t local_size,
                           ReadInt(env, env::kLocalSize, size, 1, size));
-    KOLO_ASSIGN_OR_RETURN(int64_t local_rank,
-                          ReadInt(env, env::kLocalRank, rank, 0, local_size - 1));
+    KOLO_ASSIGN_OR_RETURN(int64_t local_rank, ReadInt(env, env::kLocalRank,
+                                                      rank, 0, local_size - 1));
     KOLO_ASSIGN_OR_RETURN(int64_t cross_size,
                           ReadInt(env, env::kCrossSize, 1, 1, size));
     KOLO_ASSIGN_OR_RETURN(int64_t cross_rank,
@@ -81,32 +83,45 @@ Status ReadWorld(const EnvLookup& env, WorldConfig* config) {
   }
   if (env("OMPI_COMM_WORLD_RANK")) {
     config->launcher = "mpirun";
-    KOLO_ASSIGN_OR_RETURN(int64_t size, ReadInt(env, "OMPI_COMM_WORLD_SIZE", 1, 1, kMaxRanks));
-    KOLO_ASSIGN_OR_RETURN(int64_t rank, ReadInt(env, "OMPI_COMM_WORLD_RANK", 0, 0, size - 1));
-    KOLO_ASSIGN_OR_RETURN(int64_t local_size,
-                          ReadInt(env, "OMPI_COMM_WORLD_LOCAL_SIZE", size, 1, size));
-    KOLO_ASSIGN_OR_RETURN(int64_t local_rank, ReadInt(env, "OMPI_COMM_WORLD_LOCAL_RANK",
-                                                      0, 0, local_size - 1));
-    w = WorldInfo{static_cast<int32_t>(rank), static_cast<int32_t>(size),
-                  static_cast<int32_t>(local_rank), static_cast<int32_t>(local_size),
-                  0, 1};
+    KOLO_ASSIGN_OR_RETURN(
+        int64_t size, ReadInt(env, "OMPI_COMM_WORLD_SIZE", 1, 1, kMaxRanks));
+    KOLO_ASSIGN_OR_RETURN(int64_t rank,
+                          ReadInt(env, "OMPI_COMM_WORLD_RANK", 0, 0, size - 1));
+    KOLO_ASSIGN_OR_RETURN(
+        int64_t local_size,
+        ReadInt(env, "OMPI_COMM_WORLD_LOCAL_SIZE", size, 1, size));
+    KOLO_ASSIGN_OR_RETURN(
+        int64_t local_rank,
+        ReadInt(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0, 0, local_size - 1));
+    w = WorldInfo{static_cast<int32_t>(rank),
+                  static_cast<int32_t>(size),
+                  static_cast<int32_t>(local_rank),
+                  static_cast<int32_t>(local_size),
+                  0,
+                  1};
     DeriveCrossFromBlocks(&w);
     return Status::Ok();
   }
   if (env("SLURM_PROCID")) {
     config->launcher = "slurm";
-    KOLO_ASSIGN_OR_RETURN(int64_t size, ReadInt(env, "SLURM_NTASKS", 1, 1, kMaxRanks));
-    KOLO_ASSIGN_OR_RETURN(int64_t rank, ReadInt(env, "SLURM_PROCID", 0, 0, size - 1));
-    KOLO_ASSIGN_OR_RETURN(int64_t nodes, ReadInt(env, "SLURM_NNODES", 1, 1, size));
-    KOLO_ASSIGN_OR_RETURN(int64_t node, ReadInt(env, "SLURM_NODEID", 0, 0, nodes - 1));
-    KOLO_ASSIGN_OR_RETURN(int64_t local_rank, ReadInt(env, "SLURM_LOCALID", 0, 0, size - 1));
+    KOLO_ASSIGN_OR_RETURN(int64_t size,
+                          ReadInt(env, "SLURM_NTASKS", 1, 1, kMaxRanks));
+    KOLO_ASSIGN_OR_RETURN(int64_t rank,
+                          ReadInt(env, "SLURM_PROCID", 0, 0, size - 1));
+    KOLO_ASSIGN_OR_RETURN(int64_t nodes,
+                          ReadInt(env, "SLURM_NNODES", 1, 1, size));
+    KOLO_ASSIGN_OR_RETURN(int64_t node,
+                          ReadInt(env, "SLURM_NODEID", 0, 0, nodes - 1));
+    KOLO_ASSIGN_OR_RETURN(int64_t local_rank,
+                          ReadInt(env, "SLURM_LOCALID", 0, 0, size - 1));
     int64_t local_size = size / nodes;
     if (std::optional<std::string> list = env("SLURM_STEP_TASKS_PER_NODE")) {
-      KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> per_node, ExpandSlurmTaskList(*list));
+      KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> per_node,
+                            ExpandSlurmTaskList(*list));
       if (static_cast<int64_t>(per_node.size()) <= node) {
-        return InvalidArgument("SLURM_STEP_TASKS_PER_NODE='" + *list +
-                               "' lists fewer nodes than SLURM_NODEID=" +
-                               std::to_string(node));
+        return InvalidArgument(
+            "SLURM_STEP_TASKS_PER_NODE='" + *list +
+            "' lists fewer nodes than SLURM_NODEID=" + std::to_string(node));
       }
       local_size = per_node[node];
     }
@@ -115,21 +130,29 @@ Status ReadWorld(const EnvLookup& env, WorldConfig* config) {
                              " is not below the node's task count " +
                              std::to_string(local_size));
     }
-    w = WorldInfo{static_cast<int32_t>(rank), static_cast<int32_t>(size),
-                  static_cast<int32_t>(local_rank), static_cast<int32_t>(local_size),
-                  static_cast<int32_t>(node), static_cast<int32_t>(nodes)};
+    w = WorldInfo{
+        static_cast<int32_t>(rank),       static_cast<int32_t>(size),
+        static_cast<int32_t>(local_rank), static_cast<int32_t>(local_size),
+        static_cast<int32_t>(node),       static_cast<int32_t>(nodes)};
     return Status::Ok();
   }
   if (env("PMI_RANK")) {
     config->launcher = "pmi";
-    KOLO_ASSIGN_OR_RETURN(int64_t size, ReadInt(env, "PMI_SIZE", 1, 1, kMaxRanks));
-    KOLO_ASSIGN_OR_RETURN(int64_t rank, ReadInt(env, "PMI_RANK", 0, 0, size - 1));
-    KOLO_ASSIGN_OR_RETURN(int64_t local_size, ReadInt(env, "MPI_LOCALNRANKS", size, 1, size));
-    KOLO_ASSIGN_OR_RETURN(int64_t local_rank,
-                          ReadInt(env, "MPI_LOCALRANKID", rank % local_size, 0, local_size - 1));
-    w = WorldInfo{static_cast<int32_t>(rank), static_cast<int32_t>(size),
-                  static_cast<int32_t>(local_rank), static_cast<int32_t>(local_size),
-                  0, 1};
+    KOLO_ASSIGN_OR_RETURN(int64_t size,
+                          ReadInt(env, "PMI_SIZE", 1, 1, kMaxRanks));
+    KOLO_ASSIGN_OR_RETURN(int64_t rank,
+                          ReadInt(env, "PMI_RANK", 0, 0, size - 1));
+    KOLO_ASSIGN_OR_RETURN(int64_t local_size,
+                          ReadInt(env, "MPI_LOCALNRANKS", size, 1, size));
+    KOLO_ASSIGN_OR_RETURN(
+        int64_t local_rank,
+        ReadInt(env, "MPI_LOCALRANKID", rank % local_size, 0, local_size - 1));
+    w = WorldInfo{static_cast<int32_t>(rank),
+                  static_cast<int32_t>(size),
+                  static_cast<int32_t>(local_rank),
+                  static_cast<int32_t>(local_size),
+                  0,
+                  1};
     DeriveCrossFromBlocks(&w);
     return Status::Ok();
   }
@@ -144,34 +167,40 @@ Status ReadRuntimeSettings(const EnvLookup& env, InitOptions* options) {
     char* end = nullptr;
     const double ms = std::strtod(text->c_str(), &end);
     if (text->empty() || *end != '\0' || !(ms > 0) || ms > 60000) {
-      return InvalidArgument(std::string("environment variable ") + env::kCycleTimeMs +
-                             " must be a number of milliseconds in (0, 60000], got '" +
-                             *text + "'");
+      return InvalidArgument(
+          std::string("environment variable ") + env::kCycleTimeMs +
+          " must be a number of milliseconds in (0, 60000], got '" + *text +
+          "'");
     }
-    config->cycle_time = std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
+    config->cycle_time =
+        std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
   }
   if (std::optional<std::string> text = env(env::kFusionThreshold)) {
-    KOLO_ASSIGN_OR_RETURN(config->fusion_threshold_bytes,
-                          ParseByteSize(*text, std::string("environment variable ") +
-                                                   env::kFusionThreshold));
+    KOLO_ASSIGN_OR_RETURN(
+        config->fusion_threshold_bytes,
+        ParseByteSize(*text, std::string("environment variable ") +
+                                 env::kFusionThreshold));
   }
   KOLO_ASSIGN_OR_RETURN(int64_t capacity,
                         ReadInt(env, env::kCacheCapacity, 1024, 0, 1 << 20));
   config->cache_capacity = static_cast<int32_t>(capacity);
   options->timeline.path = env(env::kTimeline).value_or("");
-  KOLO_ASSIGN_OR_RETURN(int64_t warning,
-                        ReadInt(env, env::kStallWarningSeconds, 60, 1, 7 * 24 * 3600));
+  KOLO_ASSIGN_OR_RETURN(int64_t warning, ReadInt(env, env::kStallWarningSeconds,
+                                                 60, 1, 7 * 24 * 3600));
   config->stall_warning = std::chrono::seconds(warning);
-  KOLO_ASSIGN_OR_RETURN(int64_t shutdown,
-                        ReadInt(env, env::kStallShutdownSeconds, 0, 0, 7 * 24 * 3600));
+  KOLO_ASSIGN_OR_RETURN(
+      int64_t shutdown,
+      ReadInt(env, env::kStallShutdownSeconds, 0, 0, 7 * 24 * 3600));
   config->stall_shutdown = std::chrono::seconds(shutdown);
   if (std::optional<std::string> text = env(env::kShmAreaBytes)) {
-    const std::string what = std::string("environment variable ") + env::kShmAreaBytes;
+    const std::string what =
+        std::string("environment variable ") + env::kShmAreaBytes;
     int64_t& area = options->engine.shm_area_bytes;
     KOLO_ASSIGN_OR_RETURN(area, ParseByteSize(*text, what));
     if (area < 4096 || area % 4096 != 0 || area > (int64_t{1} << 30)) {
-      return InvalidArgument(what + " must be a multiple of 4K between 4K and 1G, got '" +
-                             *text + "'");
+      return InvalidArgument(
+          what + " must be a multiple of 4K between 4K and 1G, got '" + *text +
+          "'");
     }
   }
   return Status::Ok();
@@ -208,17 +237,21 @@ StatusOr<int64_t> ParseByteSize(const std::string& text,
   int64_t multiplier = 1;
   std::string digits = text;
   switch (text.back()) {
-    case 'K': case 'k': multiplier = int64_t{1} << 10; break;
-    case 'M': case 'm': multiplier = int64_t{1} << 20; break;
-    case 'G': case 'g': multiplier = int64_t{1} << 30; break;
+    case 'K':
+    case 'k': multiplier = int64_t{1} << 10; break;
+    case 'M':
+    case 'm': multiplier = int64_t{1} << 20; break;
+    case 'G':
+    case 'g': multiplier = int64_t{1} << 30; break;
     default: break;
   }
   if (multiplier != 1) digits.pop_back();
   StatusOr<int64_t> value =
       ParseInt(digits, 0, (int64_t{1} << 62) / multiplier, what);
   if (!value.ok()) {
-    return InvalidArgument(what + " must be a byte count like 8, 64K, 256M or 1G, got '" +
-                           text + "'");
+    return InvalidArgument(
+        what + " must be a byte count like 8, 64K, 256M or 1G, got '" + text +
+        "'");
   }
   return *value * multiplier;
 }
@@ -233,8 +266,8 @@ StatusOr<InitOptions> ReadInitOptions(const EnvLookup& env) {
   if (std::optional<std::string> backend = env(env::kBackend)) {
     StatusOr<BackendKind> kind = ParseBackend(*backend);
     if (!kind.ok()) {
-      return InvalidArgument(std::string("environment variable ") + env::kBackend +
-                             ": " + kind.status().message());
+      return InvalidArgument(std::string("environment variable ") +
+                             env::kBackend + ": " + kind.status().message());
     }
     engine.backend = *kind;
   } else if (options.world.launcher == "mpirun" && !store_addr) {
@@ -242,8 +275,8 @@ StatusOr<InitOptions> ReadInitOptions(const EnvLookup& env) {
   }
 
   KOLO_ASSIGN_OR_RETURN(int64_t timeout_s,
-                        ReadInt(env, env::kTimeoutSeconds, kDefaultTimeout.count(),
-                                1, 7 * 24 * 3600));
+                        ReadInt(env, env::kTimeoutSeconds,
+                                kDefaultTimeout.count(), 1, 7 * 24 * 3600));
   engine.timeout = std::chrono::seconds(timeout_s);
 
   if (store_addr) {
@@ -251,8 +284,8 @@ StatusOr<InitOptions> ReadInitOptions(const EnvLookup& env) {
     Status parsed = ParseHostPortInto(*store_addr, &store.host, &port);
     store.port = port;
     if (!parsed.ok()) {
-      return InvalidArgument(std::string("environment variable ") + env::kStoreAddr +
-                             ": " + parsed.message());
+      return InvalidArgument(std::string("environment variable ") +
+                             env::kStoreAddr + ": " + parsed.message());
     }
   }
   store.secret = env(env::kStoreSecret).value_or("");
@@ -263,7 +296,8 @@ StatusOr<InitOptions> ReadInitOptions(const EnvLookup& env) {
   if (needs_store && !store_addr) {
     return InvalidArgument(
         std::string(env::kStoreAddr) + " is not set: a " +
-        std::to_string(options.world.ranks.size) + "-rank " + BackendName(engine.backend) + " job started by " +
+        std::to_string(options.world.ranks.size) + "-rank " +
+        BackendName(engine.backend) + " job started by " +
         options.world.launcher +
         " needs the rendezvous address host:port of rank 0 (kolorun sets it "
         "for you; under mpirun you may also use KOLO_BACKEND=mpi)");
@@ -273,7 +307,8 @@ StatusOr<InitOptions> ReadInitOptions(const EnvLookup& env) {
 
   if (std::optional<std::string> host_id = env(env::kHostId)) {
     if (host_id->empty()) {
-      return InvalidArgument(std::string("environment variable ") + env::kHostId +
+      return InvalidArgument(std::string("environment variable ") +
+                             env::kHostId +
                              " is set but empty; unset it to use the hostname");
     }
     options.world.host_id = *host_id;
@@ -292,8 +327,10 @@ StatusOr<InitOptions> ReadInitOptions(const EnvLookup& env) {
     }
     return std::optional<bool>(*text == "1");
   };
-  KOLO_ASSIGN_OR_RETURN(engine.hierarchical_allreduce, read_switch(env::kHierarchicalAllreduce));
-  KOLO_ASSIGN_OR_RETURN(std::optional<bool> direct_path, read_switch(env::kDirectPath));
+  KOLO_ASSIGN_OR_RETURN(engine.hierarchical_allreduce,
+                        read_switch(env::kHierarchicalAllreduce));
+  KOLO_ASSIGN_OR_RETURN(std::optional<bool> direct_path,
+                        read_switch(env::kDirectPath));
   options.direct_path.enabled = direct_path.value_or(true);
 
   if (std::optional<std::string> hostname = env(env::kGlooHostname)) {
@@ -336,8 +373,9 @@ StatusOr<LogLevel> ReadLogLevel(const EnvLookup& env) {
   if (*text == "info") return LogLevel::kInfo;
   if (*text == "warning") return LogLevel::kWarning;
   if (*text == "error") return LogLevel::kError;
-  return InvalidArgument(std::string("environment variable ") + env::kLogLevel + "='" + *text +
-                         "' is not a log level (expected debug, info, warning or error)");
+  return InvalidArgument(
+      std::string("environment variable ") + env::kLogLevel + "='" + *text +
+      "' is not a log level (expected debug, info, warning or error)");
 }
 
 StatusOr<std::string> ReadReduceIsa(const EnvLookup& env) {
@@ -346,11 +384,15 @@ StatusOr<std::string> ReadReduceIsa(const EnvLookup& env) {
   std::string supported;
   for (ReduceIsa isa : SupportedReduceIsas()) {
     if (*text == ReduceIsaName(isa)) return *text;
-    supported += std::string(supported.empty() ? "" : ", ") + ReduceIsaName(isa);
+    supported +=
+        std::string(supported.empty() ? "" : ", ") + ReduceIsaName(isa);
   }
-  const bool known = *text == "portable" || *text == "avx2" || *text == "avx512";
-  return InvalidArgument(std::string("environment variable ") + env::kReduceIsa + "='" + *text +
-                         (known ? "' is not supported by this CPU" : "' is not an instruction set") +
+  const bool known =
+      *text == "portable" || *text == "avx2" || *text == "avx512";
+  return InvalidArgument(std::string("environment variable ") +
+                         env::kReduceIsa + "='" + *text +
+                         (known ? "' is not supported by this CPU"
+                                : "' is not an instruction set") +
                          " (this CPU supports " + supported + ")");
 }
 

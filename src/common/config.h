@@ -75,7 +75,8 @@ inline constexpr const char* kStallWarningSeconds = "KOLO_STALL_WARNING_S";
 inline constexpr const char* kStallShutdownSeconds = "KOLO_STALL_SHUTDOWN_S";
 inline constexpr const char* kShmAreaBytes = "KOLO_SHM_AREA_BYTES";
 inline constexpr const char* kHostId = "KOLO_HOST_ID";
-inline constexpr const char* kHierarchicalAllreduce = "KOLO_HIERARCHICAL_ALLREDUCE";
+inline constexpr const char* kHierarchicalAllreduce =
+    "KOLO_HIERARCHICAL_ALLREDUCE";
 inline constexpr const char* kDirectPath = "KOLO_DIRECT_PATH";
 inline constexpr const char* kLogLevel = "KOLO_LOG_LEVEL";
 inline constexpr const char* kReduceIsa = "KOLO_REDUCE_ISA";

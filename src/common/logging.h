@@ -40,23 +40,23 @@ class LogMessage {
 #define KOLO_LOG_LEVEL_WARNING ::kolo::LogLevel::kWarning
 #define KOLO_LOG_LEVEL_ERROR ::kolo::LogLevel::kError
 
-#define KOLO_LOG(level)                                          \
-  if (!::kolo::ShouldLog(KOLO_LOG_LEVEL_##level)) {              \
-  } else                                                         \
+#define KOLO_LOG(level)                             \
+  if (!::kolo::ShouldLog(KOLO_LOG_LEVEL_##level)) { \
+  } else                                            \
     ::kolo::LogMessage(KOLO_LOG_LEVEL_##level, __FILE__, __LINE__).stream()
 
-#define KOLO_CHECK(cond)                                                     \
-  if (cond) {                                                                \
-  } else                                                                     \
-    ::kolo::LogMessage(::kolo::LogLevel::kError, __FILE__, __LINE__, true)   \
-            .stream()                                                        \
+#define KOLO_CHECK(cond)                                                   \
+  if (cond) {                                                              \
+  } else                                                                   \
+    ::kolo::LogMessage(::kolo::LogLevel::kError, __FILE__, __LINE__, true) \
+            .stream()                                                      \
         << "check failed: " #cond " "
 
-#define KOLO_CHECK_EQ(a, b)                                                  \
-  if ((a) == (b)) {                                                          \
-  } else                                                                     \
-    ::kolo::LogMessage(::kolo::LogLevel::kError, __FILE__, __LINE__, true)   \
-            .stream()                                                        \
+#define KOLO_CHECK_EQ(a, b)                                                \
+  if ((a) == (b)) {                                                        \
+  } else                                                                   \
+    ::kolo::LogMessage(::kolo::LogLevel::kError, __FILE__, __LINE__, true) \
+            .stream()                                                      \
         << "check failed: " #a " == " #b " (" << (a) << " vs " << (b) << ") "
 
 #endif  // KOLO_COMMON_LOGGING_H_

@@ -43,7 +43,9 @@ class KOLO_CAPABILITY("mutex") Mutex {
 // Holds a Mutex for its scope.
 class KOLO_SCOPED_CAPABILITY MutexLock {
  public:
-  explicit MutexLock(Mutex* mutex) KOLO_ACQUIRE(mutex) : mutex_(mutex) { mutex_->Lock(); }
+  explicit MutexLock(Mutex* mutex) KOLO_ACQUIRE(mutex) : mutex_(mutex) {
+    mutex_->Lock();
+  }
   ~MutexLock() KOLO_RELEASE() { mutex_->Unlock(); }
   MutexLock(const MutexLock&) = delete;
   MutexLock& operator=(const MutexLock&) = delete;
@@ -63,10 +65,12 @@ class CondVar {
   }
   // False when the deadline passed.
   template <typename Clock, typename Duration>
-  bool WaitUntil(Mutex* mutex, const std::chrono::time_point<Clock, Duration>& deadline)
+  bool WaitUntil(Mutex* mutex,
+                 const std::chrono::time_point<Clock, Duration>& deadline)
       KOLO_REQUIRES(mutex) {
     std::unique_lock<std::mutex> lock(mutex->mutex_, std::adopt_lock);
-    const bool woken = cv_.wait_until(lock, deadline) == std::cv_status::no_timeout;
+    const bool woken =
+        cv_.wait_until(lock, deadline) == std::cv_status::no_timeout;
     lock.release();
     return woken;
   }

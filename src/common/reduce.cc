@@ -12,12 +12,12 @@ namespace kolo {
 
 // One set of kernels per ISA, each the same source (reduce_kernels.cc)
 // compiled with that ISA's flags.
-#define KOLO_DECLARE_KERNELS(isa)                                                 \
-  namespace reduce_kernels::isa {                                                 \
-  void Reduce(DataType type, ReduceOp op, void* out, const void* a, const void* b, \
-              int64_t count);                                                     \
-  void Divide(DataType type, void* out, const void* in, int64_t count,             \
-              int64_t divisor);                                                   \
+#define KOLO_DECLARE_KERNELS(isa)                                      \
+  namespace reduce_kernels::isa {                                      \
+  void Reduce(DataType type, ReduceOp op, void* out, const void* a,    \
+              const void* b, int64_t count);                           \
+  void Divide(DataType type, void* out, const void* in, int64_t count, \
+              int64_t divisor);                                        \
   }
 KOLO_DECLARE_KERNELS(portable)
 #ifdef KOLO_HAVE_X86_KERNELS
@@ -33,9 +33,11 @@ bool Supported(ReduceIsa isa) {
   __builtin_cpu_init();
   switch (isa) {
     case ReduceIsa::kPortable: return true;
-    case ReduceIsa::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case ReduceIsa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case ReduceIsa::kAvx512:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+      return __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw");
   }
   return false;
 #else
@@ -73,7 +75,8 @@ const char* ReduceIsaName(ReduceIsa isa) {
 
 std::vector<ReduceIsa> SupportedReduceIsas() {
   std::vector<ReduceIsa> out;
-  for (ReduceIsa isa : {ReduceIsa::kPortable, ReduceIsa::kAvx2, ReduceIsa::kAvx512}) {
+  for (ReduceIsa isa :
+       {ReduceIsa::kPortable, ReduceIsa::kAvx2, ReduceIsa::kAvx512}) {
     if (Supported(isa)) out.push_back(isa);
   }
   return out;
@@ -82,16 +85,20 @@ std::vector<ReduceIsa> SupportedReduceIsas() {
 ReduceKernels KernelsFor(ReduceIsa isa) {
   switch (isa) {
 #ifdef KOLO_HAVE_X86_KERNELS
-    case ReduceIsa::kAvx2: return {reduce_kernels::avx2::Reduce, reduce_kernels::avx2::Divide};
+    case ReduceIsa::kAvx2:
+      return {reduce_kernels::avx2::Reduce, reduce_kernels::avx2::Divide};
     case ReduceIsa::kAvx512:
       return {reduce_kernels::avx512::Reduce, reduce_kernels::avx512::Divide};
 #endif
-    default: return {reduce_kernels::portable::Reduce, reduce_kernels::portable::Divide};
+    default:
+      return {reduce_kernels::portable::Reduce,
+              reduce_kernels::portable::Divide};
   }
 }
 
 ReduceIsa ActiveReduceIsa() {
-  return static_cast<ReduceIsa>(ActiveIsaSlot().load(std::memory_order_relaxed));
+  return static_cast<ReduceIsa>(
+      ActiveIsaSlot().load(std::memory_order_relaxed));
 }
 
 Status SetActiveReduceIsa(const std::string& name) {
@@ -106,18 +113,20 @@ Status SetActiveReduceIsa(const std::string& name) {
       ActiveIsaSlot().store(static_cast<int>(isa), std::memory_order_relaxed);
       return Status::Ok();
     }
-    supported += std::string(supported.empty() ? "" : ", ") + ReduceIsaName(isa);
+    supported +=
+        std::string(supported.empty() ? "" : ", ") + ReduceIsaName(isa);
   }
   return InvalidArgument("reduction kernels '" + name +
-                         "' are not available on this CPU (it supports " + supported + ")");
+                         "' are not available on this CPU (it supports " +
+                         supported + ")");
 }
 
 namespace {
 ReduceKernels Active() { return KernelsFor(ActiveReduceIsa()); }
 }  // namespace
 
-void ReduceInto(DataType type, ReduceOp op, void* out, const void* a, const void* b,
-                int64_t count) {
+void ReduceInto(DataType type, ReduceOp op, void* out, const void* a,
+                const void* b, int64_t count) {
   Active().reduce(type, op, out, a, b, count);
 }
 
@@ -125,7 +134,8 @@ void DivideInPlace(DataType type, void* data, int64_t count, int64_t divisor) {
   Active().divide(type, data, data, count, divisor);
 }
 
-void DivideInto(DataType type, void* out, const void* in, int64_t count, int64_t divisor) {
+void DivideInto(DataType type, void* out, const void* in, int64_t count,
+                int64_t divisor) {
   Active().divide(type, out, in, count, divisor);
 }
 

@@ -38,7 +38,8 @@ Status SetActiveReduceIsa(const std::string& name);
 
 // One instruction set's kernels, for tests and benchmarks that compare
 // them; the isa must be supported.
-using ReduceKernel = void (*)(DataType, ReduceOp, void*, const void*, const void*, int64_t);
+using ReduceKernel = void (*)(DataType, ReduceOp, void*, const void*,
+                              const void*, int64_t);
 using DivideKernel = void (*)(DataType, void*, const void*, int64_t, int64_t);
 struct ReduceKernels {
   ReduceKernel reduce;

@@ -37,7 +37,8 @@ struct Half {
   using StorageType = uint16_t;
   static float Load(uint16_t v) { return _cvtsh_ss(v); }
   static uint16_t Store(float v) {
-    const uint16_t h = static_cast<uint16_t>(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT));
+    const uint16_t h =
+        static_cast<uint16_t>(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT));
     // types.h makes every NaN the canonical quiet one; F16C keeps payloads.
     return v != v ? static_cast<uint16_t>((h & 0x8000) | 0x7e00) : h;
   }
@@ -62,7 +63,8 @@ struct BFloat {
     std::memcpy(&bits, &v, sizeof(bits));
     const uint32_t rounded = (bits + 0x7fff + ((bits >> 16) & 1)) >> 16;
     const uint32_t quiet_nan = (bits >> 16) | 0x40;
-    return static_cast<uint16_t>((bits & 0x7fffffff) > 0x7f800000 ? quiet_nan : rounded);
+    return static_cast<uint16_t>((bits & 0x7fffffff) > 0x7f800000 ? quiet_nan
+                                                                  : rounded);
   }
 };
 
@@ -107,7 +109,8 @@ void ReduceTyped(ReduceOp op, void* out, const void* a, const void* b,
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAverage:
-      Apply<Traits>(out, a, b, count, [](auto x, auto y) { return WrappingAdd(x, y); });
+      Apply<Traits>(out, a, b, count,
+                    [](auto x, auto y) { return WrappingAdd(x, y); });
       return;
     case ReduceOp::kMin:
       Apply<Traits>(out, a, b, count,

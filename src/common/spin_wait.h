@@ -33,7 +33,8 @@ enum class SpinStyle {
 // Whether `ranks_on_host` ranks outnumber this machine's cores, where the
 // waits spin with SpinStyle::kYieldEveryWait.
 inline bool RanksOutnumberCores(int32_t ranks_on_host) {
-  return static_cast<unsigned>(ranks_on_host) > std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<unsigned>(ranks_on_host) >
+         std::max(1u, std::thread::hardware_concurrency());
 }
 
 class AdaptiveSpin {
@@ -62,7 +63,9 @@ class AdaptiveSpin {
   }
 
   // Records that a wait which began at `began` is over.
-  void Finished(Clock::time_point began) { enabled_ = Clock::now() - began < kSpinWindow; }
+  void Finished(Clock::time_point began) {
+    enabled_ = Clock::now() - began < kSpinWindow;
+  }
 
   // Calls Finished when it goes out of scope: for waits with many exits.
   struct FinishOnExit {

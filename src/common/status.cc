@@ -28,13 +28,21 @@ Status Status::WithContext(const std::string& context) const {
   return Status(code_, context + ": " + message_);
 }
 
-Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
-Status FailedPrecondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
-Status PeerFailure(std::string m) { return {StatusCode::kPeerFailure, std::move(m)}; }
+Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
+Status FailedPrecondition(std::string m) {
+  return {StatusCode::kFailedPrecondition, std::move(m)};
+}
+Status PeerFailure(std::string m) {
+  return {StatusCode::kPeerFailure, std::move(m)};
+}
 Status Timeout(std::string m) { return {StatusCode::kTimeout, std::move(m)}; }
 Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 Status Mismatch(std::string m) { return {StatusCode::kMismatch, std::move(m)}; }
-Status Unauthenticated(std::string m) { return {StatusCode::kUnauthenticated, std::move(m)}; }
+Status Unauthenticated(std::string m) {
+  return {StatusCode::kUnauthenticated, std::move(m)};
+}
 Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 

@@ -10,9 +10,9 @@ namespace kolo {
 
 const std::vector<DataType>& AllDataTypes() {
   static const std::vector<DataType> kAll = {
-      DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
-      DataType::kBFloat16, DataType::kInt8,   DataType::kUInt8,
-      DataType::kInt32,   DataType::kInt64};
+      DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
+      DataType::kBFloat16, DataType::kInt8,    DataType::kUInt8,
+      DataType::kInt32,    DataType::kInt64};
   return kAll;
 }
 
@@ -181,7 +181,8 @@ StatusOr<BackendKind> ParseBackend(const std::string& name) {
 #ifdef KOLO_WITH_GLOO
     return BackendKind::kGloo;
 #else
-    return InvalidArgument("backend 'gloo' was not built (configure with -DKOLO_WITH_GLOO=ON)");
+    return InvalidArgument(
+        "backend 'gloo' was not built (configure with -DKOLO_WITH_GLOO=ON)");
 #endif
   }
   if (name == "shm") return BackendKind::kShm;
@@ -189,10 +190,12 @@ StatusOr<BackendKind> ParseBackend(const std::string& name) {
 #ifdef KOLO_WITH_MPI
     return BackendKind::kMpi;
 #else
-    return InvalidArgument("backend 'mpi' was not built (configure with -DKOLO_WITH_MPI=ON)");
+    return InvalidArgument(
+        "backend 'mpi' was not built (configure with -DKOLO_WITH_MPI=ON)");
 #endif
   }
-  return InvalidArgument("unknown backend '" + name + "' (expected gloo, mpi or shm)");
+  return InvalidArgument("unknown backend '" + name +
+                         "' (expected gloo, mpi or shm)");
 }
 
 }  // namespace kolo

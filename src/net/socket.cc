@@ -43,8 +43,8 @@ StatusOr<addrinfo*> Resolve(const std::string& host, int port, bool passive) {
   // getaddrinfo takes the port as text and keeps its low 16 bits, so port
   // 70000 would quietly become 4464.
   if (port < 0 || port > 65535) {
-    return InvalidArgument("port " + std::to_string(port) + " for host '" + host +
-                           "' is out of range (0-65535)");
+    return InvalidArgument("port " + std::to_string(port) + " for host '" +
+                           host + "' is out of range (0-65535)");
   }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -84,7 +84,8 @@ StatusOr<Socket> Socket::Listen(const std::string& host, int port) {
   KOLO_ASSIGN_OR_RETURN(addrinfo * addresses, Resolve(host, port, true));
   std::string last_error = "no address";
   for (addrinfo* a = addresses; a != nullptr; a = a->ai_next) {
-    Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    Socket s(
+        ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
     if (!s.valid()) {
       last_error = Errno("socket");
       continue;
@@ -114,7 +115,8 @@ StatusOr<Socket> Socket::Connect(const std::string& host, int port,
   const std::string target = host + ":" + std::to_string(port);
   Status last = PeerFailure("cannot connect to " + target);
   for (addrinfo* a = addresses; a != nullptr; a = a->ai_next) {
-    Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    Socket s(
+        ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
     if (!s.valid()) continue;
     SetNonBlocking(s.fd_);
     int rc = ::connect(s.fd_, a->ai_addr, a->ai_addrlen);
@@ -132,7 +134,8 @@ StatusOr<Socket> Socket::Connect(const std::string& host, int port,
       socklen_t length = sizeof(error);
       ::getsockopt(s.fd_, SOL_SOCKET, SO_ERROR, &error, &length);
       if (error != 0) {
-        last = PeerFailure("cannot connect to " + target + ": " + std::strerror(error));
+        last = PeerFailure("cannot connect to " + target + ": " +
+                           std::strerror(error));
         continue;
       }
     }
@@ -154,7 +157,8 @@ StatusOr<Socket> Socket::Accept(Deadline deadline) {
       return Socket(fd);
     }
     if (errno == EINTR || errno == ECONNABORTED) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return Internal(Errno("accept"));
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+      return Internal(Errno("accept"));
     KOLO_RETURN_IF_ERROR(PollFor(fd_, POLLIN, deadline, "accept a connection"));
   }
 }

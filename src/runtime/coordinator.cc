@@ -7,9 +7,10 @@ namespace kolo {
 
 std::string DescribeWait(const WaitingOperation& w, int64_t seconds) {
   std::string missing;
-  for (int32_t r : w.missing_ranks) missing += (missing.empty() ? "" : ",") + std::to_string(r);
-  return "tensor '" + w.name + "' has waited " + std::to_string(seconds) + " s for rank" +
-         (w.missing_ranks.size() > 1 ? "s " : " ") + missing;
+  for (int32_t r : w.missing_ranks)
+    missing += (missing.empty() ? "" : ",") + std::to_string(r);
+  return "tensor '" + w.name + "' has waited " + std::to_string(seconds) +
+         " s for rank" + (w.missing_ranks.size() > 1 ? "s " : " ") + missing;
 }
 
 namespace {
@@ -35,7 +36,8 @@ Coordinator::Coordinator(int32_t world_size, ResponseCache* cache)
       joined_(world_size, false),
       shutting_down_(world_size, false) {}
 
-void Coordinator::Announce(int32_t rank, const TensorSpec& spec, SteadyTime now) {
+void Coordinator::Announce(int32_t rank, const TensorSpec& spec,
+                           SteadyTime now) {
   auto [it, inserted] = entries_.try_emplace(spec.name);
   Entry& entry = it->second;
   if (inserted) {
@@ -53,7 +55,8 @@ const TensorSpec& Coordinator::Reference(const Entry& entry) const {
   for (int32_t r = 0; r < world_size_; ++r) {
     if (entry.reported[r]) return entry.specs[r];
   }
-  return entry.specs[0];  // unreachable: an entry exists because a rank reported
+  return entry
+      .specs[0];  // unreachable: an entry exists because a rank reported
 }
 
 bool Coordinator::Evaluate(const Entry& entry, ReadyOperation* out) const {
@@ -104,8 +107,8 @@ CycleDecision Coordinator::Decide(const std::vector<CycleReport>& reports,
   for (int32_t r = 0; r < world_size_; ++r) {
     joined_[r] = reports[r].joined;
     shutting_down_[r] = reports[r].shutting_down;
-    if (joined_[r] &&
-        std::find(join_order_.begin(), join_order_.end(), r) == join_order_.end()) {
+    if (joined_[r] && std::find(join_order_.begin(), join_order_.end(), r) ==
+                          join_order_.end()) {
       join_order_.push_back(r);
     }
   }
@@ -143,22 +146,27 @@ CycleDecision Coordinator::Decide(const std::vector<CycleReport>& reports,
     if (!Evaluate(entry, &op)) continue;
     const TensorSpec& reference = Reference(entry);
     auto failed = failed_groups_.find(reference.group);
-    if (!reference.group.empty() && op.error.ok() && failed != failed_groups_.end()) {
+    if (!reference.group.empty() && op.error.ok() &&
+        failed != failed_groups_.end()) {
       // A member failed earlier: the group cannot complete, so neither can
       // its other members.
       op.error = failed->second.error;
     }
     if (reference.group.empty() || !op.error.ok()) {
       if (!reference.group.empty()) {
-        FailedGroup& f = failed_groups_.try_emplace(reference.group, FailedGroup{op.error, 0})
-                             .first->second;
-        if (++f.members_failed >= reference.group_size) failed_groups_.erase(reference.group);
+        FailedGroup& f =
+            failed_groups_
+                .try_emplace(reference.group, FailedGroup{op.error, 0})
+                .first->second;
+        if (++f.members_failed >= reference.group_size)
+          failed_groups_.erase(reference.group);
       }
       done.push_back(order);
       slots.push_back(Slot{"", std::move(op)});
     } else {
       std::vector<ReadyOperation>& members = groups[reference.group];
-      if (members.empty()) slots.push_back(Slot{reference.group, ReadyOperation()});
+      if (members.empty())
+        slots.push_back(Slot{reference.group, ReadyOperation()});
       members.push_back(std::move(op));
     }
   }
@@ -168,7 +176,9 @@ CycleDecision Coordinator::Decide(const std::vector<CycleReport>& reports,
       continue;
     }
     std::vector<ReadyOperation>& members = groups[slot.group];
-    if (static_cast<int32_t>(members.size()) < members.front().specs[0].group_size) continue;
+    if (static_cast<int32_t>(members.size()) <
+        members.front().specs[0].group_size)
+      continue;
     for (ReadyOperation& op : members) {
       done.push_back(entries_.at(op.name).order);
       decision.ready.push_back(std::move(op));
@@ -179,20 +189,22 @@ CycleDecision Coordinator::Decide(const std::vector<CycleReport>& reports,
     order_.erase(order);
   }
 
-  decision.all_joined = static_cast<int32_t>(join_order_.size()) == world_size_ &&
-                        std::all_of(joined_.begin(), joined_.end(), [](bool j) { return j; });
+  decision.all_joined =
+      static_cast<int32_t>(join_order_.size()) == world_size_ &&
+      std::all_of(joined_.begin(), joined_.end(), [](bool j) { return j; });
   if (decision.all_joined) {
     decision.last_joined_rank = join_order_.back();
     join_order_.clear();
   }
-  decision.all_shutting_down =
-      std::all_of(shutting_down_.begin(), shutting_down_.end(), [](bool s) { return s; });
+  decision.all_shutting_down = std::all_of(
+      shutting_down_.begin(), shutting_down_.end(), [](bool s) { return s; });
   return decision;
 }
 
 void Coordinator::Completed(const ReadyOperation& operation) {
   if (!operation.error.ok()) return;
-  if (std::any_of(operation.joined.begin(), operation.joined.end(), [](bool j) { return j; })) {
+  if (std::any_of(operation.joined.begin(), operation.joined.end(),
+                  [](bool j) { return j; })) {
     return;
   }
   cache_->Put(operation.specs);

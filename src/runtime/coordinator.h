@@ -51,10 +51,10 @@ struct ReadyOperation {
 struct CycleDecision {
   std::vector<ReadyOperation> ready;  // in execution order
   bool all_joined = false;
-  int32_t last_joined_rank = -1;      // set when all_joined
+  int32_t last_joined_rank = -1;  // set when all_joined
   bool all_shutting_down = false;
-  int64_t cache_hits = 0;             // operations announced by bit
-  int64_t cache_misses = 0;           // operations announced in full
+  int64_t cache_hits = 0;    // operations announced by bit
+  int64_t cache_misses = 0;  // operations announced in full
 };
 
 // An operation some ranks announced and others have not.
@@ -77,8 +77,8 @@ class Coordinator {
   // the cache learns it (operations with joined ranks are not cached).
   void Completed(const ReadyOperation& operation);
   // Operations announced by some ranks at least `older_than` ago.
-  std::vector<WaitingOperation> Waiting(SteadyTime now,
-                                        std::chrono::steady_clock::duration older_than) const;
+  std::vector<WaitingOperation> Waiting(
+      SteadyTime now, std::chrono::steady_clock::duration older_than) const;
   int64_t pending() const { return static_cast<int64_t>(entries_.size()); }
 
  private:
@@ -107,7 +107,7 @@ class Coordinator {
   std::map<uint64_t, std::string> order_;  // announcement order -> name
   std::vector<bool> joined_;               // this cycle's flags
   std::vector<bool> shutting_down_;
-  std::vector<int32_t> join_order_;        // ranks in the order they joined
+  std::vector<int32_t> join_order_;  // ranks in the order they joined
   std::map<std::string, FailedGroup> failed_groups_;
 };
 

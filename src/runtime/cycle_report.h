@@ -43,9 +43,11 @@ struct CycleReport {
   bool joined = false;
   bool shutting_down = false;
   bool stalled = false;  // this rank's stall inspector called for shutdown
-  bool direct_ready = false;  // this rank can lease its idle time to a DirectPath
-  std::vector<int32_t> cached_bits;  // announced by response-cache bit, ascending
-  std::vector<TensorSpec> specs;     // announced in full
+  bool direct_ready =
+      false;  // this rank can lease its idle time to a DirectPath
+  std::vector<int32_t>
+      cached_bits;                // announced by response-cache bit, ascending
+  std::vector<TensorSpec> specs;  // announced in full
 };
 
 class CycleReportCodec {
@@ -71,12 +73,14 @@ class CycleReportCodec {
   // `reports` (resized to the world size): flags and cached bits. Returns
   // the payload size each rank sends in the second allgather, or an empty
   // vector when no rank has a payload and there is none.
-  StatusOr<std::vector<int64_t>> DecodeRecords(const std::vector<uint64_t>& records,
-                                               std::vector<CycleReport>* reports) const;
+  StatusOr<std::vector<int64_t>> DecodeRecords(
+      const std::vector<uint64_t>& records,
+      std::vector<CycleReport>* reports) const;
 
   // Reads the payloads, laid end to end in rank order with the sizes
   // DecodeRecords returned, appending each rank's specs to its report.
-  Status DecodePayloads(const std::string& payloads, const std::vector<int64_t>& sizes,
+  Status DecodePayloads(const std::string& payloads,
+                        const std::vector<int64_t>& sizes,
                         std::vector<CycleReport>* reports) const;
 
  private:

@@ -33,12 +33,14 @@ constexpr int32_t kBeatSlot = 2;    // its runtime's beats while leased
 constexpr std::chrono::milliseconds kSleepSlice{10};
 
 // Slots of later leases compare greater.
-uint64_t Tag(uint32_t epoch, uint32_t slot) { return (uint64_t{epoch} << 32) | slot; }
+uint64_t Tag(uint32_t epoch, uint32_t slot) {
+  return (uint64_t{epoch} << 32) | slot;
+}
 
 }  // namespace
 
-StatusOr<std::unique_ptr<DirectPath>> DirectPath::Create(const Options& options,
-                                                         std::shared_ptr<Store> store) {
+StatusOr<std::unique_ptr<DirectPath>> DirectPath::Create(
+    const Options& options, std::shared_ptr<Store> store) {
   if (!store) return InvalidArgument("the direct path needs the store");
   ShmGroup::Options group;
   group.rank = options.world.rank;
@@ -46,20 +48,23 @@ StatusOr<std::unique_ptr<DirectPath>> DirectPath::Create(const Options& options,
   group.areas = 2;  // posts, by slot parity
   group.area_bytes = kPostBytes;
   group.timeout = options.timeout;
-  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<ShmGroup> posts,
-                        ShmGroup::Create(group, *store, options.store_prefix + "/posts/"));
+  KOLO_ASSIGN_OR_RETURN(
+      std::unique_ptr<ShmGroup> posts,
+      ShmGroup::Create(group, *store, options.store_prefix + "/posts/"));
   BackendOptions engine_options;
   engine_options.world = options.world;
   engine_options.timeout = options.timeout;
   engine_options.shm_area_bytes = options.shm_area_bytes;
   engine_options.store_prefix = options.store_prefix + "/engine";
-  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<Backend> engine, CreateShmBackend(engine_options, store));
-  return std::unique_ptr<DirectPath>(
-      new DirectPath(options, std::move(posts), std::move(engine), std::move(store)));
+  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<Backend> engine,
+                        CreateShmBackend(engine_options, store));
+  return std::unique_ptr<DirectPath>(new DirectPath(
+      options, std::move(posts), std::move(engine), std::move(store)));
 }
 
 DirectPath::DirectPath(const Options& options, std::unique_ptr<ShmGroup> posts,
-                       std::unique_ptr<Backend> engine, std::shared_ptr<Store> store)
+                       std::unique_ptr<Backend> engine,
+                       std::shared_ptr<Store> store)
     : options_(options),
       posts_(std::move(posts)),
       engine_(std::move(engine)),
@@ -74,7 +79,8 @@ void DirectPath::Open() {
   open_ = true;
   in_flight_ = false;
   close_owed_ = false;
-  posts_->Scalar(options_.world.rank, kBeatSlot).fetch_add(1, std::memory_order_relaxed);
+  posts_->Scalar(options_.world.rank, kBeatSlot)
+      .fetch_add(1, std::memory_order_relaxed);
 }
 
 bool DirectPath::AwaitClose(std::chrono::milliseconds period) {
@@ -86,7 +92,8 @@ bool DirectPath::AwaitClose(std::chrono::milliseconds period) {
       if (!closed_.WaitUntil(&mutex_, deadline)) break;
     }
     if (!open_) return true;
-    posts_->Scalar(options_.world.rank, kBeatSlot).fetch_add(1, std::memory_order_relaxed);
+    posts_->Scalar(options_.world.rank, kBeatSlot)
+        .fetch_add(1, std::memory_order_relaxed);
     // A call in flight watches its slot itself.
     if (in_flight_) return false;
     const Look look = Examine(epoch_, slot_, nullptr);
@@ -95,8 +102,9 @@ bool DirectPath::AwaitClose(std::chrono::milliseconds period) {
       return true;
     }
     if (look.verdict == Verdict::kGaveUp) {
-      (void)FailLease(Aborted("stall: rank " + std::to_string(look.gave_up) +
-                              " gave up waiting for a synchronous call (KOLO_STALL_SHUTDOWN_S)"));
+      (void)FailLease(Aborted(
+          "stall: rank " + std::to_string(look.gave_up) +
+          " gave up waiting for a synchronous call (KOLO_STALL_SHUTDOWN_S)"));
       return true;
     }
     for (int32_t r = 0; r < options_.world.size && alive.ok(); ++r) {
@@ -109,7 +117,8 @@ bool DirectPath::AwaitClose(std::chrono::milliseconds period) {
   }
   // The store may take a moment to name the rank; callers of Close need not
   // wait for it. The runtime's thread (this one) reads failure() only after.
-  const Status explained = ExplainPeerFailure(alive, store_.get(), RankContext());
+  const Status explained =
+      ExplainPeerFailure(alive, store_.get(), RankContext());
   MutexLock lock(&mutex_);
   (void)FailLease(explained);
   return true;
@@ -141,15 +150,19 @@ void DirectPath::EndLease() {
   closed_.NotifyAll();
 }
 
-std::string DirectPath::RankContext() const { return "rank " + std::to_string(options_.world.rank); }
+std::string DirectPath::RankContext() const {
+  return "rank " + std::to_string(options_.world.rank);
+}
 
 void DirectPath::Post(uint32_t kind, uint32_t slot, const std::string& spec) {
-  char* area = posts_->Area(options_.world.rank, static_cast<int32_t>(slot % 2));
+  char* area =
+      posts_->Area(options_.world.rank, static_cast<int32_t>(slot % 2));
   const PostHeader header{kind, static_cast<uint32_t>(spec.size())};
   std::memcpy(area, &header, sizeof(header));
   std::memcpy(area + sizeof(header), spec.data(), spec.size());
   posts_->Scalar(options_.world.rank, kPostedSlot)
-      .store(static_cast<int64_t>(Tag(epoch_, slot)), std::memory_order_release);
+      .store(static_cast<int64_t>(Tag(epoch_, slot)),
+             std::memory_order_release);
   posts_->RingDoorbell();
 }
 
@@ -159,21 +172,23 @@ DirectPath::Look DirectPath::Examine(uint32_t epoch, uint32_t slot,
   const uint64_t tag = Tag(epoch, slot);
   const int32_t size = options_.world.size;
   for (int32_t r = 0; r < size; ++r) {
-    if (static_cast<uint64_t>(posts_->Scalar(r, kGaveUpSlot).load(std::memory_order_acquire)) ==
+    if (static_cast<uint64_t>(
+            posts_->Scalar(r, kGaveUpSlot).load(std::memory_order_acquire)) ==
         tag) {
       look.verdict = Verdict::kGaveUp;
       look.gave_up = r;
       return look;
     }
     // A rank past this slot posted a call in it: the slot ran there.
-    const uint64_t posted =
-        static_cast<uint64_t>(posts_->Scalar(r, kPostedSlot).load(std::memory_order_acquire));
+    const uint64_t posted = static_cast<uint64_t>(
+        posts_->Scalar(r, kPostedSlot).load(std::memory_order_acquire));
     if (posted < tag) {
       look.missing.push_back(r);
       continue;
     }
     PostHeader header;
-    std::memcpy(&header, posts_->Area(r, static_cast<int32_t>(slot % 2)), sizeof(header));
+    std::memcpy(&header, posts_->Area(r, static_cast<int32_t>(slot % 2)),
+                sizeof(header));
     if (posted == tag && header.kind == kEnd) {
       look.verdict = Verdict::kEnd;
       return look;
@@ -218,14 +233,15 @@ DirectPath::Look DirectPath::Examine(uint32_t epoch, uint32_t slot,
     look.verdict = Verdict::kRun;
     return look;
   }
-  look.verdict = CheckSpecsAgree(by_rank, size).ok() ? Verdict::kRun : Verdict::kEnd;
+  look.verdict =
+      CheckSpecsAgree(by_rank, size).ok() ? Verdict::kRun : Verdict::kEnd;
   if (identical && look.verdict == Verdict::kRun) checked_spec_ = serialized[0];
   return look;
 }
 
-StatusOr<DirectPath::Look> DirectPath::AwaitSlot(uint32_t epoch, uint32_t slot,
-                                                 const std::string& name,
-                                                 std::vector<TensorSpec>* specs) {
+StatusOr<DirectPath::Look> DirectPath::AwaitSlot(
+    uint32_t epoch, uint32_t slot, const std::string& name,
+    std::vector<TensorSpec>* specs) {
   Look look = Examine(epoch, slot, specs);
   if (look.verdict != Verdict::kWaiting) return look;
   const Clock::time_point began = Clock::now();
@@ -247,8 +263,10 @@ StatusOr<DirectPath::Look> DirectPath::AwaitSlot(uint32_t epoch, uint32_t slot,
   for (int32_t r = 0; r < size; ++r) {
     beats[r] = posts_->Scalar(r, kBeatSlot).load(std::memory_order_relaxed);
   }
-  const auto warning = std::chrono::duration_cast<Clock::duration>(options_.stall_warning);
-  const auto shutdown = std::chrono::duration_cast<Clock::duration>(options_.stall_shutdown);
+  const auto warning =
+      std::chrono::duration_cast<Clock::duration>(options_.stall_warning);
+  const auto shutdown =
+      std::chrono::duration_cast<Clock::duration>(options_.stall_shutdown);
   Clock::time_point next_warning = began + warning;
   while (true) {
     // The doorbell is read before the look, so a post after the look
@@ -260,42 +278,50 @@ StatusOr<DirectPath::Look> DirectPath::AwaitSlot(uint32_t epoch, uint32_t slot,
     const Clock::time_point now = Clock::now();
     for (int32_t r : look.missing) {
       KOLO_RETURN_IF_ERROR(posts_->CheckAlive(r, "synchronous call"));
-      const int64_t beat = posts_->Scalar(r, kBeatSlot).load(std::memory_order_relaxed);
+      const int64_t beat =
+          posts_->Scalar(r, kBeatSlot).load(std::memory_order_relaxed);
       if (beat != beats[r]) {
         beats[r] = beat;
         beat_changed[r] = now;
       } else if (now - beat_changed[r] > options_.timeout) {
-        return Timeout("rank " + std::to_string(r) + " neither arrived nor showed a sign of life within " +
-                       std::to_string(options_.timeout.count()) + " ms (is it frozen?)");
+        return Timeout("rank " + std::to_string(r) +
+                       " neither arrived nor showed a sign of life within " +
+                       std::to_string(options_.timeout.count()) +
+                       " ms (is it frozen?)");
       }
     }
     const WaitingOperation waiting{name, look.missing, now - began};
-    const int64_t seconds = std::chrono::duration_cast<std::chrono::seconds>(now - began).count();
+    const int64_t seconds =
+        std::chrono::duration_cast<std::chrono::seconds>(now - began).count();
     if (warning.count() > 0 && now >= next_warning) {
       KOLO_LOG(WARNING) << "stall: " << DescribeWait(waiting, seconds)
-                        << " (the other ranks called it; a rank that never does hangs the job)";
+                        << " (the other ranks called it; a rank that never "
+                           "does hangs the job)";
       next_warning += warning;
     }
     if (shutdown.count() > 0 && now - began >= shutdown) {
       // The ranks waiting here, and those that come later, fail as well.
       posts_->Scalar(options_.world.rank, kGaveUpSlot)
-          .store(static_cast<int64_t>(Tag(epoch, slot)), std::memory_order_release);
+          .store(static_cast<int64_t>(Tag(epoch, slot)),
+                 std::memory_order_release);
       posts_->RingDoorbell();
-      return Aborted("stall: " + DescribeWait(waiting, seconds) + " (KOLO_STALL_SHUTDOWN_S=" +
+      return Aborted("stall: " + DescribeWait(waiting, seconds) +
+                     " (KOLO_STALL_SHUTDOWN_S=" +
                      std::to_string(options_.stall_shutdown.count()) + ")");
     }
     posts_->AwaitDoorbell(seen, kSleepSlice);
   }
   if (look.verdict == Verdict::kGaveUp) {
-    return Aborted("stall: rank " + std::to_string(look.gave_up) + " gave up waiting for tensor '" +
-                   name + "' (KOLO_STALL_SHUTDOWN_S=" +
+    return Aborted("stall: rank " + std::to_string(look.gave_up) +
+                   " gave up waiting for tensor '" + name +
+                   "' (KOLO_STALL_SHUTDOWN_S=" +
                    std::to_string(options_.stall_shutdown.count()) + ")");
   }
   return look;
 }
 
-Status DirectPath::Run(std::vector<TensorSpec> specs, const void* send, void* recv,
-                       void* output_to) {
+Status DirectPath::Run(std::vector<TensorSpec> specs, const void* send,
+                       void* recv, void* output_to) {
   const int32_t me = options_.world.rank;
   ReadyOperation operation;
   operation.name = specs[me].name;
@@ -305,11 +331,13 @@ Status DirectPath::Run(std::vector<TensorSpec> specs, const void* send, void* re
   local.spec = operation.specs[me];
   local.send = send;
   local.recv = recv;
-  local.handle = std::make_shared<internal::HandleState>(operation.name, nullptr);
+  local.handle =
+      std::make_shared<internal::HandleState>(operation.name, nullptr);
   run_stats_ = RuntimeStats();
   KOLO_RETURN_IF_ERROR(executor_.Run({&operation}, {&local}));
   if (output_to != nullptr && !local.handle->output.empty()) {
-    std::memmove(output_to, local.handle->output.data(), local.handle->output.size());
+    std::memmove(output_to, local.handle->output.data(),
+                 local.handle->output.size());
   }
   return Status::Ok();
 }
@@ -321,20 +349,22 @@ Status DirectPath::FailLease(const Status& error) {
   return error;
 }
 
-StatusOr<bool> DirectPath::TryRun(const TensorSpec& spec, const void* send, void* recv,
-                                  void* output_to) {
+StatusOr<bool> DirectPath::TryRun(const TensorSpec& spec, const void* send,
+                                  void* recv, void* output_to) {
   uint32_t epoch = 0;
   uint32_t slot = 0;
   {
     MutexLock lock(&mutex_);
     if (!open_) return false;
     if (in_flight_) {
-      return InvalidArgument("operation '" + spec.name + "' is already pending on " +
-                             RankContext() + "; wait for it before reusing the name");
+      return InvalidArgument("operation '" + spec.name +
+                             "' is already pending on " + RankContext() +
+                             "; wait for it before reusing the name");
     }
     std::string serialized;
     SerializeSpec(spec, &serialized);
-    if (static_cast<int64_t>(serialized.size() + sizeof(PostHeader)) > kPostBytes) {
+    if (static_cast<int64_t>(serialized.size() + sizeof(PostHeader)) >
+        kPostBytes) {
       EndLease();
       return false;
     }
@@ -347,7 +377,8 @@ StatusOr<bool> DirectPath::TryRun(const TensorSpec& spec, const void* send, void
   std::vector<TensorSpec> specs;
   StatusOr<Look> look = AwaitSlot(epoch, slot, spec.name, &specs);
   const bool runs = look.ok() && look->verdict == Verdict::kRun;
-  Status ran = runs ? Run(std::move(specs), send, recv, output_to) : Status::Ok();
+  Status ran =
+      runs ? Run(std::move(specs), send, recv, output_to) : Status::Ok();
 
   MutexLock lock(&mutex_);
   in_flight_ = false;
@@ -355,12 +386,14 @@ StatusOr<bool> DirectPath::TryRun(const TensorSpec& spec, const void* send, void
     // A stall is the job's verdict, not this rank's news, as in the runtime.
     const bool lost_peer = look.status().code() == StatusCode::kPeerFailure ||
                            look.status().code() == StatusCode::kTimeout;
-    return FailLease(lost_peer ? ExplainPeerFailure(look.status(), store_.get(), RankContext())
+    return FailLease(lost_peer ? ExplainPeerFailure(look.status(), store_.get(),
+                                                    RankContext())
                                : look.status());
   }
   if (!ran.ok()) {
     return FailLease(ExplainPeerFailure(
-        ran.WithContext(std::string(CollectiveName(spec.collective)) + " of '" + spec.name + "'"),
+        ran.WithContext(std::string(CollectiveName(spec.collective)) + " of '" +
+                        spec.name + "'"),
         store_.get(), RankContext()));
   }
   if (!runs) {

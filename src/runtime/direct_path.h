@@ -75,8 +75,8 @@ class DirectPath {
 
   // Collective over the ranks of `options.world`, which must all share
   // this host. `store` also names a dead rank in errors.
-  static StatusOr<std::unique_ptr<DirectPath>> Create(const Options& options,
-                                                      std::shared_ptr<Store> store);
+  static StatusOr<std::unique_ptr<DirectPath>> Create(
+      const Options& options, std::shared_ptr<Store> store);
 
   // The runtime's thread: opens the next lease (every rank in the same
   // tick), then waits up to `period` at a time for it to close. AwaitClose
@@ -94,7 +94,8 @@ class DirectPath {
   // returns true, or returns false when the call must go through the
   // runtime. `output_to` receives an allgather's, alltoall's or
   // reducescatter's result, as from the runtime's handle.
-  StatusOr<bool> TryRun(const TensorSpec& spec, const void* send, void* recv, void* output_to);
+  StatusOr<bool> TryRun(const TensorSpec& spec, const void* send, void* recv,
+                        void* output_to);
 
   // The calls this path ran (operations, bytes, collectives, their time,
   // and direct_operations).
@@ -112,18 +113,22 @@ class DirectPath {
              std::unique_ptr<Backend> engine, std::shared_ptr<Store> store);
 
   // Writes this rank's post for `slot` of the current lease.
-  void Post(uint32_t kind, uint32_t slot, const std::string& spec) KOLO_REQUIRES(mutex_);
+  void Post(uint32_t kind, uint32_t slot, const std::string& spec)
+      KOLO_REQUIRES(mutex_);
   // Posts an end in this rank's next slot and closes the lease.
   void EndLease() KOLO_REQUIRES(mutex_);
   // "rank 3", the context of this rank's errors.
   std::string RankContext() const;
   // What the posts of `slot` say so far; fills `specs` for kRun.
-  Look Examine(uint32_t epoch, uint32_t slot, std::vector<TensorSpec>* specs) const;
+  Look Examine(uint32_t epoch, uint32_t slot,
+               std::vector<TensorSpec>* specs) const;
   // Waits until every rank has posted in `slot` or one has ended the lease.
-  StatusOr<Look> AwaitSlot(uint32_t epoch, uint32_t slot, const std::string& name,
+  StatusOr<Look> AwaitSlot(uint32_t epoch, uint32_t slot,
+                           const std::string& name,
                            std::vector<TensorSpec>* specs);
   // Runs the agreed call on the engine.
-  Status Run(std::vector<TensorSpec> specs, const void* send, void* recv, void* output_to);
+  Status Run(std::vector<TensorSpec> specs, const void* send, void* recv,
+             void* output_to);
   // Ends the lease with `error` for good; returns the error.
   Status FailLease(const Status& error) KOLO_REQUIRES(mutex_);
 
@@ -144,8 +149,9 @@ class DirectPath {
   uint32_t slot_ KOLO_GUARDED_BY(mutex_) = 0;   // next slot in the lease
   // A call posted in slot_ and not over yet.
   bool in_flight_ KOLO_GUARDED_BY(mutex_) = false;
-  bool close_owed_ KOLO_GUARDED_BY(mutex_) = false;  // Close() came during that call
-  Status failure_ KOLO_GUARDED_BY(mutex_);           // once set, no lease opens
+  bool close_owed_ KOLO_GUARDED_BY(mutex_) =
+      false;                                // Close() came during that call
+  Status failure_ KOLO_GUARDED_BY(mutex_);  // once set, no lease opens
   RuntimeStats stats_ KOLO_GUARDED_BY(mutex_);
 };
 

@@ -38,7 +38,8 @@ Status Executor::Engine(const std::vector<const ReadyOperation*>& operations,
   const auto start = std::chrono::steady_clock::now();
   Status status = world_.size > 1 ? call() : Status::Ok();
   stats_->collective_seconds +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   ++stats_->collectives;
   if (operations.size() > 1) ++stats_->fused_batches;
   Phase(operations, "COLLECTIVE", false);
@@ -48,18 +49,21 @@ Status Executor::Engine(const std::vector<const ReadyOperation*>& operations,
 Status Executor::Run(const std::vector<const ReadyOperation*>& operations,
                      const std::vector<LocalOperation*>& locals) {
   const TensorSpec& spec = operations.front()->specs[0];
-  if (spec.collective == Collective::kAllreduce) return RunAllreduce(operations, locals);
+  if (spec.collective == Collective::kAllreduce)
+    return RunAllreduce(operations, locals);
   return RunOne(*operations.front(), locals.front());
 }
 
-Status Executor::RunAllreduce(const std::vector<const ReadyOperation*>& operations,
-                              const std::vector<LocalOperation*>& locals) {
+Status Executor::RunAllreduce(
+    const std::vector<const ReadyOperation*>& operations,
+    const std::vector<LocalOperation*>& locals) {
   const TensorSpec& first = operations.front()->specs[0];
   const DataType type = first.type;
   const int64_t element = DataTypeSize(type);
   const int32_t contributors = Contributors(*operations.front());
   int64_t total = 0;
-  for (const ReadyOperation* op : operations) total += op->specs[world_.rank].count;
+  for (const ReadyOperation* op : operations)
+    total += op->specs[world_.rank].count;
   if (total == 0) return Status::Ok();
 
   // A lone tensor of this rank reduces straight between its own buffers.
@@ -67,14 +71,17 @@ Status Executor::RunAllreduce(const std::vector<const ReadyOperation*>& operatio
     LocalOperation* local = locals.front();
     Status status;
     if (world_.size == 1) {
-      if (local->send != local->recv) std::memmove(local->recv, local->send, total * element);
+      if (local->send != local->recv)
+        std::memmove(local->recv, local->send, total * element);
     } else {
       status = Engine(operations, [&] {
-        return backend_->Allreduce(local->send, local->recv, total, type, first.op);
+        return backend_->Allreduce(local->send, local->recv, total, type,
+                                   first.op);
       });
     }
     KOLO_RETURN_IF_ERROR(status);
-    if (first.op == ReduceOp::kAverage) DivideInPlace(type, local->recv, total, contributors);
+    if (first.op == ReduceOp::kAverage)
+      DivideInPlace(type, local->recv, total, contributors);
     return Status::Ok();
   }
 
@@ -94,8 +101,8 @@ Status Executor::RunAllreduce(const std::vector<const ReadyOperation*>& operatio
   }
   Phase(operations, "COPY_IN", false);
   KOLO_RETURN_IF_ERROR(Engine(operations, [&] {
-    return backend_->Allreduce(fusion_buffer_.data(), fusion_buffer_.data(), total, type,
-                               first.op);
+    return backend_->Allreduce(fusion_buffer_.data(), fusion_buffer_.data(),
+                               total, type, first.op);
   }));
   Phase(operations, "COPY_OUT", true);
   offset = 0;
@@ -104,9 +111,11 @@ Status Executor::RunAllreduce(const std::vector<const ReadyOperation*>& operatio
     if (locals[i] != nullptr) {
       // An average divides on the way out: one pass over the data, not two.
       if (first.op == ReduceOp::kAverage) {
-        DivideInto(type, locals[i]->recv, fusion_buffer_.data() + offset, count, contributors);
+        DivideInto(type, locals[i]->recv, fusion_buffer_.data() + offset, count,
+                   contributors);
       } else {
-        std::memcpy(locals[i]->recv, fusion_buffer_.data() + offset, count * element);
+        std::memcpy(locals[i]->recv, fusion_buffer_.data() + offset,
+                    count * element);
       }
     }
     offset += count * element;
@@ -136,13 +145,15 @@ Status Executor::RunOne(const ReadyOperation& op, LocalOperation* local) {
         return Status::Ok();
       }
       return Engine(just_this, [&] {
-        return backend_->Allgatherv(local->send, local->handle->output.data(), counts, type);
+        return backend_->Allgatherv(local->send, local->handle->output.data(),
+                                    counts, type);
       });
     }
     case Collective::kBroadcast:
       if (mine.count == 0) return Status::Ok();
-      return Engine(just_this,
-                    [&] { return backend_->Broadcast(local->recv, mine.count, type, mine.root); });
+      return Engine(just_this, [&] {
+        return backend_->Broadcast(local->recv, mine.count, type, mine.root);
+      });
     case Collective::kAlltoall: {
       std::vector<int64_t> recv_counts;
       int64_t total = 0;
@@ -160,8 +171,9 @@ Status Executor::RunOne(const ReadyOperation& op, LocalOperation* local) {
         return Status::Ok();
       }
       return Engine(just_this, [&] {
-        return backend_->Alltoallv(local->send, mine.splits, local->handle->output.data(),
-                                   recv_counts, type);
+        return backend_->Alltoallv(local->send, mine.splits,
+                                   local->handle->output.data(), recv_counts,
+                                   type);
       });
     }
     case Collective::kReducescatter: {
@@ -173,8 +185,8 @@ Status Executor::RunOne(const ReadyOperation& op, LocalOperation* local) {
         std::memcpy(local->handle->output.data(), local->send, block * element);
       } else {
         KOLO_RETURN_IF_ERROR(Engine(just_this, [&] {
-          return backend_->Reducescatter(local->send, local->handle->output.data(), block,
-                                         type, mine.op);
+          return backend_->Reducescatter(
+              local->send, local->handle->output.data(), block, type, mine.op);
         }));
       }
       if (mine.op == ReduceOp::kAverage) {
@@ -186,7 +198,8 @@ Status Executor::RunOne(const ReadyOperation& op, LocalOperation* local) {
       // Agreeing that every rank reached it was the barrier.
       return Status::Ok();
     default:
-      return Internal("the runtime cannot run " + std::string(CollectiveName(mine.collective)));
+      return Internal("the runtime cannot run " +
+                      std::string(CollectiveName(mine.collective)));
   }
 }
 

@@ -4,7 +4,8 @@ namespace kolo {
 namespace {
 
 bool Fusible(const ReadyOperation& op, int64_t cutoff_bytes) {
-  if (!op.error.ok() || op.specs[0].collective != Collective::kAllreduce) return false;
+  if (!op.error.ok() || op.specs[0].collective != Collective::kAllreduce)
+    return false;
   return !op.specs[0].group.empty() || op.specs[0].bytes() < cutoff_bytes;
 }
 
@@ -31,11 +32,13 @@ std::vector<Batch> PlanFusion(const std::vector<ReadyOperation>& ready,
     const TensorSpec& first = ready[i].specs[0];
     batch.bytes = first.bytes();
     for (size_t j = i + 1; j < ready.size(); ++j) {
-      if (planned[j] || !Fusible(ready[j], cutoff_bytes) || !SameKind(ready[i], ready[j])) {
+      if (planned[j] || !Fusible(ready[j], cutoff_bytes) ||
+          !SameKind(ready[i], ready[j])) {
         continue;
       }
       const TensorSpec& candidate = ready[j].specs[0];
-      const bool same_group = !first.group.empty() && candidate.group == first.group;
+      const bool same_group =
+          !first.group.empty() && candidate.group == first.group;
       const bool fits = first.group.empty() && candidate.group.empty() &&
                         batch.bytes + candidate.bytes() <= threshold_bytes;
       if (!same_group && !fits) continue;

@@ -1,5 +1,5 @@
-#include "kolo/runtime.h"
 #include "common/spin_wait.h"
+#include "kolo/runtime.h"
 #include "runtime/handle_state.h"
 
 namespace kolo {
@@ -24,7 +24,8 @@ const std::vector<char> kNoOutput;
 const std::vector<int64_t> kNoCounts;
 }  // namespace
 
-Handle::Handle(std::shared_ptr<internal::HandleState> state) : state_(std::move(state)) {}
+Handle::Handle(std::shared_ptr<internal::HandleState> state)
+    : state_(std::move(state)) {}
 
 bool Handle::Poll() const {
   if (!state_) return true;
@@ -37,17 +38,20 @@ Status Handle::Wait(std::chrono::milliseconds timeout) const {
   // One spin record per waiting thread: a thread's waits are alike.
   thread_local AdaptiveSpin spin;
   const auto began = AdaptiveSpin::Clock::now();
-  const bool finished = spin.Spin(
-      [&] { return state_->done.load(std::memory_order_acquire); }, state_->spin_style, began);
+  const bool finished =
+      spin.Spin([&] { return state_->done.load(std::memory_order_acquire); },
+                state_->spin_style, began);
   MutexLock lock(&state_->mutex);
   if (!finished) {
     // now() + milliseconds::max() would overflow; a year is forever enough.
     const auto cap = std::chrono::hours(24 * 365);
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(timeout, cap);
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::min<std::chrono::milliseconds>(timeout, cap);
     while (!state_->done.load()) {
-      if (!state_->completed.WaitUntil(&state_->mutex, deadline) && !state_->done.load()) {
-        return Timeout("operation '" + state_->name + "' did not complete within " +
+      if (!state_->completed.WaitUntil(&state_->mutex, deadline) &&
+          !state_->done.load()) {
+        return Timeout("operation '" + state_->name +
+                       "' did not complete within " +
                        std::to_string(timeout.count()) + " ms");
       }
     }
@@ -56,8 +60,12 @@ Status Handle::Wait(std::chrono::milliseconds timeout) const {
   return state_->status;
 }
 
-const std::string& Handle::name() const { return state_ ? state_->name : kNoName; }
-const std::vector<char>& Handle::output() const { return state_ ? state_->output : kNoOutput; }
+const std::string& Handle::name() const {
+  return state_ ? state_->name : kNoName;
+}
+const std::vector<char>& Handle::output() const {
+  return state_ ? state_->output : kNoOutput;
+}
 const std::vector<int64_t>& Handle::output_counts() const {
   return state_ ? state_->output_counts : kNoCounts;
 }

@@ -9,7 +9,8 @@ int32_t ResponseCache::Lookup(const TensorSpec& spec, int32_t rank) const {
   auto it = bit_by_name_.find(spec.name);
   if (it == bit_by_name_.end()) return -1;
   const std::vector<TensorSpec>& specs = slots_[it->second].specs;
-  if (rank >= static_cast<int32_t>(specs.size()) || specs[rank] != spec) return -1;
+  if (rank >= static_cast<int32_t>(specs.size()) || specs[rank] != spec)
+    return -1;
   return it->second;
 }
 

@@ -20,53 +20,58 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kIdleTick{100};
 }  // namespace
 
-StatusOr<std::unique_ptr<Runtime>> Runtime::Start(const RuntimeOptions& options,
-                                                  std::unique_ptr<Backend> backend,
-                                                  std::shared_ptr<Store> store,
-                                                  std::unique_ptr<DirectPath> direct) {
+StatusOr<std::unique_ptr<Runtime>> Runtime::Start(
+    const RuntimeOptions& options, std::unique_ptr<Backend> backend,
+    std::shared_ptr<Store> store, std::unique_ptr<DirectPath> direct) {
   if (options.world.size > 1 && backend == nullptr) {
     return InvalidArgument("the runtime needs an engine for " +
                            std::to_string(options.world.size) + " ranks");
   }
   if (options.world.size > 1) {
     // Ranks that fuse or cache differently would run different engine calls.
-    const int64_t mine[2] = {options.fusion_threshold_bytes, options.cache_capacity};
+    const int64_t mine[2] = {options.fusion_threshold_bytes,
+                             options.cache_capacity};
     std::vector<int64_t> all(2 * options.world.size);
-    KOLO_RETURN_IF_ERROR(backend->Allgatherv(mine, all.data(),
-                                             std::vector<int64_t>(options.world.size, 2),
-                                             DataType::kInt64));
+    KOLO_RETURN_IF_ERROR(backend->Allgatherv(
+        mine, all.data(), std::vector<int64_t>(options.world.size, 2),
+        DataType::kInt64));
     for (int32_t r = 0; r < options.world.size; ++r) {
       if (all[2 * r] != mine[0] || all[2 * r + 1] != mine[1]) {
         return InvalidArgument(
-            "rank " + std::to_string(r) + " runs with KOLO_FUSION_THRESHOLD=" +
-            std::to_string(all[2 * r]) + " and KOLO_CACHE_CAPACITY=" +
-            std::to_string(all[2 * r + 1]) + ", rank " + std::to_string(options.world.rank) +
-            " with " + std::to_string(mine[0]) + " and " + std::to_string(mine[1]) +
+            "rank " + std::to_string(r) +
+            " runs with KOLO_FUSION_THRESHOLD=" + std::to_string(all[2 * r]) +
+            " and KOLO_CACHE_CAPACITY=" + std::to_string(all[2 * r + 1]) +
+            ", rank " + std::to_string(options.world.rank) + " with " +
+            std::to_string(mine[0]) + " and " + std::to_string(mine[1]) +
             ": every rank needs the same values");
       }
     }
   }
   std::unique_ptr<Timeline> timeline;
   if (!options.timeline_path.empty() && options.world.rank == 0) {
-    KOLO_ASSIGN_OR_RETURN(timeline, Timeline::Open(options.timeline_path, options.world.rank,
-                                                           options.timeline_section));
+    KOLO_ASSIGN_OR_RETURN(
+        timeline, Timeline::Open(options.timeline_path, options.world.rank,
+                                 options.timeline_section));
   }
-  std::unique_ptr<Runtime> runtime(new Runtime(options, std::move(backend), std::move(store),
-                                               std::move(timeline), std::move(direct)));
+  std::unique_ptr<Runtime> runtime(
+      new Runtime(options, std::move(backend), std::move(store),
+                  std::move(timeline), std::move(direct)));
   runtime->thread_ = std::thread([r = runtime.get()] { r->Loop(); });
   return runtime;
 }
 
-Runtime::Runtime(const RuntimeOptions& options, std::unique_ptr<Backend> backend,
-                 std::shared_ptr<Store> store, std::unique_ptr<Timeline> timeline,
+Runtime::Runtime(const RuntimeOptions& options,
+                 std::unique_ptr<Backend> backend, std::shared_ptr<Store> store,
+                 std::unique_ptr<Timeline> timeline,
                  std::unique_ptr<DirectPath> direct)
     : options_(options),
       backend_(std::move(backend)),
       store_(std::move(store)),
       timeline_(std::move(timeline)),
       direct_(std::move(direct)),
-      spin_style_(RanksOutnumberCores(options.world.local_size) ? SpinStyle::kYieldEveryWait
-                                                                : SpinStyle::kYield),
+      spin_style_(RanksOutnumberCores(options.world.local_size)
+                      ? SpinStyle::kYieldEveryWait
+                      : SpinStyle::kYield),
       doorbell_(std::make_shared<Doorbell>(this)),
       cache_(options.cache_capacity),
       coordinator_(options.world.size, &cache_),
@@ -84,23 +89,25 @@ StatusOr<Handle> Runtime::Enqueue(TensorSpec spec, const void* send, void* recv,
   return handles->front();
 }
 
-StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<TensorSpec> specs,
-                                                    std::vector<const void*> sends,
-                                                    std::vector<void*> recvs,
-                                                    CompletionCallback callback) {
+StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(
+    std::vector<TensorSpec> specs, std::vector<const void*> sends,
+    std::vector<void*> recvs, CompletionCallback callback) {
   std::vector<std::unique_ptr<LocalOperation>> operations;
   std::vector<Handle> handles;
   for (size_t i = 0; i < specs.size(); ++i) {
-    if (specs[i].name.empty()) return InvalidArgument("an operation needs a non-empty name");
+    if (specs[i].name.empty())
+      return InvalidArgument("an operation needs a non-empty name");
     if (specs[i].count < 0) {
-      return InvalidArgument("operation '" + specs[i].name + "': negative element count " +
+      return InvalidArgument("operation '" + specs[i].name +
+                             "': negative element count " +
                              std::to_string(specs[i].count));
     }
     auto local = std::make_unique<LocalOperation>();
     local->spec = std::move(specs[i]);
     local->send = sends[i];
     local->recv = recvs[i];
-    local->handle = std::make_shared<internal::HandleState>(local->spec.name, callback);
+    local->handle =
+        std::make_shared<internal::HandleState>(local->spec.name, callback);
     local->handle->spin_style = spin_style_;
     local->handle->on_wait = [bell = std::weak_ptr<Doorbell>(doorbell_)] {
       if (std::shared_ptr<Doorbell> b = bell.lock()) {
@@ -120,7 +127,8 @@ StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<TensorSpec> spec
     }
     std::set<std::string> names;
     for (const auto& op : operations) {
-      if (names_in_use_.count(op->spec.name) || !names.insert(op->spec.name).second) {
+      if (names_in_use_.count(op->spec.name) ||
+          !names.insert(op->spec.name).second) {
         return InvalidArgument("operation '" + op->spec.name +
                                "' is already pending on rank " +
                                std::to_string(options_.world.rank) +
@@ -148,7 +156,9 @@ StatusOr<int32_t> Runtime::Join() {
   if (direct_) direct_->Close();
   wake_.NotifyAll();
   while (!last_joined_.has_value() && !stopped_) joined_all_.Wait(&mutex_);
-  if (!last_joined_) return sticky_error_.ok() ? Aborted("kolo shut down during Join()") : sticky_error_;
+  if (!last_joined_)
+    return sticky_error_.ok() ? Aborted("kolo shut down during Join()")
+                              : sticky_error_;
   return *last_joined_;
 }
 
@@ -249,7 +259,8 @@ void Runtime::WaitForWork(bool busy, Clock::time_point last_tick) {
   // Idle: start at once when work arrives, or tick for the other ranks.
   const Clock::time_point began = Clock::now();
   const bool arrived = idle_spin_.Spin(
-      [&] { return work_queued_.load(std::memory_order_acquire); }, spin_style_, began);
+      [&] { return work_queued_.load(std::memory_order_acquire); }, spin_style_,
+      began);
   MutexLock lock(&mutex_);
   if (!arrived) {
     const Clock::time_point deadline = last_tick + kIdleTick;
@@ -267,14 +278,17 @@ bool Runtime::Tick() {
   const bool announced_any = Announce(start, &mine);
   StatusOr<std::vector<CycleReport>> reports = Exchange(mine);
   const SteadyTime decided_at = Clock::now();
-  loop_stats_.negotiation_seconds += std::chrono::duration<double>(decided_at - start).count();
+  loop_stats_.negotiation_seconds +=
+      std::chrono::duration<double>(decided_at - start).count();
   ++loop_stats_.cycles;
-  if (!reports.ok()) return Stop(NamePeerFailure(reports.status().WithContext("negotiation")));
+  if (!reports.ok())
+    return Stop(NamePeerFailure(reports.status().WithContext("negotiation")));
   if (std::any_of(reports->begin(), reports->end(),
                   [](const CycleReport& r) { return r.stalled; })) {
     return Stop(StallShutdown(decided_at));
   }
-  const CycleDecision decision = Decide(*reports, start, decided_at, announced_any);
+  const CycleDecision decision =
+      Decide(*reports, start, decided_at, announced_any);
   DecideLease(*reports);
   if (!Execute(decision, decided_at)) return false;
   FinishJoin(decision);
@@ -298,9 +312,10 @@ CycleReport Runtime::Drain(SteadyTime start) {
     mine.shutting_down = shutdown_requested_;
   }
   mine.stalled = stall_inspector_.stalled();
-  mine.direct_ready = direct_ && options_.timeline_path.empty() && !mine.joined &&
-                      !mine.shutting_down && !mine.stalled;
-  if (mine.shutting_down && shutdown_since_ == SteadyTime()) shutdown_since_ = start;
+  mine.direct_ready = direct_ && options_.timeline_path.empty() &&
+                      !mine.joined && !mine.shutting_down && !mine.stalled;
+  if (mine.shutting_down && shutdown_since_ == SteadyTime())
+    shutdown_since_ = start;
   return mine;
 }
 
@@ -335,9 +350,9 @@ StatusOr<std::vector<CycleReport>> Runtime::Exchange(const CycleReport& mine) {
   report_codec_.Encode(mine, &record, &payload);
   const int64_t record_words = report_codec_.record_words();
   std::vector<uint64_t> records(record_words * size);
-  KOLO_RETURN_IF_ERROR(backend_->Allgatherv(record.data(), records.data(),
-                                            std::vector<int64_t>(size, record_words * 8),
-                                            DataType::kUInt8));
+  KOLO_RETURN_IF_ERROR(backend_->Allgatherv(
+      record.data(), records.data(),
+      std::vector<int64_t>(size, record_words * 8), DataType::kUInt8));
   std::vector<CycleReport> reports;
   KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> payload_sizes,
                         report_codec_.DecodeRecords(records, &reports));
@@ -347,14 +362,16 @@ StatusOr<std::vector<CycleReport>> Runtime::Exchange(const CycleReport& mine) {
   int64_t total = 0;
   for (int64_t bytes : payload_sizes) total += bytes;
   std::string everything(total, '\0');
-  KOLO_RETURN_IF_ERROR(backend_->Allgatherv(payload.data(), everything.data(), payload_sizes,
-                                            DataType::kUInt8));
-  KOLO_RETURN_IF_ERROR(report_codec_.DecodePayloads(everything, payload_sizes, &reports));
+  KOLO_RETURN_IF_ERROR(backend_->Allgatherv(payload.data(), everything.data(),
+                                            payload_sizes, DataType::kUInt8));
+  KOLO_RETURN_IF_ERROR(
+      report_codec_.DecodePayloads(everything, payload_sizes, &reports));
   return reports;
 }
 
-CycleDecision Runtime::Decide(const std::vector<CycleReport>& reports, SteadyTime start,
-                              SteadyTime decided_at, bool announced_any) {
+CycleDecision Runtime::Decide(const std::vector<CycleReport>& reports,
+                              SteadyTime start, SteadyTime decided_at,
+                              bool announced_any) {
   CycleDecision decision = coordinator_.Decide(reports, decided_at);
   loop_stats_.cache_hits += decision.cache_hits;
   loop_stats_.cache_misses += decision.cache_misses;
@@ -377,14 +394,15 @@ void Runtime::DecideLease(const std::vector<CycleReport>& reports) {
 
 bool Runtime::Execute(const CycleDecision& decision, SteadyTime decided_at) {
   const int64_t cutoff = backend_ ? backend_->FusionCutoffBytes() : 0;
-  for (const Batch& batch : PlanFusion(decision.ready, options_.fusion_threshold_bytes, cutoff)) {
+  for (const Batch& batch :
+       PlanFusion(decision.ready, options_.fusion_threshold_bytes, cutoff)) {
     if (!ExecuteBatch(decision.ready, batch, decided_at)) return false;
   }
   return true;
 }
 
-bool Runtime::ExecuteBatch(const std::vector<ReadyOperation>& ready, const Batch& batch,
-                           SteadyTime decided_at) {
+bool Runtime::ExecuteBatch(const std::vector<ReadyOperation>& ready,
+                           const Batch& batch, SteadyTime decided_at) {
   std::vector<const ReadyOperation*> operations;
   std::vector<LocalOperation*> locals;
   for (size_t index : batch.operations) {
@@ -408,14 +426,15 @@ bool Runtime::ExecuteBatch(const std::vector<ReadyOperation>& ready, const Batch
   }
   Status ran = executor_.Run(operations, locals);
   if (!ran.ok()) {
-    return Stop(NamePeerFailure(
-        ran.WithContext(std::string(CollectiveName(operations.front()->specs[0].collective)) +
-                        " of '" + operations.front()->name + "'")));
+    return Stop(NamePeerFailure(ran.WithContext(
+        std::string(CollectiveName(operations.front()->specs[0].collective)) +
+        " of '" + operations.front()->name + "'")));
   }
   for (size_t i = 0; i < operations.size(); ++i) {
     coordinator_.Completed(*operations[i]);
     if (locals[i] != nullptr) {
-      Complete(locals[i], Status::Ok(), operations[i]->specs[options_.world.rank].bytes());
+      Complete(locals[i], Status::Ok(),
+               operations[i]->specs[options_.world.rank].bytes());
     }
   }
   return true;
@@ -437,7 +456,8 @@ bool Runtime::KeepRunning(const CycleDecision& decision, bool shutting_down) {
   }
   if (decision.all_shutting_down) return Stop(Status::Ok());
   if (shutting_down && Clock::now() - shutdown_since_ > options_.timeout) {
-    KOLO_LOG(WARNING) << "leaving after waiting " << options_.timeout.count() / 1000
+    KOLO_LOG(WARNING) << "leaving after waiting "
+                      << options_.timeout.count() / 1000
                       << " s for the other ranks to shut down";
     return Stop(Status::Ok());
   }
@@ -449,7 +469,8 @@ bool Runtime::Stop(const Status& error) {
   return false;
 }
 
-void Runtime::Complete(LocalOperation* local, const Status& status, int64_t bytes) {
+void Runtime::Complete(LocalOperation* local, const Status& status,
+                       int64_t bytes) {
   const std::string name = local->spec.name;
   if (status.ok()) {
     ++loop_stats_.operations;
@@ -482,7 +503,8 @@ void Runtime::FailEverything(const Status& error) {
   // Peers waiting in a lease for this rank go back to their runtimes.
   if (direct_) direct_->Close();
   joined_all_.NotifyAll();
-  const Status reason = error.ok() ? Aborted("kolo shut down before the operation ran") : error;
+  const Status reason =
+      error.ok() ? Aborted("kolo shut down before the operation ran") : error;
   for (auto& op : queued) op->handle->Complete(reason);
   for (auto& [name, op] : pending_) op->handle->Complete(reason);
   pending_.clear();
@@ -505,7 +527,8 @@ void Runtime::InspectStalls(SteadyTime now) {
 Status Runtime::StallShutdown(SteadyTime now) const {
   // What waits here matters only when the verdict is another rank's.
   if (stall_inspector_.stalled()) return stall_inspector_.ShutdownError({});
-  return stall_inspector_.ShutdownError(coordinator_.Waiting(now, Clock::duration::zero()));
+  return stall_inspector_.ShutdownError(
+      coordinator_.Waiting(now, Clock::duration::zero()));
 }
 
 }  // namespace kolo

@@ -94,7 +94,7 @@ namespace kolo {
 // know of the job.
 struct RuntimeOptions : RuntimeConfig {
   WorldInfo world;
-  std::string timeline_path;  // empty: no timeline (rank 0 writes it)
+  std::string timeline_path;     // empty: no timeline (rank 0 writes it)
   int32_t timeline_section = 0;  // see Timeline::Open
   std::chrono::milliseconds timeout{30000};
 };
@@ -106,10 +106,10 @@ class Runtime {
   // loses a peer; `direct` (may be null) is the path synchronous calls take
   // while every rank is idle. The options must be equal on every rank
   // (checked).
-  static StatusOr<std::unique_ptr<Runtime>> Start(const RuntimeOptions& options,
-                                                  std::unique_ptr<Backend> backend,
-                                                  std::shared_ptr<Store> store,
-                                                  std::unique_ptr<DirectPath> direct = nullptr);
+  static StatusOr<std::unique_ptr<Runtime>> Start(
+      const RuntimeOptions& options, std::unique_ptr<Backend> backend,
+      std::shared_ptr<Store> store,
+      std::unique_ptr<DirectPath> direct = nullptr);
   // Shuts down if Shutdown() was not called.
   ~Runtime();
 
@@ -120,7 +120,8 @@ class Runtime {
   StatusOr<std::vector<Handle>> EnqueueGroup(std::vector<TensorSpec> specs,
                                              std::vector<const void*> sends,
                                              std::vector<void*> recvs,
-                                             CompletionCallback callback) KOLO_EXCLUDES(mutex_);
+                                             CompletionCallback callback)
+      KOLO_EXCLUDES(mutex_);
   StatusOr<int32_t> Join() KOLO_EXCLUDES(mutex_);
   // Leaves together with the other ranks (bounded by the timeout), fails
   // whatever is still pending, and stops the thread. Idempotent.
@@ -155,20 +156,24 @@ class Runtime {
   // (runtime/cycle_report.h).
   StatusOr<std::vector<CycleReport>> Exchange(const CycleReport& mine);
   // 3. The coordinator's decision, counted in the statistics.
-  CycleDecision Decide(const std::vector<CycleReport>& reports, SteadyTime start,
-                       SteadyTime decided_at, bool announced_any);
+  CycleDecision Decide(const std::vector<CycleReport>& reports,
+                       SteadyTime start, SteadyTime decided_at,
+                       bool announced_any);
   // Whether every rank leases its idle time after this tick (lease_due_).
   void DecideLease(const std::vector<CycleReport>& reports);
   // 4.-6. Fuses the ready operations into batches, runs and completes them;
   // false when the engine failed.
-  bool Execute(const CycleDecision& decision, SteadyTime decided_at) KOLO_EXCLUDES(mutex_);
-  bool ExecuteBatch(const std::vector<ReadyOperation>& ready, const Batch& batch,
-                    SteadyTime decided_at) KOLO_EXCLUDES(mutex_);
+  bool Execute(const CycleDecision& decision, SteadyTime decided_at)
+      KOLO_EXCLUDES(mutex_);
+  bool ExecuteBatch(const std::vector<ReadyOperation>& ready,
+                    const Batch& batch, SteadyTime decided_at)
+      KOLO_EXCLUDES(mutex_);
   // 6. Wakes Join() once every rank joined.
   void FinishJoin(const CycleDecision& decision) KOLO_EXCLUDES(mutex_);
   // Publishes the statistics; false when an error ended the runtime, every
   // rank shuts down, or this rank waited too long for the others to.
-  bool KeepRunning(const CycleDecision& decision, bool shutting_down) KOLO_EXCLUDES(mutex_);
+  bool KeepRunning(const CycleDecision& decision, bool shutting_down)
+      KOLO_EXCLUDES(mutex_);
   // Fails everything with `error` (ok: a clean shutdown); false, to return.
   bool Stop(const Status& error) KOLO_EXCLUDES(mutex_);
   // Waits until there is a reason to tick.
@@ -228,7 +233,7 @@ class Runtime {
   RuntimeStats loop_stats_;  // copied into stats_ after each tick
   SteadyTime shutdown_since_;
   AdaptiveSpin idle_spin_;
-  bool lease_due_ = false;     // the last tick left every rank idle
+  bool lease_due_ = false;  // the last tick left every rank idle
 
   std::thread thread_;
 };

@@ -43,7 +43,8 @@ class StallInspector {
   // are ignored) and returns the warnings to log, e.g.
   //   stall: tensor 'x' has waited 3 s for rank 1 (the other ranks ...)
   // An operation is warned about again only after another warning time.
-  std::vector<std::string> Inspect(const std::vector<WaitingOperation>& waiting, SteadyTime now);
+  std::vector<std::string> Inspect(const std::vector<WaitingOperation>& waiting,
+                                   SteadyTime now);
   // Some operation waited the shutdown time: this rank calls for shutdown.
   bool stalled() const { return !verdict_.empty(); }
   // The error every rank fails with once some rank called for shutdown.

@@ -30,16 +30,19 @@ class SynchronousCollectives {
  public:
   explicit SynchronousCollectives(Runtime* runtime) : runtime_(runtime) {}
 
-  Status Allreduce(const void* send, void* recv, int64_t count, DataType type, ReduceOp op);
+  Status Allreduce(const void* send, void* recv, int64_t count, DataType type,
+                   ReduceOp op);
   Status Allgather(const void* send, void* recv, int64_t count, DataType type);
   Status Allgatherv(const void* send, int64_t send_count, void* recv,
                     const std::vector<int64_t>& recv_counts, DataType type);
-  Status Broadcast(const void* send, void* recv, int64_t count, DataType type, int32_t root);
+  Status Broadcast(const void* send, void* recv, int64_t count, DataType type,
+                   int32_t root);
   Status Alltoall(const void* send, void* recv, int64_t count, DataType type);
-  Status Alltoallv(const void* send, const std::vector<int64_t>& send_counts, void* recv,
-                   const std::vector<int64_t>& recv_counts, DataType type);
-  Status Reducescatter(const void* send, void* recv, int64_t recv_count, DataType type,
-                       ReduceOp op);
+  Status Alltoallv(const void* send, const std::vector<int64_t>& send_counts,
+                   void* recv, const std::vector<int64_t>& recv_counts,
+                   DataType type);
+  Status Reducescatter(const void* send, void* recv, int64_t recv_count,
+                       DataType type, ReduceOp op);
   Status Barrier();
 
  private:

@@ -25,7 +25,8 @@ void PutVector(std::string* out, const std::vector<int64_t>& v) {
 // Reads fields back in order; the first overrun makes ok() false.
 class Cursor {
  public:
-  Cursor(const std::string& data, size_t* offset) : data_(data), offset_(offset) {}
+  Cursor(const std::string& data, size_t* offset)
+      : data_(data), offset_(offset) {}
   template <typename T>
   T Get() {
     T value{};
@@ -70,7 +71,8 @@ std::string Join(const std::vector<int64_t>& values) {
 }
 
 // "ranks 0,2 have 10; rank 1 has 12" from (rank, value) pairs.
-std::string GroupRanksByValue(const std::vector<std::pair<int32_t, std::string>>& values) {
+std::string GroupRanksByValue(
+    const std::vector<std::pair<int32_t, std::string>>& values) {
   std::map<std::string, std::vector<int32_t>> ranks_by_value;
   std::vector<std::string> order;
   for (const auto& [rank, value] : values) {
@@ -95,12 +97,13 @@ std::string GroupRanksByValue(const std::vector<std::pair<int32_t, std::string>>
 
 bool TensorSpec::operator==(const TensorSpec& o) const {
   return name == o.name && collective == o.collective && type == o.type &&
-         op == o.op && root == o.root && count == o.count && splits == o.splits &&
-         expected == o.expected && group == o.group && group_size == o.group_size;
+         op == o.op && root == o.root && count == o.count &&
+         splits == o.splits && expected == o.expected && group == o.group &&
+         group_size == o.group_size;
 }
 
-TensorSpec MakeSpec(Collective collective, DataType type, int64_t count, ReduceOp op,
-                    int32_t root) {
+TensorSpec MakeSpec(Collective collective, DataType type, int64_t count,
+                    ReduceOp op, int32_t root) {
   TensorSpec spec;
   spec.collective = collective;
   spec.type = type;
@@ -144,7 +147,8 @@ Status CheckSpecsAgree(const std::vector<const TensorSpec*>& by_rank,
                        int32_t world_size) {
   std::vector<std::pair<int32_t, const TensorSpec*>> present;
   for (size_t r = 0; r < by_rank.size(); ++r) {
-    if (by_rank[r] != nullptr) present.emplace_back(static_cast<int32_t>(r), by_rank[r]);
+    if (by_rank[r] != nullptr)
+      present.emplace_back(static_cast<int32_t>(r), by_rank[r]);
   }
   if (present.empty()) return Status::Ok();
   const TensorSpec& first = *present.front().second;
@@ -157,15 +161,24 @@ Status CheckSpecsAgree(const std::vector<const TensorSpec*>& by_rank,
   const bool counts_vary = first.collective == Collective::kAllgather ||
                            first.collective == Collective::kAlltoall;
   const std::vector<Field> fields = {
-      {"operation", [](const TensorSpec& s) { return std::string(CollectiveName(s.collective)); }},
-      {"data type", [](const TensorSpec& s) { return std::string(DataTypeName(s.type)); }},
-      {"reduce op", [](const TensorSpec& s) { return std::string(ReduceOpName(s.op)); }},
+      {"operation",
+       [](const TensorSpec& s) {
+         return std::string(CollectiveName(s.collective));
+       }},
+      {"data type",
+       [](const TensorSpec& s) { return std::string(DataTypeName(s.type)); }},
+      {"reduce op",
+       [](const TensorSpec& s) { return std::string(ReduceOpName(s.op)); }},
       {"root", [](const TensorSpec& s) { return std::to_string(s.root); }},
       {"element count",
-       [&](const TensorSpec& s) { return counts_vary ? std::string("-") : std::to_string(s.count); }},
-      {"group", [](const TensorSpec& s) {
-         return s.group.empty() ? std::string("none")
-                                : "'" + s.group + "' of " + std::to_string(s.group_size);
+       [&](const TensorSpec& s) {
+         return counts_vary ? std::string("-") : std::to_string(s.count);
+       }},
+      {"group",
+       [](const TensorSpec& s) {
+         return s.group.empty()
+                    ? std::string("none")
+                    : "'" + s.group + "' of " + std::to_string(s.group_size);
        }},
   };
   for (const Field& field : fields) {
@@ -185,17 +198,18 @@ Status CheckSpecsAgree(const std::vector<const TensorSpec*>& by_rank,
     for (const auto& [rank, spec] : present) {
       if (spec->splits.empty()) continue;
       if (static_cast<int32_t>(spec->splits.size()) != world_size) {
-        return InvalidArgument(tensor + " on rank " + std::to_string(rank) + ": expects " +
-                               std::to_string(spec->splits.size()) + " counts for " +
-                               std::to_string(world_size) + " ranks");
+        return InvalidArgument(
+            tensor + " on rank " + std::to_string(rank) + ": expects " +
+            std::to_string(spec->splits.size()) + " counts for " +
+            std::to_string(world_size) + " ranks");
       }
       for (const auto& [other, other_spec] : present) {
         if (spec->splits[other] != other_spec->count) {
-          return Mismatch(tensor + ": rank " + std::to_string(other) + " sends " +
-                          std::to_string(other_spec->count) + " elements but rank " +
-                          std::to_string(rank) + " expects " +
-                          std::to_string(spec->splits[other]) + " from it (counts " +
-                          Join(spec->splits) + ")");
+          return Mismatch(tensor + ": rank " + std::to_string(other) +
+                          " sends " + std::to_string(other_spec->count) +
+                          " elements but rank " + std::to_string(rank) +
+                          " expects " + std::to_string(spec->splits[other]) +
+                          " from it (counts " + Join(spec->splits) + ")");
         }
       }
     }
@@ -203,37 +217,43 @@ Status CheckSpecsAgree(const std::vector<const TensorSpec*>& by_rank,
   if (first.collective == Collective::kAlltoall) {
     for (const auto& [rank, spec] : present) {
       if (static_cast<int32_t>(spec->splits.size()) != world_size) {
-        return InvalidArgument(tensor + " on rank " + std::to_string(rank) + ": " +
-                               std::to_string(spec->splits.size()) + " send counts for " +
+        return InvalidArgument(tensor + " on rank " + std::to_string(rank) +
+                               ": " + std::to_string(spec->splits.size()) +
+                               " send counts for " +
                                std::to_string(world_size) + " ranks");
       }
     }
     for (const auto& [rank, spec] : present) {
       if (spec->expected.empty()) continue;
       if (static_cast<int32_t>(spec->expected.size()) != world_size) {
-        return InvalidArgument(tensor + " on rank " + std::to_string(rank) + ": " +
-                               std::to_string(spec->expected.size()) + " receive counts for " +
+        return InvalidArgument(tensor + " on rank " + std::to_string(rank) +
+                               ": " + std::to_string(spec->expected.size()) +
+                               " receive counts for " +
                                std::to_string(world_size) + " ranks");
       }
       for (const auto& [from, from_spec] : present) {
         if (spec->expected[from] != from_spec->splits[rank]) {
-          return Mismatch(tensor + ": rank " + std::to_string(from) + " sends " +
-                          std::to_string(from_spec->splits[rank]) + " elements to rank " +
-                          std::to_string(rank) + ", which expects " +
+          return Mismatch(tensor + ": rank " + std::to_string(from) +
+                          " sends " + std::to_string(from_spec->splits[rank]) +
+                          " elements to rank " + std::to_string(rank) +
+                          ", which expects " +
                           std::to_string(spec->expected[from]) + " from it");
         }
       }
     }
   }
-  if (first.collective == Collective::kReducescatter && first.count % world_size != 0) {
-    return InvalidArgument(tensor + ": reducescatter of " + std::to_string(first.count) +
+  if (first.collective == Collective::kReducescatter &&
+      first.count % world_size != 0) {
+    return InvalidArgument(tensor + ": reducescatter of " +
+                           std::to_string(first.count) +
                            " elements does not split evenly over " +
                            std::to_string(world_size) + " ranks");
   }
   if (first.collective == Collective::kBroadcast &&
       (first.root < 0 || first.root >= world_size)) {
-    return InvalidArgument(tensor + ": broadcast root " + std::to_string(first.root) +
-                           " is not a rank of a " + std::to_string(world_size) + "-rank world");
+    return InvalidArgument(tensor + ": broadcast root " +
+                           std::to_string(first.root) + " is not a rank of a " +
+                           std::to_string(world_size) + "-rank world");
   }
   return Status::Ok();
 }

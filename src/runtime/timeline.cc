@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
@@ -13,7 +14,6 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
-#include <sys/stat.h>
 
 #include <utility>
 #include <vector>
@@ -55,21 +55,11 @@ void AppendJsonString(const std::string& text, std::string* out) {
   for (char ch : text) {
     const auto c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"':
-        *out += "\\\"";
-        break;
-      case '\\':
-        *out += "\\\\";
-        break;
-      case '\n':
-        *out += "\\n";
-        break;
-      case '\r':
-        *out += "\\r";
-        break;
-      case '\t':
-        *out += "\\t";
-        break;
+      case '"': *out += "\\\""; break;
+      case '\\': *out += "\\\\"; break;
+      case '\n': *out += "\\n"; break;
+      case '\r': *out += "\\r"; break;
+      case '\t': *out += "\\t"; break;
       default:
         if (c < 0x20) {
           char escaped[8];
@@ -83,12 +73,12 @@ void AppendJsonString(const std::string& text, std::string* out) {
   out->push_back('"');
 }
 
-void AppendMetadata(const char* kind, int32_t pid, int32_t tid, const std::string& label,
-                    std::string* out) {
+void AppendMetadata(const char* kind, int32_t pid, int32_t tid,
+                    const std::string& label, std::string* out) {
   *out += ",\n{\"name\":\"";
   *out += kind;
-  *out += "\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) +
-          ",\"args\":{\"name\":";
+  *out += "\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
+          ",\"tid\":" + std::to_string(tid) + ",\"args\":{\"name\":";
   AppendJsonString(label, out);
   *out += "}}";
 }
@@ -131,7 +121,11 @@ class Timeline::Impl {
   };
 
   Impl(std::string path, int fd, off_t tail, TimePoint start, int32_t section)
-      : path_(std::move(path)), fd_(fd), start_(start), section_(section), tail_(tail) {
+      : path_(std::move(path)),
+        fd_(fd),
+        start_(start),
+        section_(section),
+        tail_(tail) {
     writer_ = std::thread([this] { WriterLoop(); });
   }
 
@@ -230,16 +224,15 @@ class Timeline::Impl {
         AppendJsonString(event.name, out);
         *out += ",\"ph\":\"B\"";
         break;
-      case Kind::kEnd:
-        *out += ",\n{\"ph\":\"E\"";
-        break;
+      case Kind::kEnd: *out += ",\n{\"ph\":\"E\""; break;
       case Kind::kMark:
         *out += ",\n{\"name\":";
         AppendJsonString(event.name, out);
         *out += ",\"ph\":\"i\",\"s\":\"t\"";
         break;
     }
-    *out += ",\"pid\":" + std::to_string(section_) + ",\"tid\":" + std::to_string(tid) + ",\"ts\":" +
+    *out += ",\"pid\":" + std::to_string(section_) +
+            ",\"tid\":" + std::to_string(tid) + ",\"ts\":" +
             std::to_string(std::max<int64_t>(0, since_open.count())) + "}";
   }
 
@@ -247,7 +240,8 @@ class Timeline::Impl {
   int32_t Row(const std::string& tensor, std::string* out) {
     auto [it, inserted] =
         rows_.emplace(tensor, static_cast<int32_t>(rows_.size()) + 1);
-    if (inserted) AppendMetadata("thread_name", section_, it->second, tensor, out);
+    if (inserted)
+      AppendMetadata("thread_name", section_, it->second, tensor, out);
     return it->second;
   }
 
@@ -259,7 +253,7 @@ class Timeline::Impl {
   std::mutex mu_;
   std::condition_variable queued_cv_;   // the writer waits: events or stop
   std::condition_variable written_cv_;  // Flush() waits: written_ advanced
-  bool flush_requested_ = false;  // guarded by mu_
+  bool flush_requested_ = false;        // guarded by mu_
   std::vector<Event> queue_;            // guarded by mu_
   uint64_t queued_ = 0;                 // guarded by mu_; events ever pushed
   uint64_t written_ = 0;   // guarded by mu_; events written or dropped
@@ -293,16 +287,18 @@ StatusOr<off_t> FindTail(int fd, const std::string& path) {
   char end[3] = {};
   if (info.st_size < 3 || ::pread(fd, end, 3, info.st_size - 3) != 3 ||
       std::string(end, 3) != "\n]\n") {
-    return InvalidArgument("timeline " + path +
-                           " does not end as kolo's timelines do (\"\\n]\\n\"); "
-                           "kolo appends a new section only to a file it wrote");
+    return InvalidArgument(
+        "timeline " + path +
+        " does not end as kolo's timelines do (\"\\n]\\n\"); "
+        "kolo appends a new section only to a file it wrote");
   }
   return static_cast<off_t>(info.st_size - 3);
 }
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Timeline>> Timeline::Open(const std::string& path, int32_t rank,
+StatusOr<std::unique_ptr<Timeline>> Timeline::Open(const std::string& path,
+                                                   int32_t rank,
                                                    int32_t section) {
   const TimePoint start = ProcessEpoch();
   const int flags = O_RDWR | O_CREAT | O_CLOEXEC | (section == 0 ? O_TRUNC : 0);
@@ -326,9 +322,12 @@ StatusOr<std::unique_ptr<Timeline>> Timeline::Open(const std::string& path, int3
     offset = *tail;
     head = ",\n";
   }
-  head += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(section) +
-          ",\"args\":{\"name\":\"kolo rank " + std::to_string(rank) +
-          (section > 0 ? ", init " + std::to_string(section + 1) : std::string()) + "\"}}";
+  head +=
+      "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" +
+      std::to_string(section) + ",\"args\":{\"name\":\"kolo rank " +
+      std::to_string(rank) +
+      (section > 0 ? ", init " + std::to_string(section + 1) : std::string()) +
+      "\"}}";
   AppendMetadata("thread_name", section, kCyclesRow, "cycles", &head);
   const off_t tail = offset + static_cast<off_t>(head.size());
   head += "\n]\n";

@@ -36,7 +36,8 @@ class Timeline {
   // Errors name the path (and say so when the file to append to is not a
   // timeline kolo wrote).
   static StatusOr<std::unique_ptr<Timeline>> Open(const std::string& path,
-                                                  int32_t rank, int32_t section = 0);
+                                                  int32_t rank,
+                                                  int32_t section = 0);
   // Flushes what is queued and stops the writer.
   ~Timeline();
 

@@ -190,7 +190,8 @@ void TcpStoreServer::ServeClient(Socket client) {
 StatusOr<int32_t> TcpStoreServer::Authenticate(Socket& client,
                                                const std::string& peer) {
   // The hello must come quickly and carry the job's secret.
-  StatusOr<std::string> hello = ReceiveMessage(client, DeadlineAfter(kHelloTimeout));
+  StatusOr<std::string> hello =
+      ReceiveMessage(client, DeadlineAfter(kHelloTimeout));
   int32_t rank = -1;
   Status verdict = Status::Ok();
   if (!hello.ok()) {
@@ -213,10 +214,12 @@ StatusOr<int32_t> TcpStoreServer::Authenticate(Socket& client,
     if (!stopping_.load()) {
       KOLO_LOG(WARNING) << "store rejected a connection: " << verdict.message();
     }
-    (void)SendMessage(client, Response(verdict), DeadlineAfter(std::chrono::seconds(1)));
+    (void)SendMessage(client, Response(verdict),
+                      DeadlineAfter(std::chrono::seconds(1)));
     return verdict;
   }
-  (void)SendMessage(client, Response(Status::Ok()), DeadlineAfter(kHelloTimeout));
+  (void)SendMessage(client, Response(Status::Ok()),
+                    DeadlineAfter(kHelloTimeout));
   return rank;
 }
 
@@ -234,7 +237,8 @@ std::string TcpStoreServer::Answer(const std::string& request) {
       int64_t timeout_ms = r.I64();
       if (!r.ok()) return Response(InvalidArgument("malformed get"));
       StatusOr<std::string> value = data_.Get(key, Millis(timeout_ms));
-      return value.ok() ? Response(Status::Ok(), *value) : Response(value.status());
+      return value.ok() ? Response(Status::Ok(), *value)
+                        : Response(value.status());
     }
     case Command::kAdd: {
       std::string key = r.Str();
@@ -254,8 +258,7 @@ std::string TcpStoreServer::Answer(const std::string& request) {
       return Response(r.ok() ? data_.Wait(keys, Millis(timeout_ms))
                              : InvalidArgument("malformed wait"));
     }
-    default:
-      return Response(InvalidArgument("unknown store command"));
+    default: return Response(InvalidArgument("unknown store command"));
   }
 }
 
@@ -317,12 +320,14 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(
       if (!answer.ok()) {
         return Unauthenticated("store at " + server +
                                " closed the connection during the hello (wrong "
-                               "secret?): " + answer.status().message());
+                               "secret?): " +
+                               answer.status().message());
       }
       Reader r(*answer);
       const auto code = static_cast<StatusCode>(r.U8());
       const std::string message = r.Str();
-      if (!r.ok()) return Internal("malformed hello answer from store at " + server);
+      if (!r.ok())
+        return Internal("malformed hello answer from store at " + server);
       if (code != StatusCode::kOk) {
         return Status(code, "store at " + server + " refused rank " +
                                 std::to_string(rank) + ": " + message);
@@ -348,15 +353,16 @@ TcpStoreClient::~TcpStoreClient() = default;
 StatusOr<std::string> TcpStoreClient::Request(
     const std::string& body, std::chrono::milliseconds server_wait) {
   MutexLock lock(&mutex_);
-  if (!socket_.valid()) return Aborted("store client for " + server_ + " is closed");
+  if (!socket_.valid())
+    return Aborted("store client for " + server_ + " is closed");
   const Deadline deadline = DeadlineAfter(server_wait + kIoSlack);
   Status sent = SendMessage(socket_, body, deadline);
-  StatusOr<std::string> answer =
-      sent.ok() ? ReceiveMessage(socket_, deadline) : StatusOr<std::string>(sent);
+  StatusOr<std::string> answer = sent.ok() ? ReceiveMessage(socket_, deadline)
+                                           : StatusOr<std::string>(sent);
   if (!answer.ok()) {
     socket_.Close();  // the stream is out of step now; fail fast from here on
-    return Status(answer.status().code(),
-                  "lost the store at " + server_ + ": " + answer.status().message());
+    return Status(answer.status().code(), "lost the store at " + server_ +
+                                              ": " + answer.status().message());
   }
   Reader r(*answer);
   const auto code = static_cast<StatusCode>(r.U8());
@@ -368,7 +374,11 @@ StatusOr<std::string> TcpStoreClient::Request(
 }
 
 Status TcpStoreClient::Set(const std::string& key, const std::string& value) {
-  return Request(Writer().U8(static_cast<uint8_t>(Command::kSet)).Str(key).Str(value).body(),
+  return Request(Writer()
+                     .U8(static_cast<uint8_t>(Command::kSet))
+                     .Str(key)
+                     .Str(value)
+                     .body(),
                  std::chrono::milliseconds(0))
       .status();
 }
@@ -384,17 +394,21 @@ StatusOr<std::string> TcpStoreClient::Get(const std::string& key,
 }
 
 StatusOr<int64_t> TcpStoreClient::Add(const std::string& key, int64_t delta) {
-  KOLO_ASSIGN_OR_RETURN(
-      std::string value,
-      Request(Writer().U8(static_cast<uint8_t>(Command::kAdd)).Str(key).I64(delta).body(),
-              std::chrono::milliseconds(0)));
+  KOLO_ASSIGN_OR_RETURN(std::string value,
+                        Request(Writer()
+                                    .U8(static_cast<uint8_t>(Command::kAdd))
+                                    .Str(key)
+                                    .I64(delta)
+                                    .body(),
+                                std::chrono::milliseconds(0)));
   return ParseInt(value, INT64_MIN, INT64_MAX, "store counter '" + key + "'");
 }
 
 Status TcpStoreClient::Wait(const std::vector<std::string>& keys,
                             std::chrono::milliseconds timeout) {
   Writer w;
-  w.U8(static_cast<uint8_t>(Command::kWait)).I64(static_cast<int64_t>(keys.size()));
+  w.U8(static_cast<uint8_t>(Command::kWait))
+      .I64(static_cast<int64_t>(keys.size()));
   for (const std::string& key : keys) w.Str(key);
   w.I64(timeout.count());
   return Request(w.body(), timeout).status();

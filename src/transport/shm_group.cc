@@ -2,10 +2,10 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -62,15 +62,17 @@ bool ProcessAlive(int32_t pid) {
   return state != 'Z' && state != 'X';
 }
 
-Status SystemError(const std::string& name, const std::string& call, int error) {
-  return Internal("shm: " + call + " of /dev/shm" + name + " failed: " + std::strerror(error));
+Status SystemError(const std::string& name, const std::string& call,
+                   int error) {
+  return Internal("shm: " + call + " of /dev/shm" + name +
+                  " failed: " + std::strerror(error));
 }
 
 }  // namespace
 
 struct alignas(64) ShmGroup::Header {
-  std::atomic<uint32_t> counter;   // the last sync this rank reached
-  std::atomic<uint32_t> sleepers;  // peers in FUTEX_WAIT on `counter`
+  std::atomic<uint32_t> counter;            // the last sync this rank reached
+  std::atomic<uint32_t> sleepers;           // peers in FUTEX_WAIT on `counter`
   std::atomic<uint32_t> doorbell;           // rank 0's is the job's
   std::atomic<uint32_t> doorbell_sleepers;  // in FUTEX_WAIT on `doorbell`
   int32_t pid;
@@ -86,7 +88,8 @@ ShmGroup::ShmGroup(const Options& options)
       spin_style_(RanksOutnumberCores(options.size) ? SpinStyle::kYieldEveryWait
                                                     : SpinStyle::kPause) {
   static_assert(sizeof(Header) <= kHeaderBytes, "the header fits its page");
-  static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words are plain words");
+  static_assert(std::atomic<uint32_t>::is_always_lock_free,
+                "futex words are plain words");
 }
 
 ShmGroup::~ShmGroup() {
@@ -95,15 +98,17 @@ ShmGroup::~ShmGroup() {
   }
 }
 
-StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Create(const Options& options, Store& store,
-                                                     const std::string& key_prefix) {
+StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Create(
+    const Options& options, Store& store, const std::string& key_prefix) {
   if (options.area_bytes < 4096 || options.area_bytes % 4096 != 0) {
-    return InvalidArgument("shm: an area must be a positive multiple of 4096 bytes, got " +
-                           std::to_string(options.area_bytes));
+    return InvalidArgument(
+        "shm: an area must be a positive multiple of 4096 bytes, got " +
+        std::to_string(options.area_bytes));
   }
-  if (options.size < 1 || options.rank < 0 || options.rank >= options.size || options.areas < 1) {
-    return InvalidArgument("shm: rank " + std::to_string(options.rank) + " of " +
-                           std::to_string(options.size) + " with " +
+  if (options.size < 1 || options.rank < 0 || options.rank >= options.size ||
+      options.areas < 1) {
+    return InvalidArgument("shm: rank " + std::to_string(options.rank) +
+                           " of " + std::to_string(options.size) + " with " +
                            std::to_string(options.areas) + " areas");
   }
   // Rank 0 names the job's segments; the name is new for every group.
@@ -115,18 +120,23 @@ StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Create(const Options& options, Sto
     base = name.str();
     KOLO_RETURN_IF_ERROR(store.Set(key_prefix + "name", base));
   } else {
-    KOLO_ASSIGN_OR_RETURN(base, store.Get(key_prefix + "name", options.timeout));
+    KOLO_ASSIGN_OR_RETURN(base,
+                          store.Get(key_prefix + "name", options.timeout));
   }
   std::unique_ptr<ShmGroup> group(new ShmGroup(options));
   KOLO_RETURN_IF_ERROR(group->Join(base, store, key_prefix));
   return group;
 }
 
-Status ShmGroup::Join(const std::string& base_name, Store& store, const std::string& key_prefix) {
+Status ShmGroup::Join(const std::string& base_name, Store& store,
+                      const std::string& key_prefix) {
   const int32_t me = options_.rank;
   const size_t bytes =
-      kHeaderBytes + static_cast<size_t>(options_.areas) * static_cast<size_t>(options_.area_bytes);
-  auto segment_name = [&](int32_t rank) { return base_name + "-" + std::to_string(rank); };
+      kHeaderBytes + static_cast<size_t>(options_.areas) *
+                         static_cast<size_t>(options_.area_bytes);
+  auto segment_name = [&](int32_t rank) {
+    return base_name + "-" + std::to_string(rank);
+  };
 
   const std::string own = segment_name(me);
   const int fd = shm_open(own.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
@@ -139,7 +149,8 @@ Status ShmGroup::Join(const std::string& base_name, Store& store, const std::str
   if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     const int error = errno;
     close(fd);
-    return SystemError(own, "ftruncate to " + std::to_string(bytes) + " bytes", error);
+    return SystemError(own, "ftruncate to " + std::to_string(bytes) + " bytes",
+                       error);
   }
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int map_error = errno;
@@ -158,29 +169,34 @@ Status ShmGroup::Join(const std::string& base_name, Store& store, const std::str
   header->pid_namespace = PidNamespace();
   for (auto& scalar : header->scalars) scalar.store(0);
 
-  KOLO_RETURN_IF_ERROR(store.Set(key_prefix + "ready/" + std::to_string(me), "1"));
+  KOLO_RETURN_IF_ERROR(
+      store.Set(key_prefix + "ready/" + std::to_string(me), "1"));
   std::vector<std::string> keys;
   for (int32_t r = 0; r < options_.size; ++r) {
     keys.push_back(key_prefix + "ready/" + std::to_string(r));
   }
   KOLO_RETURN_IF_ERROR(
-      store.Wait(keys, options_.timeout).WithContext("shm: waiting for every rank's segment"));
+      store.Wait(keys, options_.timeout)
+          .WithContext("shm: waiting for every rank's segment"));
   for (int32_t r = 0; r < options_.size; ++r) {
     if (r == me) continue;
     const std::string name = segment_name(r);
     const int peer_fd = shm_open(name.c_str(), O_RDWR, 0600);
     if (peer_fd < 0) return SystemError(name, "shm_open", errno);
-    void* peer = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, peer_fd, 0);
+    void* peer =
+        mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, peer_fd, 0);
     const int error = errno;
     close(peer_fd);
     if (peer == MAP_FAILED) return SystemError(name, "mmap", error);
     segments_[r] = {peer, bytes};
     same_pid_namespace_[r] =
-        header->pid_namespace != 0 && HeaderOf(r)->pid_namespace == header->pid_namespace;
+        header->pid_namespace != 0 &&
+        HeaderOf(r)->pid_namespace == header->pid_namespace;
   }
   // Everyone has mapped everything: the names can go (the Unlinker).
   KOLO_ASSIGN_OR_RETURN(int64_t mapped, store.Add(key_prefix + "mapped", 1));
-  if (mapped == options_.size) KOLO_RETURN_IF_ERROR(store.Set(key_prefix + "all_mapped", "1"));
+  if (mapped == options_.size)
+    KOLO_RETURN_IF_ERROR(store.Set(key_prefix + "all_mapped", "1"));
   return store.Wait({key_prefix + "all_mapped"}, options_.timeout)
       .WithContext("shm: waiting for every rank to map the segments");
 }
@@ -219,11 +235,15 @@ Status ShmGroup::WaitFor(int32_t rank, uint32_t target, Clock::time_point start,
                          const char* what) {
   Header* peer = HeaderOf(rank);
   std::atomic<uint32_t>& counter = peer->counter;
-  if (Reached(counter.load(std::memory_order_acquire), target)) return Status::Ok();
+  if (Reached(counter.load(std::memory_order_acquire), target))
+    return Status::Ok();
   const Clock::time_point began = Clock::now();
   const AdaptiveSpin::FinishOnExit finish{&spin_, began};
-  if (spin_.Spin([&] { return Reached(counter.load(std::memory_order_acquire), target); },
-                 spin_style_, began)) {
+  if (spin_.Spin(
+          [&] {
+            return Reached(counter.load(std::memory_order_acquire), target);
+          },
+          spin_style_, began)) {
     return Status::Ok();
   }
   const struct timespec slice = Timespec(kSleepSlice);
@@ -232,11 +252,12 @@ Status ShmGroup::WaitFor(int32_t rank, uint32_t target, Clock::time_point start,
     const uint32_t seen = counter.load(std::memory_order_seq_cst);
     if (!Reached(seen, target)) Futex(&counter, FUTEX_WAIT, seen, &slice);
     peer->sleepers.fetch_sub(1, std::memory_order_seq_cst);
-    if (Reached(counter.load(std::memory_order_acquire), target)) return Status::Ok();
+    if (Reached(counter.load(std::memory_order_acquire), target))
+      return Status::Ok();
     KOLO_RETURN_IF_ERROR(CheckAlive(rank, what));
     if (Clock::now() - start > options_.timeout) {
-      return Timeout("shm " + std::string(what) + ": rank " + std::to_string(rank) +
-                     " did not arrive within " +
+      return Timeout("shm " + std::string(what) + ": rank " +
+                     std::to_string(rank) + " did not arrive within " +
                      std::to_string(options_.timeout.count()) + " ms");
     }
   }
@@ -244,10 +265,12 @@ Status ShmGroup::WaitFor(int32_t rank, uint32_t target, Clock::time_point start,
 
 Status ShmGroup::CheckAlive(int32_t rank, const std::string& what) const {
   const Header* peer = HeaderOf(rank);
-  if (!same_pid_namespace_[rank] || ProcessAlive(peer->pid)) return Status::Ok();
-  return PeerFailure("shm " + what + ": rank " + std::to_string(rank) + " (pid " +
-                     std::to_string(peer->pid) + ") exited while rank " +
-                     std::to_string(options_.rank) + " waited for it");
+  if (!same_pid_namespace_[rank] || ProcessAlive(peer->pid))
+    return Status::Ok();
+  return PeerFailure("shm " + what + ": rank " + std::to_string(rank) +
+                     " (pid " + std::to_string(peer->pid) +
+                     ") exited while rank " + std::to_string(options_.rank) +
+                     " waited for it");
 }
 
 uint32_t ShmGroup::Doorbell() const {

@@ -58,9 +58,8 @@ class ShmGroup {
 
   // Collective over the ranks of `options`: every rank calls it with the
   // same options and a store shared by all, under `key_prefix`.
-  static StatusOr<std::unique_ptr<ShmGroup>> Create(const Options& options,
-                                                    Store& store,
-                                                    const std::string& key_prefix);
+  static StatusOr<std::unique_ptr<ShmGroup>> Create(
+      const Options& options, Store& store, const std::string& key_prefix);
   ~ShmGroup();
   ShmGroup(const ShmGroup&) = delete;
   ShmGroup& operator=(const ShmGroup&) = delete;
@@ -101,7 +100,8 @@ class ShmGroup {
   };
 
   explicit ShmGroup(const Options& options);
-  Status Join(const std::string& base_name, Store& store, const std::string& key_prefix);
+  Status Join(const std::string& base_name, Store& store,
+              const std::string& key_prefix);
   Header* HeaderOf(int32_t rank) const;
   Status WaitFor(int32_t rank, uint32_t target,
                  std::chrono::steady_clock::time_point start, const char* what);

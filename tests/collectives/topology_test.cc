@@ -17,15 +17,18 @@ using ::testing::HasSubstr;
 
 // DiscoverTopology as rank `rank` of `size`, under the prefix "hosts".
 StatusOr<HostTopology> Discover(Store& store, int32_t rank, int32_t size,
-                                const std::string& host_id, int64_t timeout_ms) {
+                                const std::string& host_id,
+                                int64_t timeout_ms) {
   WorldInfo world;
   world.rank = rank;
   world.size = size;
-  return DiscoverTopology(store, "hosts", world, host_id, std::chrono::milliseconds(timeout_ms));
+  return DiscoverTopology(store, "hosts", world, host_id,
+                          std::chrono::milliseconds(timeout_ms));
 }
 
 TEST(TopologyTest, InterleavedHostsAreNumberedByTheirLowestRank) {
-  // Ranks 0 and 2 on "b", 1 and 3 on "a": "b" is host 0 because rank 0 is there.
+  // Ranks 0 and 2 on "b", 1 and 3 on "a": "b" is host 0 because rank 0 is
+  // there.
   const std::vector<std::string> ids = {"b", "a", "b", "a"};
   for (int32_t rank = 0; rank < 4; ++rank) {
     HostTopology t = TopologyFromHostIds(rank, ids);
@@ -37,7 +40,8 @@ TEST(TopologyTest, InterleavedHostsAreNumberedByTheirLowestRank) {
     EXPECT_EQ(t.world.local_rank, rank / 2);
     EXPECT_EQ(t.IsLeader(rank), rank < 2);
     EXPECT_THAT(t.host_of_rank, ElementsAre(0, 1, 0, 1));
-    EXPECT_THAT(t.ranks_on_host, ElementsAre(ElementsAre(0, 2), ElementsAre(1, 3)));
+    EXPECT_THAT(t.ranks_on_host,
+                ElementsAre(ElementsAre(0, 2), ElementsAre(1, 3)));
     EXPECT_THAT(t.Leaders(), ElementsAre(0, 1));
     EXPECT_EQ(t.LargestHost(), 2);
   }
@@ -66,8 +70,9 @@ TEST(TopologyTest, RanksAgreeThroughTheStore) {
   std::vector<StatusOr<HostTopology>> found(kSize, Internal("not run"));
   std::vector<std::thread> threads;
   for (int32_t rank = 0; rank < kSize; ++rank) {
-    threads.emplace_back(
-        [&, rank] { found[rank] = Discover(*store, rank, kSize, rank < 3 ? "m1" : "m2", 5000); });
+    threads.emplace_back([&, rank] {
+      found[rank] = Discover(*store, rank, kSize, rank < 3 ? "m1" : "m2", 5000);
+    });
   }
   for (std::thread& t : threads) t.join();
   for (int32_t rank = 0; rank < kSize; ++rank) {
@@ -81,7 +86,8 @@ TEST(TopologyTest, AMissingRankIsNamed) {
   MemoryStore store;
   StatusOr<HostTopology> found = Discover(store, 0, 2, "m1", 100);
   ASSERT_FALSE(found.ok());
-  EXPECT_THAT(found.status().ToString(), HasSubstr("waited for rank 1's host identity"));
+  EXPECT_THAT(found.status().ToString(),
+              HasSubstr("waited for rank 1's host identity"));
 }
 
 TEST(TopologyTest, EveryRankNamesTheMissingRankThroughRankZero) {
@@ -90,14 +96,17 @@ TEST(TopologyTest, EveryRankNamesTheMissingRankThroughRankZero) {
   std::vector<StatusOr<HostTopology>> found(kSize, Internal("not run"));
   std::vector<std::thread> threads;
   for (int32_t rank : {0, 2}) {  // rank 1 never publishes
-    threads.emplace_back([&, rank] { found[rank] = Discover(*store, rank, kSize, "m1", 200); });
+    threads.emplace_back(
+        [&, rank] { found[rank] = Discover(*store, rank, kSize, "m1", 200); });
   }
   for (std::thread& t : threads) t.join();
   ASSERT_FALSE(found[0].ok());
   ASSERT_FALSE(found[2].ok());
-  EXPECT_THAT(found[0].status().ToString(), HasSubstr("rank 0 waited for rank 1's host identity"));
+  EXPECT_THAT(found[0].status().ToString(),
+              HasSubstr("rank 0 waited for rank 1's host identity"));
   EXPECT_THAT(found[2].status().ToString(), HasSubstr("rank 2: "));
-  EXPECT_THAT(found[2].status().ToString(), HasSubstr("waited for rank 1's host identity"));
+  EXPECT_THAT(found[2].status().ToString(),
+              HasSubstr("waited for rank 1's host identity"));
 }
 
 TEST(TopologyTest, AMalformedTableIsReportedNotMisread) {
@@ -106,7 +115,8 @@ TEST(TopologyTest, AMalformedTableIsReportedNotMisread) {
   ASSERT_TRUE(store.Set("hosts/table", "2:m13:m2").ok());
   StatusOr<HostTopology> found = Discover(store, 1, 2, "m2", 100);
   ASSERT_FALSE(found.ok());
-  EXPECT_EQ(found.status().code(), StatusCode::kInternal) << found.status().ToString();
+  EXPECT_EQ(found.status().code(), StatusCode::kInternal)
+      << found.status().ToString();
   EXPECT_THAT(found.status().ToString(), HasSubstr("malformed"));
   // A length too large for any integer is malformed too, not a crash.
   MemoryStore huge;

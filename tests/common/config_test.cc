@@ -30,13 +30,17 @@ TEST(ConfigTest, NoLauncherIsASingleProcess) {
 }
 
 TEST(ConfigTest, KolorunEnvironment) {
-  StatusOr<InitOptions> c = ReadInitOptions(Env({{"KOLO_RANK", "2"}, {"KOLO_SIZE", "4"},
-                                             {"KOLO_LOCAL_RANK", "0"}, {"KOLO_LOCAL_SIZE", "2"},
-                                             {"KOLO_CROSS_RANK", "1"}, {"KOLO_CROSS_SIZE", "2"},
-                                             {"KOLO_STORE_ADDR", "127.0.0.1:4242"},
-                                             {"KOLO_STORE_SECRET", "s3"},
-                                             {"KOLO_STORE_HOSTED", "1"},
-                                             {"KOLO_TIMEOUT_S", "5"}}));
+  StatusOr<InitOptions> c =
+      ReadInitOptions(Env({{"KOLO_RANK", "2"},
+                           {"KOLO_SIZE", "4"},
+                           {"KOLO_LOCAL_RANK", "0"},
+                           {"KOLO_LOCAL_SIZE", "2"},
+                           {"KOLO_CROSS_RANK", "1"},
+                           {"KOLO_CROSS_SIZE", "2"},
+                           {"KOLO_STORE_ADDR", "127.0.0.1:4242"},
+                           {"KOLO_STORE_SECRET", "s3"},
+                           {"KOLO_STORE_HOSTED", "1"},
+                           {"KOLO_TIMEOUT_S", "5"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->world.launcher, "kolorun");
   EXPECT_EQ(c->world.ranks.rank, 2);
@@ -52,10 +56,11 @@ TEST(ConfigTest, KolorunEnvironment) {
 }
 
 TEST(ConfigTest, MpirunEnvironmentDefaultsToMpiWithoutStore) {
-  StatusOr<InitOptions> c = ReadInitOptions(Env({{"OMPI_COMM_WORLD_RANK", "3"},
-                                             {"OMPI_COMM_WORLD_SIZE", "4"},
-                                             {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
-                                             {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
+  StatusOr<InitOptions> c =
+      ReadInitOptions(Env({{"OMPI_COMM_WORLD_RANK", "3"},
+                           {"OMPI_COMM_WORLD_SIZE", "4"},
+                           {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                           {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->world.launcher, "mpirun");
   EXPECT_EQ(c->engine.backend, BackendKind::kMpi);
@@ -64,9 +69,10 @@ TEST(ConfigTest, MpirunEnvironmentDefaultsToMpiWithoutStore) {
 }
 
 TEST(ConfigTest, MpirunWithStoreAddressHostsTheStoreOnRankZero) {
-  StatusOr<InitOptions> c = ReadInitOptions(Env({{"OMPI_COMM_WORLD_RANK", "0"},
-                                             {"OMPI_COMM_WORLD_SIZE", "2"},
-                                             {"KOLO_STORE_ADDR", "node1:29500"}}));
+  StatusOr<InitOptions> c =
+      ReadInitOptions(Env({{"OMPI_COMM_WORLD_RANK", "0"},
+                           {"OMPI_COMM_WORLD_SIZE", "2"},
+                           {"KOLO_STORE_ADDR", "node1:29500"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->engine.backend, BackendKind::kGloo);
   EXPECT_TRUE(c->store.rank0_hosts);
@@ -74,11 +80,14 @@ TEST(ConfigTest, MpirunWithStoreAddressHostsTheStoreOnRankZero) {
 }
 
 TEST(ConfigTest, SlurmEnvironment) {
-  StatusOr<InitOptions> c = ReadInitOptions(Env({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "7"},
-                                             {"SLURM_NNODES", "3"}, {"SLURM_NODEID", "2"},
-                                             {"SLURM_LOCALID", "0"},
-                                             {"SLURM_STEP_TASKS_PER_NODE", "3(x2),1"},
-                                             {"KOLO_STORE_ADDR", "[::1]:29500"}}));
+  StatusOr<InitOptions> c =
+      ReadInitOptions(Env({{"SLURM_PROCID", "5"},
+                           {"SLURM_NTASKS", "7"},
+                           {"SLURM_NNODES", "3"},
+                           {"SLURM_NODEID", "2"},
+                           {"SLURM_LOCALID", "0"},
+                           {"SLURM_STEP_TASKS_PER_NODE", "3(x2),1"},
+                           {"KOLO_STORE_ADDR", "[::1]:29500"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->world.launcher, "slurm");
   EXPECT_EQ(c->world.ranks.rank, 5);
@@ -89,8 +98,10 @@ TEST(ConfigTest, SlurmEnvironment) {
 }
 
 TEST(ConfigTest, PmiEnvironment) {
-  StatusOr<InitOptions> c = ReadInitOptions(Env({{"PMI_RANK", "1"}, {"PMI_SIZE", "2"},
-                                             {"KOLO_STORE_ADDR", "localhost:1234"}}));
+  StatusOr<InitOptions> c =
+      ReadInitOptions(Env({{"PMI_RANK", "1"},
+                           {"PMI_SIZE", "2"},
+                           {"KOLO_STORE_ADDR", "localhost:1234"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->world.launcher, "pmi");
   EXPECT_EQ(c->world.ranks.rank, 1);
@@ -101,11 +112,15 @@ TEST(ConfigTest, BadValuesNameTheVariable) {
   auto message = [](std::map<std::string, std::string> vars) {
     return ReadInitOptions(Env(std::move(vars))).status().message();
   };
-  EXPECT_THAT(message({{"KOLO_RANK", "x"}, {"KOLO_SIZE", "2"}}), HasSubstr("KOLO_RANK"));
-  EXPECT_THAT(message({{"KOLO_RANK", "2"}, {"KOLO_SIZE", "2"}}), HasSubstr("KOLO_RANK"));
-  EXPECT_THAT(message({{"KOLO_BACKEND", "nccl"}}), HasSubstr("unknown backend 'nccl'"));
+  EXPECT_THAT(message({{"KOLO_RANK", "x"}, {"KOLO_SIZE", "2"}}),
+              HasSubstr("KOLO_RANK"));
+  EXPECT_THAT(message({{"KOLO_RANK", "2"}, {"KOLO_SIZE", "2"}}),
+              HasSubstr("KOLO_RANK"));
+  EXPECT_THAT(message({{"KOLO_BACKEND", "nccl"}}),
+              HasSubstr("unknown backend 'nccl'"));
   EXPECT_THAT(message({{"KOLO_TIMEOUT_S", "0"}}), HasSubstr("KOLO_TIMEOUT_S"));
-  EXPECT_THAT(message({{"KOLO_STORE_ADDR", "nohost"}}), HasSubstr("KOLO_STORE_ADDR"));
+  EXPECT_THAT(message({{"KOLO_STORE_ADDR", "nohost"}}),
+              HasSubstr("KOLO_STORE_ADDR"));
   EXPECT_THAT(message({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}),
               HasSubstr("KOLO_STORE_ADDR is not set"));
 }
@@ -118,14 +133,15 @@ TEST(ConfigTest, ShmBackendAndAreaSize) {
   EXPECT_EQ(c->engine.shm_area_bytes, 256 << 10);
   // Like gloo, a multi-rank shm job rendezvouses through the store.
   EXPECT_THAT(ReadInitOptions(Env({{"KOLO_BACKEND", "shm"},
-                                 {"SLURM_PROCID", "0"},
-                                 {"SLURM_NTASKS", "2"}}))
+                                   {"SLURM_PROCID", "0"},
+                                   {"SLURM_NTASKS", "2"}}))
                   .status()
                   .message(),
               HasSubstr("2-rank shm job"));
   for (const char* bad : {"1000", "0", "2G", "x"}) {
-    EXPECT_THAT(ReadInitOptions(Env({{"KOLO_SHM_AREA_BYTES", bad}})).status().message(),
-                HasSubstr("KOLO_SHM_AREA_BYTES"))
+    EXPECT_THAT(
+        ReadInitOptions(Env({{"KOLO_SHM_AREA_BYTES", bad}})).status().message(),
+        HasSubstr("KOLO_SHM_AREA_BYTES"))
         << bad;
   }
 }
@@ -138,57 +154,79 @@ TEST(ConfigTest, HostIdentityAndHierarchicalSwitch) {
   EXPECT_EQ(defaults->world.host_id, hostname);
   EXPECT_FALSE(defaults->engine.hierarchical_allreduce.has_value());
 
-  StatusOr<InitOptions> set =
-      ReadInitOptions(Env({{"KOLO_HOST_ID", "rack3-node7"}, {"KOLO_HIERARCHICAL_ALLREDUCE", "0"}}));
+  StatusOr<InitOptions> set = ReadInitOptions(Env(
+      {{"KOLO_HOST_ID", "rack3-node7"}, {"KOLO_HIERARCHICAL_ALLREDUCE", "0"}}));
   ASSERT_TRUE(set.ok()) << set.status().ToString();
   EXPECT_EQ(set->world.host_id, "rack3-node7");
   EXPECT_EQ(set->engine.hierarchical_allreduce, std::optional<bool>(false));
-  EXPECT_EQ(ReadInitOptions(Env({{"KOLO_HIERARCHICAL_ALLREDUCE", "1"}}))->engine.hierarchical_allreduce,
+  EXPECT_EQ(ReadInitOptions(Env({{"KOLO_HIERARCHICAL_ALLREDUCE", "1"}}))
+                ->engine.hierarchical_allreduce,
             std::optional<bool>(true));
 
-  EXPECT_THAT(ReadInitOptions(Env({{"KOLO_HIERARCHICAL_ALLREDUCE", "yes"}})).status().message(),
-              HasSubstr("KOLO_HIERARCHICAL_ALLREDUCE must be 0 or 1, got 'yes'"));
+  EXPECT_THAT(
+      ReadInitOptions(Env({{"KOLO_HIERARCHICAL_ALLREDUCE", "yes"}}))
+          .status()
+          .message(),
+      HasSubstr("KOLO_HIERARCHICAL_ALLREDUCE must be 0 or 1, got 'yes'"));
   EXPECT_THAT(ReadInitOptions(Env({{"KOLO_HOST_ID", ""}})).status().message(),
               HasSubstr("KOLO_HOST_ID is set but empty"));
 }
 
 TEST(ConfigTest, DirectPathIsOnUnlessTurnedOff) {
   EXPECT_TRUE(ReadInitOptions(Env({}))->direct_path.enabled);
-  EXPECT_FALSE(ReadInitOptions(Env({{"KOLO_DIRECT_PATH", "0"}}))->direct_path.enabled);
-  EXPECT_TRUE(ReadInitOptions(Env({{"KOLO_DIRECT_PATH", "1"}}))->direct_path.enabled);
-  EXPECT_THAT(ReadInitOptions(Env({{"KOLO_DIRECT_PATH", "on"}})).status().message(),
-              HasSubstr("KOLO_DIRECT_PATH must be 0 or 1, got 'on'"));
+  EXPECT_FALSE(
+      ReadInitOptions(Env({{"KOLO_DIRECT_PATH", "0"}}))->direct_path.enabled);
+  EXPECT_TRUE(
+      ReadInitOptions(Env({{"KOLO_DIRECT_PATH", "1"}}))->direct_path.enabled);
+  EXPECT_THAT(
+      ReadInitOptions(Env({{"KOLO_DIRECT_PATH", "on"}})).status().message(),
+      HasSubstr("KOLO_DIRECT_PATH must be 0 or 1, got 'on'"));
 }
 
 TEST(ConfigTest, LogLevelAndReduceIsaAreChecked) {
   EXPECT_EQ(ReadInitOptions(Env({}))->logging.level, LogLevel::kInfo);
-  EXPECT_EQ(ReadInitOptions(Env({{"KOLO_LOG_LEVEL", "debug"}}))->logging.level, LogLevel::kDebug);
-  EXPECT_EQ(ReadInitOptions(Env({{"KOLO_LOG_LEVEL", "error"}}))->logging.level, LogLevel::kError);
-  EXPECT_THAT(ReadInitOptions(Env({{"KOLO_LOG_LEVEL", "loud"}})).status().message(),
-              HasSubstr("KOLO_LOG_LEVEL='loud' is not a log level (expected debug, info, "
-                        "warning or error)"));
+  EXPECT_EQ(ReadInitOptions(Env({{"KOLO_LOG_LEVEL", "debug"}}))->logging.level,
+            LogLevel::kDebug);
+  EXPECT_EQ(ReadInitOptions(Env({{"KOLO_LOG_LEVEL", "error"}}))->logging.level,
+            LogLevel::kError);
+  EXPECT_THAT(
+      ReadInitOptions(Env({{"KOLO_LOG_LEVEL", "loud"}})).status().message(),
+      HasSubstr(
+          "KOLO_LOG_LEVEL='loud' is not a log level (expected debug, info, "
+          "warning or error)"));
 
   EXPECT_EQ(ReadInitOptions(Env({}))->engine.reduce_isa, "");
-  EXPECT_EQ(ReadInitOptions(Env({{"KOLO_REDUCE_ISA", "portable"}}))->engine.reduce_isa,
+  EXPECT_EQ(ReadInitOptions(Env({{"KOLO_REDUCE_ISA", "portable"}}))
+                ->engine.reduce_isa,
             "portable");
-  const Status bad = ReadInitOptions(Env({{"KOLO_REDUCE_ISA", "avx9"}})).status();
+  const Status bad =
+      ReadInitOptions(Env({{"KOLO_REDUCE_ISA", "avx9"}})).status();
   EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(bad.message(), HasSubstr("KOLO_REDUCE_ISA='avx9' is not an instruction set"));
+  EXPECT_THAT(bad.message(),
+              HasSubstr("KOLO_REDUCE_ISA='avx9' is not an instruction set"));
   EXPECT_THAT(bad.message(), HasSubstr("portable"));
 }
 
 TEST(ConfigTest, EveryBadValueNamesItsVariable) {
   const std::map<std::string, std::string> bad = {
-      {"KOLO_BACKEND", "nccl"},         {"KOLO_TIMEOUT_S", "soon"},
-      {"KOLO_CYCLE_TIME_MS", "-1"},     {"KOLO_FUSION_THRESHOLD", "lots"},
-      {"KOLO_CACHE_CAPACITY", "many"},  {"KOLO_STALL_WARNING_S", "0"},
-      {"KOLO_STALL_SHUTDOWN_S", "x"},   {"KOLO_SHM_AREA_BYTES", "3"},
-      {"KOLO_LOG_LEVEL", "loud"},       {"KOLO_REDUCE_ISA", "avx9"},
-      {"KOLO_DIRECT_PATH", "yes"},      {"KOLO_HIERARCHICAL_ALLREDUCE", "2"},
-      {"KOLO_RANK", "x"},               {"KOLO_STORE_ADDR", "nowhere"}};
+      {"KOLO_BACKEND", "nccl"},
+      {"KOLO_TIMEOUT_S", "soon"},
+      {"KOLO_CYCLE_TIME_MS", "-1"},
+      {"KOLO_FUSION_THRESHOLD", "lots"},
+      {"KOLO_CACHE_CAPACITY", "many"},
+      {"KOLO_STALL_WARNING_S", "0"},
+      {"KOLO_STALL_SHUTDOWN_S", "x"},
+      {"KOLO_SHM_AREA_BYTES", "3"},
+      {"KOLO_LOG_LEVEL", "loud"},
+      {"KOLO_REDUCE_ISA", "avx9"},
+      {"KOLO_DIRECT_PATH", "yes"},
+      {"KOLO_HIERARCHICAL_ALLREDUCE", "2"},
+      {"KOLO_RANK", "x"},
+      {"KOLO_STORE_ADDR", "nowhere"}};
   for (const auto& [name, value] : bad) {
     const Status status = ReadInitOptions(Env({{name, value}})).status();
-    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << name << "=" << value;
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument)
+        << name << "=" << value;
     EXPECT_THAT(status.message(), HasSubstr(name)) << value;
   }
 }

@@ -30,7 +30,8 @@ TEST(ReduceTest, EveryTypeAndOpMatchesTheScalarReference) {
   constexpr int64_t kCount = 37;
   for (DataType type : AllDataTypes()) {
     for (ReduceOp op : AllReduceOps()) {
-      std::vector<char> a(kCount * DataTypeSize(type)), b(a.size()), out(a.size());
+      std::vector<char> a(kCount * DataTypeSize(type)), b(a.size()),
+          out(a.size());
       for (int64_t i = 0; i < kCount; ++i) {
         // Small values keep every result exact in every type.
         StoreValue(type, a.data(), i, static_cast<double>(i % 9));
@@ -39,8 +40,10 @@ TEST(ReduceTest, EveryTypeAndOpMatchesTheScalarReference) {
       ReduceInto(type, op, out.data(), a.data(), b.data(), kCount);
       for (int64_t i = 0; i < kCount; ++i) {
         EXPECT_EQ(Load(type, out.data(), i),
-                  Reference(op, static_cast<double>(i % 9), static_cast<double>((i * 5) % 11)))
-            << DataTypeName(type) << " " << ReduceOpName(op) << " element " << i;
+                  Reference(op, static_cast<double>(i % 9),
+                            static_cast<double>((i * 5) % 11)))
+            << DataTypeName(type) << " " << ReduceOpName(op) << " element "
+            << i;
       }
       // Aliasing the output with an input is allowed.
       ReduceInto(type, op, a.data(), a.data(), b.data(), kCount);
@@ -59,7 +62,8 @@ std::vector<char> OneNan(DataType type, std::vector<char> bytes) {
   const int64_t count = static_cast<int64_t>(bytes.size()) / DataTypeSize(type);
   for (int64_t i = 0; i < count; ++i) {
     if (std::isnan(Load(type, bytes.data(), i))) {
-      StoreValue(type, bytes.data(), i, std::numeric_limits<double>::quiet_NaN());
+      StoreValue(type, bytes.data(), i,
+                 std::numeric_limits<double>::quiet_NaN());
     }
   }
   return bytes;
@@ -95,17 +99,19 @@ TEST(ReduceTest, EveryInstructionSetMatchesThePortableKernels) {
           std::vector<char> want(bytes), got(bytes), in_place = a;
           portable.reduce(type, op, want.data(), a.data(), b.data(), count);
           kernels.reduce(type, op, got.data(), a.data(), b.data(), count);
-          kernels.reduce(type, op, in_place.data(), in_place.data(), b.data(), count);
+          kernels.reduce(type, op, in_place.data(), in_place.data(), b.data(),
+                         count);
           EXPECT_EQ(OneNan(type, got), OneNan(type, want))
-              << ReduceIsaName(isa) << " " << DataTypeName(type) << " " << ReduceOpName(op)
-              << " count " << count;
+              << ReduceIsaName(isa) << " " << DataTypeName(type) << " "
+              << ReduceOpName(op) << " count " << count;
           EXPECT_EQ(OneNan(type, in_place), OneNan(type, want))
               << ReduceIsaName(isa) << " in place";
         }
         std::vector<char> want(bytes), got(bytes);
         portable.divide(type, want.data(), a.data(), count, 3);
         kernels.divide(type, got.data(), a.data(), count, 3);
-        EXPECT_EQ(got, want) << ReduceIsaName(isa) << " " << DataTypeName(type) << " divide";
+        EXPECT_EQ(got, want)
+            << ReduceIsaName(isa) << " " << DataTypeName(type) << " divide";
       }
     }
   }

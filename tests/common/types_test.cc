@@ -20,8 +20,10 @@ TEST(TypesTest, NamesParseBack) {
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, op);
   }
-  EXPECT_EQ(ParseDataType("float128").status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(ParseReduceOp("xor").status().message().find("'xor'"), std::string::npos);
+  EXPECT_EQ(ParseDataType("float128").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_NE(ParseReduceOp("xor").status().message().find("'xor'"),
+            std::string::npos);
 }
 
 TEST(TypesTest, SizesMatchCTypes) {
@@ -49,7 +51,8 @@ TEST(TypesTest, HalfRoundsToNearestEven) {
   EXPECT_EQ(HalfToFloat(FloatToHalf(1.0f + 3.0f / 2048)), 1.0f + 2.0f / 1024);
   EXPECT_EQ(HalfToFloat(FloatToHalf(65504.0f)), 65504.0f);
   EXPECT_TRUE(std::isinf(HalfToFloat(FloatToHalf(70000.0f))));
-  EXPECT_EQ(HalfToFloat(FloatToHalf(5.96046448e-8f)), 5.96046448e-8f);  // smallest subnormal
+  EXPECT_EQ(HalfToFloat(FloatToHalf(5.96046448e-8f)),
+            5.96046448e-8f);  // smallest subnormal
   EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(std::nanf("")))));
 }
 
@@ -60,7 +63,8 @@ TEST(TypesTest, BFloat16RoundTripsAndRounds) {
     if (std::isnan(f)) continue;
     EXPECT_EQ(FloatToBFloat16(f), b);
   }
-  EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(1.0f + 1.0f / 256)), 1.0f);  // tie -> even
+  EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(1.0f + 1.0f / 256)),
+            1.0f);  // tie -> even
   EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(257.0f)), 256.0f);
   EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(259.0f)), 260.0f);
 }

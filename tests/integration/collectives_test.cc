@@ -19,9 +19,9 @@
 namespace kolo {
 namespace {
 
+using testing::Describe;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::Describe;
 using testing::RunProgram;
 using testing::RunResult;
 
@@ -30,8 +30,9 @@ constexpr const char* kWorker = COLLECTIVES_WORKER_PATH;
 
 int CountMatches(const std::string& text, const std::string& pattern) {
   std::regex re(pattern);
-  return static_cast<int>(std::distance(
-      std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
+  return static_cast<int>(
+      std::distance(std::sregex_iterator(text.begin(), text.end(), re),
+                    std::sregex_iterator()));
 }
 
 struct MatrixCase {
@@ -47,27 +48,33 @@ class CollectivesMatrixTest : public ::testing::TestWithParam<MatrixCase> {};
 
 TEST_P(CollectivesMatrixTest, EveryCollectiveTypeAndCountIsCorrect) {
   const MatrixCase& c = GetParam();
-  RunResult r = RunProgram({kKolorun, "-np", std::to_string(c.np), "--backend", c.backend,
-                     "--timeout", "60", kWorker, "matrix"},
-                    {}, std::chrono::seconds(240));
+  RunResult r = RunProgram({kKolorun, "-np", std::to_string(c.np), "--backend",
+                            c.backend, "--timeout", "60", kWorker, "matrix"},
+                           {}, std::chrono::seconds(240));
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
-  EXPECT_EQ(CountMatches(r.out, "all collectives correct in 32 type/count cases"), c.np)
+  EXPECT_EQ(
+      CountMatches(r.out, "all collectives correct in 32 type/count cases"),
+      c.np)
       << Describe(r);
   for (int rank = 0; rank < c.np; ++rank) {
-    EXPECT_THAT(r.out, HasSubstr("[" + std::to_string(rank) + "]<stdout>: rank " +
-                                 std::to_string(rank) + " of " + std::to_string(c.np) +
-                                 " (" + c.backend + ")"));
+    EXPECT_THAT(r.out,
+                HasSubstr("[" + std::to_string(rank) + "]<stdout>: rank " +
+                          std::to_string(rank) + " of " + std::to_string(c.np) +
+                          " (" + c.backend + ")"));
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Worlds, CollectivesMatrixTest,
-    ::testing::Values(MatrixCase{"gloo", 1}, MatrixCase{"gloo", 2}, MatrixCase{"gloo", 3},
-                      MatrixCase{"gloo", 4}, MatrixCase{"mpi", 1}, MatrixCase{"mpi", 2},
-                      MatrixCase{"mpi", 3}, MatrixCase{"mpi", 4}, MatrixCase{"shm", 1},
-                      MatrixCase{"shm", 2}, MatrixCase{"shm", 3}, MatrixCase{"shm", 4}),
+    ::testing::Values(MatrixCase{"gloo", 1}, MatrixCase{"gloo", 2},
+                      MatrixCase{"gloo", 3}, MatrixCase{"gloo", 4},
+                      MatrixCase{"mpi", 1}, MatrixCase{"mpi", 2},
+                      MatrixCase{"mpi", 3}, MatrixCase{"mpi", 4},
+                      MatrixCase{"shm", 1}, MatrixCase{"shm", 2},
+                      MatrixCase{"shm", 3}, MatrixCase{"shm", 4}),
     [](const ::testing::TestParamInfo<MatrixCase>& info) {
-      return std::string(info.param.backend) + "_np" + std::to_string(info.param.np);
+      return std::string(info.param.backend) + "_np" +
+             std::to_string(info.param.np);
     });
 
 // Four processes on this machine play two hosts of two ranks each: the
@@ -75,7 +82,8 @@ INSTANTIATE_TEST_SUITE_P(
 // the topology cannot come from rank blocks.
 struct HierarchicalCase {
   const char* backend;
-  const char* hierarchical;  // KOLO_HIERARCHICAL_ALLREDUCE, or "" for the default
+  const char*
+      hierarchical;  // KOLO_HIERARCHICAL_ALLREDUCE, or "" for the default
 };
 
 void PrintTo(const HierarchicalCase& c, std::ostream* os) {
@@ -88,21 +96,26 @@ TEST_P(HierarchicalTest, TwoHostsOfTwoRanksGetEveryCollectiveRight) {
   const HierarchicalCase& c = GetParam();
   std::map<std::string, std::string> env;
   if (*c.hierarchical) env["KOLO_HIERARCHICAL_ALLREDUCE"] = c.hierarchical;
-  RunResult r = RunProgram(
-      {kKolorun, "-np", "4", "--backend", c.backend, "--timeout", "60", "/bin/sh", "-c",
-       "KOLO_HOST_ID=host$(( ${KOLO_RANK:-$OMPI_COMM_WORLD_RANK} % 2 )) exec \"$0\" matrix 0 1 7 "
-       "300003",
-       kWorker},
-      env, std::chrono::seconds(240));
+  RunResult r =
+      RunProgram({kKolorun, "-np", "4", "--backend", c.backend, "--timeout",
+                  "60", "/bin/sh", "-c",
+                  "KOLO_HOST_ID=host$(( ${KOLO_RANK:-$OMPI_COMM_WORLD_RANK} % "
+                  "2 )) exec \"$0\" matrix 0 1 7 "
+                  "300003",
+                  kWorker},
+                 env, std::chrono::seconds(240));
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
-  EXPECT_EQ(CountMatches(r.out, "all collectives correct in 32 type/count cases"), 4)
+  EXPECT_EQ(
+      CountMatches(r.out, "all collectives correct in 32 type/count cases"), 4)
       << Describe(r);
   const bool on = std::string(c.hierarchical) != "0";
   for (int rank = 0; rank < 4; ++rank) {
-    EXPECT_THAT(r.out, HasSubstr("rank " + std::to_string(rank) + ": host " +
-                                 std::to_string(rank % 2) + " of 2, local rank " +
-                                 std::to_string(rank / 2) + " of 2, hierarchical allreduce " +
-                                 (on ? "on" : "off")))
+    EXPECT_THAT(
+        r.out,
+        HasSubstr("rank " + std::to_string(rank) + ": host " +
+                  std::to_string(rank % 2) + " of 2, local rank " +
+                  std::to_string(rank / 2) + " of 2, hierarchical allreduce " +
+                  (on ? "on" : "off")))
         << Describe(r);
   }
 }
@@ -110,43 +123,52 @@ TEST_P(HierarchicalTest, TwoHostsOfTwoRanksGetEveryCollectiveRight) {
 INSTANTIATE_TEST_SUITE_P(
     TwoHosts, HierarchicalTest,
     ::testing::Values(HierarchicalCase{"shm", ""}, HierarchicalCase{"gloo", ""},
-                      HierarchicalCase{"mpi", ""}, HierarchicalCase{"shm", "0"}),
+                      HierarchicalCase{"mpi", ""},
+                      HierarchicalCase{"shm", "0"}),
     [](const ::testing::TestParamInfo<HierarchicalCase>& info) {
       return std::string(info.param.backend) +
-             (*info.param.hierarchical ? std::string("_hierarchical") + info.param.hierarchical
-                                       : std::string("_default"));
+             (*info.param.hierarchical
+                  ? std::string("_hierarchical") + info.param.hierarchical
+                  : std::string("_default"));
     });
 
 class CollectivesErrorTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CollectivesErrorTest, MismatchedCountsGiveTheNamedErrorOnEveryRank) {
-  RunResult r = RunProgram({kKolorun, "-np", "3", "--backend", GetParam(), kWorker, "mismatch"}, {},
-                    std::chrono::seconds(60));
+  RunResult r = RunProgram(
+      {kKolorun, "-np", "3", "--backend", GetParam(), kWorker, "mismatch"}, {},
+      std::chrono::seconds(60));
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   for (const char* rank : {"0", "1", "2"}) {
-    EXPECT_THAT(r.out, HasSubstr(std::string("[") + rank + "]<stdout>: rank " + rank +
-                                 ": mismatch: synchronous call #1: tensor 'kolo.sync': ranks disagree on the "
-                                 "element count: ranks 0,2 have 10; rank 1 has 12"))
+    EXPECT_THAT(r.out,
+                HasSubstr(std::string("[") + rank + "]<stdout>: rank " + rank +
+                          ": mismatch: synchronous call #1: tensor "
+                          "'kolo.sync': ranks disagree on the "
+                          "element count: ranks 0,2 have 10; rank 1 has 12"))
         << Describe(r);
   }
   EXPECT_EQ(CountMatches(r.out, "recovered after the mismatch"), 3);
 }
 
 TEST_P(CollectivesErrorTest, InitAfterShutdownStartsAFreshJob) {
-  RunResult r = RunProgram({kKolorun, "-np", "2", "--backend", GetParam(), kWorker, "reinit"}, {},
-                           std::chrono::seconds(60));
+  RunResult r = RunProgram(
+      {kKolorun, "-np", "2", "--backend", GetParam(), kWorker, "reinit"}, {},
+      std::chrono::seconds(60));
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
-  EXPECT_EQ(CountMatches(r.out, "three rounds of init and shutdown"), 2) << Describe(r);
+  EXPECT_EQ(CountMatches(r.out, "three rounds of init and shutdown"), 2)
+      << Describe(r);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, CollectivesErrorTest, ::testing::Values("gloo", "mpi", "shm"));
+INSTANTIATE_TEST_SUITE_P(Backends, CollectivesErrorTest,
+                         ::testing::Values("gloo", "mpi", "shm"));
 
 // The /dev/shm entries named like kolo's segments (/kolo-<creator pid>-...)
 // whose creator no longer exists: what a job that died would leak.
 std::vector<std::string> OrphanedSegments() {
   std::vector<std::string> orphans;
   std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/dev/shm", error)) {
     const std::string name = entry.path().filename().string();
     int pid = 0;
     if (std::sscanf(name.c_str(), "kolo-%d-", &pid) != 1) continue;
@@ -158,8 +180,9 @@ std::vector<std::string> OrphanedSegments() {
 class CollectivesFailureTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CollectivesFailureTest, SurvivorsNameTheRankThatDied) {
-  RunResult r = RunProgram({kKolorun, "-np", "3", "--backend", GetParam(), "--timeout", "20", kWorker, "die"},
-                    {}, std::chrono::seconds(60));
+  RunResult r = RunProgram({kKolorun, "-np", "3", "--backend", GetParam(),
+                            "--timeout", "20", kWorker, "die"},
+                           {}, std::chrono::seconds(60));
   EXPECT_NE(r.exit_code, 0) << Describe(r);
   EXPECT_LT(r.seconds, 15) << Describe(r);
   EXPECT_THAT(r.err, HasSubstr("rank 1")) << Describe(r);
@@ -168,9 +191,11 @@ TEST_P(CollectivesFailureTest, SurvivorsNameTheRankThatDied) {
   // the 20 s timeout.
   for (const char* rank : {"0", "2"}) {
     EXPECT_TRUE(std::regex_search(
-        r.err, std::regex(std::string("\\[") + rank +
-                          "\\]<stderr>: rank " + rank + ": step \\d+: (peer failure|timeout): "
-                          "synchronous call #\\d+: rank " + rank + ": rank 1 is gone")))
+        r.err,
+        std::regex(std::string("\\[") + rank + "\\]<stderr>: rank " + rank +
+                   ": step \\d+: (peer failure|timeout): "
+                   "synchronous call #\\d+: rank " +
+                   rank + ": rank 1 is gone")))
         << Describe(r);
   }
   EXPECT_THAT(OrphanedSegments(), ::testing::IsEmpty());
@@ -178,16 +203,19 @@ TEST_P(CollectivesFailureTest, SurvivorsNameTheRankThatDied) {
 
 TEST(JobFailureTest, HierarchicalSurvivorsNameTheRankThatDied) {
   // Two hosts of two ranks; rank 1 leads the second host.
-  RunResult r = RunProgram({kKolorun, "-np", "4", "--timeout", "20", "/bin/sh", "-c",
-                            "KOLO_HOST_ID=host$((KOLO_RANK % 2)) exec \"$0\" die", kWorker},
-                           {}, std::chrono::seconds(60));
+  RunResult r = RunProgram(
+      {kKolorun, "-np", "4", "--timeout", "20", "/bin/sh", "-c",
+       "KOLO_HOST_ID=host$((KOLO_RANK % 2)) exec \"$0\" die", kWorker},
+      {}, std::chrono::seconds(60));
   EXPECT_NE(r.exit_code, 0) << Describe(r);
   EXPECT_LT(r.seconds, 15) << Describe(r);
   for (const char* rank : {"0", "2", "3"}) {
     EXPECT_TRUE(std::regex_search(
-        r.err, std::regex(std::string("\\[") + rank + "\\]<stderr>: rank " + rank +
-                          ": step \\d+: (peer failure|timeout): synchronous call #\\d+: rank " +
-                          rank + ": rank 1 is gone")))
+        r.err,
+        std::regex(std::string("\\[") + rank + "\\]<stderr>: rank " + rank +
+                   ": step \\d+: (peer failure|timeout): synchronous call "
+                   "#\\d+: rank " +
+                   rank + ": rank 1 is gone")))
         << Describe(r);
   }
   EXPECT_THAT(OrphanedSegments(), ::testing::IsEmpty());
@@ -196,21 +224,25 @@ TEST(JobFailureTest, HierarchicalSurvivorsNameTheRankThatDied) {
 // On shm the ranks lease after the first call. Rank 0's runtime, idle in
 // the lease, notices rank 1's death itself; the next call reports it.
 TEST(JobFailureTest, ARankThatDiesBetweenCallsIsNamedAtTheNextCall) {
-  RunResult r = RunProgram({kKolorun, "-np", "2", "--backend", "shm", "--timeout", "20", kWorker,
-                            "die-between-calls"},
+  RunResult r = RunProgram({kKolorun, "-np", "2", "--backend", "shm",
+                            "--timeout", "20", kWorker, "die-between-calls"},
                            {}, std::chrono::seconds(60));
   EXPECT_NE(r.exit_code, 0) << Describe(r);
   EXPECT_LT(r.seconds, 15) << Describe(r);
-  EXPECT_THAT(r.err, HasSubstr("[0]<stderr>: rank 0: peer failure: synchronous call #2: rank 0: "
-                               "rank 1 is gone"))
+  EXPECT_THAT(
+      r.err,
+      HasSubstr(
+          "[0]<stderr>: rank 0: peer failure: synchronous call #2: rank 0: "
+          "rank 1 is gone"))
       << Describe(r);
   EXPECT_THAT(r.err, HasSubstr("shm lease: rank 1 (pid ")) << Describe(r);
   EXPECT_THAT(OrphanedSegments(), ::testing::IsEmpty());
 }
 
 TEST(JobFailureTest, MpiJobEndsWhenARankDies) {
-  RunResult r = RunProgram({kKolorun, "-np", "2", "--backend", "mpi", kWorker, "die"}, {},
-                    std::chrono::seconds(60));
+  RunResult r =
+      RunProgram({kKolorun, "-np", "2", "--backend", "mpi", kWorker, "die"}, {},
+                 std::chrono::seconds(60));
   EXPECT_NE(r.exit_code, 0) << Describe(r);
   EXPECT_LT(r.seconds, 20) << Describe(r);
 }
@@ -226,10 +258,13 @@ struct StuckPeerCase {
   bool in_lease;
 };
 
-void PrintTo(const StuckPeerCase& c, std::ostream* os) { *os << c.backend << " " << c.scenario; }
+void PrintTo(const StuckPeerCase& c, std::ostream* os) {
+  *os << c.backend << " " << c.scenario;
+}
 
 std::string StuckPeerName(const ::testing::TestParamInfo<StuckPeerCase>& info) {
-  std::string name = std::string(info.param.backend) + "_" + info.param.scenario;
+  std::string name =
+      std::string(info.param.backend) + "_" + info.param.scenario;
   for (char& c : name) c = c == '-' ? '_' : c;
   return name;
 }
@@ -238,18 +273,23 @@ class StalledPeerTest : public ::testing::TestWithParam<StuckPeerCase> {};
 
 TEST_P(StalledPeerTest, RankThatNeverCallsIsReportedAsAStall) {
   const StuckPeerCase& c = GetParam();
-  RunResult r = RunProgram({kKolorun, "-np", "2", "--backend", c.backend, "--env",
-                            "KOLO_STALL_WARNING_S=1", "--env", "KOLO_STALL_SHUTDOWN_S=3", kWorker,
-                            c.scenario},
+  RunResult r = RunProgram({kKolorun, "-np", "2", "--backend", c.backend,
+                            "--env", "KOLO_STALL_WARNING_S=1", "--env",
+                            "KOLO_STALL_SHUTDOWN_S=3", kWorker, c.scenario},
                            {}, std::chrono::seconds(60));
   EXPECT_NE(r.exit_code, 0) << Describe(r);
   EXPECT_LT(r.seconds, 20) << Describe(r);
-  EXPECT_THAT(r.err, HasSubstr("[0]<stderr>: kolo rank 0 warning: stall: tensor 'kolo.sync' "
-                               "has waited 1 s for rank 1"))
+  EXPECT_THAT(
+      r.err,
+      HasSubstr("[0]<stderr>: kolo rank 0 warning: stall: tensor 'kolo.sync' "
+                "has waited 1 s for rank 1"))
       << Describe(r);
-  EXPECT_THAT(r.err, HasSubstr(std::string("[0]<stderr>: rank 0: aborted: synchronous call ") +
-                               c.call + ": stall: tensor 'kolo.sync' has waited 3 s for rank 1 "
-                               "(KOLO_STALL_SHUTDOWN_S=3)"))
+  EXPECT_THAT(
+      r.err,
+      HasSubstr(std::string("[0]<stderr>: rank 0: aborted: synchronous call ") +
+                c.call +
+                ": stall: tensor 'kolo.sync' has waited 3 s for rank 1 "
+                "(KOLO_STALL_SHUTDOWN_S=3)"))
       << Describe(r);
   // In a lease rank 1's runtime has nothing announced to wait for.
   if (c.in_lease) {
@@ -257,37 +297,45 @@ TEST_P(StalledPeerTest, RankThatNeverCallsIsReportedAsAStall) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, StalledPeerTest,
-                         ::testing::Values(StuckPeerCase{"gloo", "hang", "#1", false},
-                                           StuckPeerCase{"shm", "hang-after-a-call", "#2", true}),
-                         StuckPeerName);
+INSTANTIATE_TEST_SUITE_P(
+    Cases, StalledPeerTest,
+    ::testing::Values(StuckPeerCase{"gloo", "hang", "#1", false},
+                      StuckPeerCase{"shm", "hang-after-a-call", "#2", true}),
+    StuckPeerName);
 
 class FrozenPeerTest : public ::testing::TestWithParam<StuckPeerCase> {};
 
 // A stopped rank's runtime stops ticking, or in a lease stops beating.
 TEST_P(FrozenPeerTest, FrozenPeerTimesOutInsteadOfHanging) {
   const StuckPeerCase& c = GetParam();
-  RunResult r = RunProgram({kKolorun, "-np", "2", "--backend", c.backend, "--timeout", "2",
-                            kWorker, c.scenario},
+  RunResult r = RunProgram({kKolorun, "-np", "2", "--backend", c.backend,
+                            "--timeout", "2", kWorker, c.scenario},
                            {}, std::chrono::seconds(60));
   EXPECT_NE(r.exit_code, 0) << Describe(r);
   EXPECT_LT(r.seconds, 20) << Describe(r);
-  EXPECT_THAT(r.err, HasSubstr(std::string("[0]<stderr>: rank 0: timeout: synchronous call ") +
-                               c.call + ": rank 0: "))
+  EXPECT_THAT(
+      r.err,
+      HasSubstr(std::string("[0]<stderr>: rank 0: timeout: synchronous call ") +
+                c.call + ": rank 0: "))
       << Describe(r);
   if (c.in_lease) {
-    EXPECT_THAT(r.err, HasSubstr("rank 1 neither arrived nor showed a sign of life within 2000 ms"))
+    EXPECT_THAT(
+        r.err,
+        HasSubstr(
+            "rank 1 neither arrived nor showed a sign of life within 2000 ms"))
         << Describe(r);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, FrozenPeerTest,
-                         ::testing::Values(StuckPeerCase{"gloo", "freeze", "#1", false},
-                                           StuckPeerCase{"shm", "freeze", "#1", false},
-                                           StuckPeerCase{"shm", "freeze-after-a-call", "#2", true}),
-                         StuckPeerName);
+INSTANTIATE_TEST_SUITE_P(
+    Cases, FrozenPeerTest,
+    ::testing::Values(StuckPeerCase{"gloo", "freeze", "#1", false},
+                      StuckPeerCase{"shm", "freeze", "#1", false},
+                      StuckPeerCase{"shm", "freeze-after-a-call", "#2", true}),
+    StuckPeerName);
 
-INSTANTIATE_TEST_SUITE_P(Backends, CollectivesFailureTest, ::testing::Values("gloo", "shm"));
+INSTANTIATE_TEST_SUITE_P(Backends, CollectivesFailureTest,
+                         ::testing::Values("gloo", "shm"));
 
 // A free port for the tests that must name one up front (KOLO_STORE_ADDR
 // without kolorun); the OS picks it.
@@ -298,20 +346,24 @@ int FreePort() {
 
 TEST(CollectivesLauncherTest, MpirunWithGlooHasRankZeroHostTheStore) {
   const std::string address = "127.0.0.1:" + std::to_string(FreePort());
-  RunResult r = RunProgram({MPIEXEC_PATH, "--allow-run-as-root", "--oversubscribe", "-np", "2",
-                     "-x", "KOLO_BACKEND=gloo", "-x", "KOLO_STORE_ADDR=" + address,
-                     "-x", "KOLO_STORE_SECRET=test-secret", kWorker, "matrix", "0", "7", "1000"},
-                    {}, std::chrono::seconds(120));
+  RunResult r = RunProgram(
+      {MPIEXEC_PATH, "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x",
+       "KOLO_BACKEND=gloo", "-x", "KOLO_STORE_ADDR=" + address, "-x",
+       "KOLO_STORE_SECRET=test-secret", kWorker, "matrix", "0", "7", "1000"},
+      {}, std::chrono::seconds(120));
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
-  EXPECT_EQ(CountMatches(r.out, "\\(gloo\\): all collectives correct"), 2) << Describe(r);
+  EXPECT_EQ(CountMatches(r.out, "\\(gloo\\): all collectives correct"), 2)
+      << Describe(r);
 }
 
 TEST(CollectivesLauncherTest, PlainMpirunUsesTheMpiBackend) {
-  RunResult r = RunProgram({MPIEXEC_PATH, "--allow-run-as-root", "--oversubscribe", "-np", "2", kWorker,
-                     "matrix", "0", "7", "1000"},
-                    {}, std::chrono::seconds(120));
+  RunResult r =
+      RunProgram({MPIEXEC_PATH, "--allow-run-as-root", "--oversubscribe", "-np",
+                  "2", kWorker, "matrix", "0", "7", "1000"},
+                 {}, std::chrono::seconds(120));
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
-  EXPECT_EQ(CountMatches(r.out, "\\(mpi\\): all collectives correct"), 2) << Describe(r);
+  EXPECT_EQ(CountMatches(r.out, "\\(mpi\\): all collectives correct"), 2)
+      << Describe(r);
 }
 
 }  // namespace

@@ -53,7 +53,8 @@ class Kolorun : public ChildProcess {
       : ChildProcess(WithKolorun(args), env) {}
 
  private:
-  static std::vector<std::string> WithKolorun(const std::vector<std::string>& args) {
+  static std::vector<std::string> WithKolorun(
+      const std::vector<std::string>& args) {
     std::vector<std::string> argv = {kKolorun};
     argv.insert(argv.end(), args.begin(), args.end());
     return argv;
@@ -209,12 +210,14 @@ TEST(KolorunTest, EachRankSeesItsPlaceAndTheUserEnv) {
 
 // Each rank reports the CPUs it may use, as the kernel lists them for a
 // single CPU ("3") or a range ("0-1").
-std::map<int, std::string> CoresByRank(int ranks, const std::vector<std::string>& flags) {
+std::map<int, std::string> CoresByRank(int ranks,
+                                       const std::vector<std::string>& flags) {
   std::vector<std::string> args = {"-np", std::to_string(ranks)};
   args.insert(args.end(), flags.begin(), flags.end());
-  args.insert(args.end(), {"/bin/sh", "-c",
-                           "echo \"cores=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "
-                           "/proc/self/status)\""});
+  args.insert(args.end(),
+              {"/bin/sh", "-c",
+               "echo \"cores=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "
+               "/proc/self/status)\""});
   RunResult r = RunKolorun(args);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return ValuesByRank(r.out, "cores");
@@ -234,7 +237,8 @@ TEST(KolorunTest, RanksAreBoundToTheirOwnCoresWhenTheyFit) {
   }
   // --bind-to none, and more ranks than cores, leave kolorun's own set.
   std::map<int, std::string> free = CoresByRank(2, {"--bind-to", "none"});
-  std::map<int, std::string> crowded = CoresByRank(static_cast<int>(own.size()) + 1, {});
+  std::map<int, std::string> crowded =
+      CoresByRank(static_cast<int>(own.size()) + 1, {});
   for (const auto& [rank, cores] : free) EXPECT_EQ(cores, free[0]) << rank;
   for (const auto& [rank, cores] : crowded) EXPECT_EQ(cores, free[0]) << rank;
   EXPECT_EQ(crowded.size(), own.size() + 1);
@@ -454,11 +458,10 @@ TEST(KolorunTest, BadBackendInEnvironmentIsNamed) {
       RunKolorun({"-np", "1", kWorker, "rank"}, {{"KOLO_BACKEND", "tcp"}});
   ASSERT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(
-      Lines(r.err),
-      (std::vector<std::string>{
-          "kolorun: environment variable KOLO_BACKEND must be shm, gloo or mpi, "
-          "got 'tcp'"}));
+  EXPECT_EQ(Lines(r.err),
+            (std::vector<std::string>{"kolorun: environment variable "
+                                      "KOLO_BACKEND must be shm, gloo or mpi, "
+                                      "got 'tcp'"}));
 }
 
 TEST(KolorunTest, HelpPrintsUsage) {
@@ -493,8 +496,9 @@ TEST(KolorunTest, VerboseNamesStoreCommandsAndExits) {
   for (int rank = 0; rank < 2; ++rank) {
     std::string name = "kolorun: rank " + std::to_string(rank);
     // On two cores or more each rank is bound to its own, and says which.
-    EXPECT_THAT(err, Contains(AllOf(StartsWith(name + " (cores "),
-                                    EndsWith("): " + std::string(kWorker) + " rank"))))
+    EXPECT_THAT(
+        err, Contains(AllOf(StartsWith(name + " (cores "),
+                            EndsWith("): " + std::string(kWorker) + " rank"))))
         << r.err;
     EXPECT_THAT(err, Contains(name + " exited with code 0")) << r.err;
   }
@@ -537,13 +541,15 @@ TEST_F(KolorunMpiTest, PartialLinesAndStderrAreTagged) {
 
 TEST_F(KolorunMpiTest, ALineWrittenInPiecesStaysWhole) {
   // mpirun tags each piece as it reads it; kolorun joins a rank's pieces.
-  RunResult r = RunKolorun({"-np", "3", "--backend", "mpi", kWorker, "print-in-pieces"});
+  RunResult r =
+      RunKolorun({"-np", "3", "--backend", "mpi", kWorker, "print-in-pieces"});
   ASSERT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   for (int rank = 0; rank < 3; ++rank) {
     const std::string n = std::to_string(rank);
-    EXPECT_THAT(Lines(r.out), Contains("[" + n + "]<stdout>: first half of rank " + n +
-                                       ", second half of rank " + n))
+    EXPECT_THAT(Lines(r.out),
+                Contains("[" + n + "]<stdout>: first half of rank " + n +
+                         ", second half of rank " + n))
         << r.out;
   }
   EXPECT_EQ(Lines(r.out).size(), 3u) << r.out;

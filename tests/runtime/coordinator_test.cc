@@ -18,7 +18,8 @@ constexpr int32_t kWorldSize = 3;
 SteadyTime At(int s) { return SteadyTime() + seconds(s); }
 
 TensorSpec Spec(const std::string& name, int64_t count = 10,
-                Collective collective = Collective::kAllreduce, ReduceOp op = ReduceOp::kSum) {
+                Collective collective = Collective::kAllreduce,
+                ReduceOp op = ReduceOp::kSum) {
   TensorSpec spec;
   spec.name = name;
   spec.collective = collective;
@@ -28,7 +29,8 @@ TensorSpec Spec(const std::string& name, int64_t count = 10,
   return spec;
 }
 
-TensorSpec GroupSpec(const std::string& name, const std::string& group, int32_t size) {
+TensorSpec GroupSpec(const std::string& name, const std::string& group,
+                     int32_t size) {
   TensorSpec spec = Spec(name);
   spec.group = group;
   spec.group_size = size;
@@ -41,7 +43,9 @@ TensorSpec AllgatherSpec(const std::string& name, int32_t rank) {
   return Spec(name, rank + 1, Collective::kAllgather);
 }
 
-std::vector<CycleReport> NoReports() { return std::vector<CycleReport>(kWorldSize); }
+std::vector<CycleReport> NoReports() {
+  return std::vector<CycleReport>(kWorldSize);
+}
 
 // Every rank announces `spec` in full.
 std::vector<CycleReport> EveryRank(const TensorSpec& spec) {
@@ -65,7 +69,8 @@ class CoordinatorTest : public ::testing::Test {
 TEST_F(CoordinatorTest, GroupsKeepThePlaceOfTheirFirstMember) {
   std::vector<CycleReport> reports(kWorldSize);
   for (CycleReport& report : reports) {
-    report.specs = {GroupSpec("z.0", "z", 1), Spec("u"), GroupSpec("a.0", "a", 1)};
+    report.specs = {GroupSpec("z.0", "z", 1), Spec("u"),
+                    GroupSpec("a.0", "a", 1)};
   }
   EXPECT_EQ(Names(coordinator_.Decide(reports, At(0))),
             (std::vector<std::string>{"z.0", "u", "a.0"}));
@@ -103,7 +108,8 @@ TEST_F(CoordinatorTest, ReadyOnlyOnceEveryRankAnnounced) {
 
 TEST_F(CoordinatorTest, ReadyOperationKeepsEachRanksSpec) {
   std::vector<CycleReport> reports = NoReports();
-  for (int32_t r = 0; r < kWorldSize; ++r) reports[r].specs.push_back(AllgatherSpec("g", r));
+  for (int32_t r = 0; r < kWorldSize; ++r)
+    reports[r].specs.push_back(AllgatherSpec("g", r));
   CycleDecision decision = coordinator_.Decide(reports, At(0));
   ASSERT_EQ(decision.ready.size(), 1u);
   for (int32_t r = 0; r < kWorldSize; ++r) {
@@ -114,9 +120,12 @@ TEST_F(CoordinatorTest, ReadyOperationKeepsEachRanksSpec) {
 TEST_F(CoordinatorTest, ReadyOrderIsFirstAnnouncementOrderWithinOneCycle) {
   // Reports are read in rank order, so rank 0's order wins.
   std::vector<CycleReport> reports = NoReports();
-  for (const char* name : {"a", "b", "c"}) reports[0].specs.push_back(Spec(name));
-  for (const char* name : {"c", "b", "a"}) reports[1].specs.push_back(Spec(name));
-  for (const char* name : {"b", "c", "a"}) reports[2].specs.push_back(Spec(name));
+  for (const char* name : {"a", "b", "c"})
+    reports[0].specs.push_back(Spec(name));
+  for (const char* name : {"c", "b", "a"})
+    reports[1].specs.push_back(Spec(name));
+  for (const char* name : {"b", "c", "a"})
+    reports[2].specs.push_back(Spec(name));
   CycleDecision decision = coordinator_.Decide(reports, At(0));
   EXPECT_EQ(Names(decision), (std::vector<std::string>{"a", "b", "c"}));
 }
@@ -149,8 +158,10 @@ TEST_F(CoordinatorTest, SameInputsGiveTheSameDecisionOnEveryReplica) {
   Coordinator other(kWorldSize, &other_cache);
   const std::vector<std::vector<CycleReport>> cycles = StaggeredCycles();
   for (size_t i = 0; i < cycles.size(); ++i) {
-    const CycleDecision mine = coordinator_.Decide(cycles[i], At(static_cast<int>(i)));
-    const CycleDecision theirs = other.Decide(cycles[i], At(static_cast<int>(i)));
+    const CycleDecision mine =
+        coordinator_.Decide(cycles[i], At(static_cast<int>(i)));
+    const CycleDecision theirs =
+        other.Decide(cycles[i], At(static_cast<int>(i)));
     EXPECT_EQ(Names(mine), Names(theirs)) << "cycle " << i;
   }
 }
@@ -171,12 +182,14 @@ TEST_F(CoordinatorTest, FullSpecsCountAsMissesAndCachedBitsAsHits) {
   EXPECT_EQ(decision.cache_misses, 0);
   ASSERT_EQ(Names(decision), std::vector<std::string>{"w"});
   EXPECT_TRUE(decision.ready[0].error.ok());
-  for (const TensorSpec& spec : decision.ready[0].specs) EXPECT_TRUE(spec == Spec("w"));
+  for (const TensorSpec& spec : decision.ready[0].specs)
+    EXPECT_TRUE(spec == Spec("w"));
 }
 
 TEST_F(CoordinatorTest, CachedBitsBecomeEachRanksCachedSpec) {
   std::vector<TensorSpec> specs;
-  for (int32_t r = 0; r < kWorldSize; ++r) specs.push_back(AllgatherSpec("g", r));
+  for (int32_t r = 0; r < kWorldSize; ++r)
+    specs.push_back(AllgatherSpec("g", r));
   cache_.Put(specs);
   const int32_t bit = cache_.Lookup(specs[0], 0);
   ASSERT_GE(bit, 0);
@@ -226,7 +239,8 @@ TEST_F(CoordinatorTest, BitsAndFullSpecsOfOneOperationInOneCycle) {
   EXPECT_EQ(decision.cache_hits, 2);
   EXPECT_EQ(decision.cache_misses, 1);
   ASSERT_EQ(Names(decision), std::vector<std::string>{"w"});
-  EXPECT_TRUE(decision.ready[0].error.ok()) << decision.ready[0].error.ToString();
+  EXPECT_TRUE(decision.ready[0].error.ok())
+      << decision.ready[0].error.ToString();
   EXPECT_EQ(cache_.size(), 0);
 }
 
@@ -237,9 +251,10 @@ TEST_F(CoordinatorTest, DisagreeingSpecsBecomeAnErrorNamingTheTensor) {
   ASSERT_EQ(Names(decision), std::vector<std::string>{"w"});
   const Status& error = decision.ready[0].error;
   EXPECT_EQ(error.code(), StatusCode::kMismatch);
-  EXPECT_EQ(error.message(),
-            "tensor 'w': ranks disagree on the element count: ranks 0,2 have 10; "
-            "rank 1 has 12");
+  EXPECT_EQ(
+      error.message(),
+      "tensor 'w': ranks disagree on the element count: ranks 0,2 have 10; "
+      "rank 1 has 12");
   EXPECT_EQ(coordinator_.pending(), 0);
   coordinator_.Completed(decision.ready[0]);
   EXPECT_EQ(cache_.size(), 0);
@@ -262,7 +277,8 @@ TEST_F(CoordinatorTest, JoinedRankCountsAsAnnouncedForSumAndAverageAllreduce) {
     EXPECT_FALSE(decision.all_joined);
 
     coordinator_.Completed(ready);
-    EXPECT_EQ(cache_.size(), 0) << "operations with joined ranks are not cached";
+    EXPECT_EQ(cache_.size(), 0)
+        << "operations with joined ranks are not cached";
   }
 }
 
@@ -285,22 +301,26 @@ TEST_F(CoordinatorTest, BroadcastOrMinAllreduceWaitingOnAJoinedRankFails) {
   reports[2].joined = true;
   for (int32_t r : {0, 1}) {
     reports[r].specs.push_back(Spec("b", 4, Collective::kBroadcast));
-    reports[r].specs.push_back(Spec("m", 4, Collective::kAllreduce, ReduceOp::kMin));
+    reports[r].specs.push_back(
+        Spec("m", 4, Collective::kAllreduce, ReduceOp::kMin));
   }
   CycleDecision decision = coordinator_.Decide(reports, At(0));
   ASSERT_EQ(Names(decision), (std::vector<std::string>{"b", "m"}));
   EXPECT_EQ(decision.ready[0].error.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(decision.ready[0].error.message(),
-            "tensor 'b': rank 2 joined; only sum and average allreduces proceed without "
+            "tensor 'b': rank 2 joined; only sum and average allreduces "
+            "proceed without "
             "them, not broadcast");
   EXPECT_EQ(decision.ready[1].error.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(decision.ready[1].error.message(),
-            "tensor 'm': rank 2 joined; only sum and average allreduces proceed without "
+            "tensor 'm': rank 2 joined; only sum and average allreduces "
+            "proceed without "
             "them, not allreduce");
   EXPECT_EQ(coordinator_.pending(), 0);
 }
 
-TEST_F(CoordinatorTest, JoinedRankDoesNotFailAnOperationStillWaitingForAnother) {
+TEST_F(CoordinatorTest,
+       JoinedRankDoesNotFailAnOperationStillWaitingForAnother) {
   std::vector<CycleReport> reports = NoReports();
   reports[2].joined = true;
   reports[0].specs.push_back(Spec("b", 4, Collective::kBroadcast));
@@ -369,7 +389,8 @@ TEST_F(CoordinatorTest, ShutdownFailsAnOperationEvenWhileOtherRanksAreMissing) {
             "tensor 'w': ranks 1,2 shut down without announcing it");
 }
 
-TEST_F(CoordinatorTest, RankShuttingDownAfterAnnouncingDoesNotFailTheOperation) {
+TEST_F(CoordinatorTest,
+       RankShuttingDownAfterAnnouncingDoesNotFailTheOperation) {
   std::vector<CycleReport> reports = NoReports();
   reports[2].specs.push_back(Spec("w"));
   reports[2].shutting_down = true;
@@ -381,7 +402,8 @@ TEST_F(CoordinatorTest, RankShuttingDownAfterAnnouncingDoesNotFailTheOperation) 
   reports[2].shutting_down = true;
   CycleDecision decision = coordinator_.Decide(reports, At(1));
   ASSERT_EQ(Names(decision), std::vector<std::string>{"w"});
-  EXPECT_TRUE(decision.ready[0].error.ok()) << decision.ready[0].error.ToString();
+  EXPECT_TRUE(decision.ready[0].error.ok())
+      << decision.ready[0].error.ToString();
 }
 
 TEST_F(CoordinatorTest, AllShuttingDown) {
@@ -394,7 +416,8 @@ TEST_F(CoordinatorTest, AllShuttingDown) {
 
 TEST_F(CoordinatorTest, GroupIsReadyOnlyWhenEveryMemberIs) {
   std::vector<CycleReport> reports = EveryRank(Spec("u"));
-  for (CycleReport& report : reports) report.specs.push_back(GroupSpec("g.0", "g", 2));
+  for (CycleReport& report : reports)
+    report.specs.push_back(GroupSpec("g.0", "g", 2));
   reports[0].specs.push_back(GroupSpec("g.1", "g", 2));
   CycleDecision decision = coordinator_.Decide(reports, At(0));
   // g.0 is ready on all ranks but waits for g.1.
@@ -421,7 +444,8 @@ TEST_F(CoordinatorTest, FailedMemberFailsTheWholeGroupButNotItsNextUse) {
   }
   reports[2].specs[1].count = 11;
   const std::string message =
-      "tensor 'g.1': ranks disagree on the element count: ranks 0,1 have 10; rank 2 has 11";
+      "tensor 'g.1': ranks disagree on the element count: ranks 0,1 have 10; "
+      "rank 2 has 11";
 
   std::vector<ReadyOperation> failed;
   for (int cycle = 0; cycle < 3 && failed.size() < 2; ++cycle) {
@@ -456,7 +480,8 @@ TEST_F(CoordinatorTest, WaitingListsMissingRanksOfOldEnoughOperations) {
   reports[2].specs.push_back(Spec("a"));  // does not reset a's clock
   coordinator_.Decide(reports, At(8));
 
-  std::vector<WaitingOperation> waiting = coordinator_.Waiting(At(10), seconds(6));
+  std::vector<WaitingOperation> waiting =
+      coordinator_.Waiting(At(10), seconds(6));
   ASSERT_EQ(waiting.size(), 1u);
   EXPECT_EQ(waiting[0].name, "a");
   EXPECT_EQ(waiting[0].missing_ranks, std::vector<int32_t>{1});
@@ -478,16 +503,20 @@ TEST_F(CoordinatorTest, WaitingLeavesOutJoinedRanks) {
   reports[0].specs.push_back(Spec("b", 4, Collective::kBroadcast));
   reports[2].joined = true;
   coordinator_.Decide(reports, At(0));
-  const std::vector<WaitingOperation> waiting = coordinator_.Waiting(At(3), seconds(0));
+  const std::vector<WaitingOperation> waiting =
+      coordinator_.Waiting(At(3), seconds(0));
   ASSERT_EQ(waiting.size(), 1u);
   EXPECT_EQ(waiting[0].missing_ranks, std::vector<int32_t>{1});
 }
 
-TEST_F(CoordinatorTest, CompletedCachesOnlySuccessfulOperationsWithoutJoinedRanks) {
+TEST_F(CoordinatorTest,
+       CompletedCachesOnlySuccessfulOperationsWithoutJoinedRanks) {
   std::vector<TensorSpec> specs;
-  for (int32_t r = 0; r < kWorldSize; ++r) specs.push_back(AllgatherSpec("g", r));
+  for (int32_t r = 0; r < kWorldSize; ++r)
+    specs.push_back(AllgatherSpec("g", r));
 
-  ReadyOperation ok{"g", specs, std::vector<bool>(kWorldSize, false), Status::Ok()};
+  ReadyOperation ok{"g", specs, std::vector<bool>(kWorldSize, false),
+                    Status::Ok()};
   ReadyOperation failed = ok;
   failed.error = Mismatch("tensor 'g': ...");
   ReadyOperation with_joined = ok;
@@ -501,7 +530,8 @@ TEST_F(CoordinatorTest, CompletedCachesOnlySuccessfulOperationsWithoutJoinedRank
   EXPECT_EQ(cache_.size(), 1);
   const int32_t bit = cache_.Lookup(specs[0], 0);
   ASSERT_GE(bit, 0);
-  for (int32_t r = 0; r < kWorldSize; ++r) EXPECT_EQ(cache_.Lookup(specs[r], r), bit);
+  for (int32_t r = 0; r < kWorldSize; ++r)
+    EXPECT_EQ(cache_.Lookup(specs[r], r), bit);
 }
 
 }  // namespace

@@ -52,7 +52,8 @@ struct Wire {
   std::vector<std::string> payloads;  // per rank, as encoded
 };
 
-Wire EncodeAll(const CycleReportCodec& codec, const std::vector<CycleReport>& reports) {
+Wire EncodeAll(const CycleReportCodec& codec,
+               const std::vector<CycleReport>& reports) {
   Wire wire;
   for (const CycleReport& report : reports) {
     std::vector<uint64_t> record;
@@ -76,15 +77,18 @@ TEST(CycleReportTest, RoundTrip) {
   const std::vector<CycleReport> sent = SampleReports();
   const Wire wire = EncodeAll(codec, sent);
   std::vector<CycleReport> got;
-  StatusOr<std::vector<int64_t>> sizes = codec.DecodeRecords(wire.records, &got);
+  StatusOr<std::vector<int64_t>> sizes =
+      codec.DecodeRecords(wire.records, &got);
   ASSERT_TRUE(sizes.ok()) << sizes.status().ToString();
   // Rank 0 has no spec and sends just its count.
   ASSERT_EQ(sizes->size(), 3u);
   EXPECT_EQ((*sizes)[0], CycleReportCodec::kMinPayloadBytes);
   for (int32_t r = 0; r < kWorldSize; ++r) {
-    EXPECT_EQ((*sizes)[r], static_cast<int64_t>(wire.payloads[r].size())) << "rank " << r;
+    EXPECT_EQ((*sizes)[r], static_cast<int64_t>(wire.payloads[r].size()))
+        << "rank " << r;
   }
-  ASSERT_TRUE(codec.DecodePayloads(Concatenate(wire.payloads), *sizes, &got).ok());
+  ASSERT_TRUE(
+      codec.DecodePayloads(Concatenate(wire.payloads), *sizes, &got).ok());
   ASSERT_EQ(got.size(), sent.size());
   for (int32_t r = 0; r < kWorldSize; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
@@ -102,7 +106,8 @@ TEST(CycleReportTest, NoSecondExchangeWhenNoRankHasASpec) {
   std::vector<CycleReport> sent(kWorldSize);
   sent[1].cached_bits = {5};
   std::vector<CycleReport> got;
-  StatusOr<std::vector<int64_t>> sizes = codec.DecodeRecords(EncodeAll(codec, sent).records, &got);
+  StatusOr<std::vector<int64_t>> sizes =
+      codec.DecodeRecords(EncodeAll(codec, sent).records, &got);
   ASSERT_TRUE(sizes.ok()) << sizes.status().ToString();
   EXPECT_THAT(*sizes, IsEmpty());
   EXPECT_EQ(got[1].cached_bits, std::vector<int32_t>{5});
@@ -115,11 +120,13 @@ TEST(CycleReportTest, EveryTruncatedPayloadIsAnErrorNamingItsRank) {
   for (size_t cut = 0; cut < full.size(); ++cut) {
     SCOPED_TRACE("rank 1's payload cut to " + std::to_string(cut) + " bytes");
     std::vector<CycleReport> got;
-    StatusOr<std::vector<int64_t>> sizes = codec.DecodeRecords(wire.records, &got);
+    StatusOr<std::vector<int64_t>> sizes =
+        codec.DecodeRecords(wire.records, &got);
     ASSERT_TRUE(sizes.ok());
     (*sizes)[1] = static_cast<int64_t>(cut);
     const Status s = codec.DecodePayloads(
-        wire.payloads[0] + full.substr(0, cut) + wire.payloads[2], *sizes, &got);
+        wire.payloads[0] + full.substr(0, cut) + wire.payloads[2], *sizes,
+        &got);
     EXPECT_EQ(s.code(), StatusCode::kInternal);
     EXPECT_THAT(s.message(), HasSubstr("cycle report of rank 1 is malformed"));
   }
@@ -129,22 +136,26 @@ TEST(CycleReportTest, PayloadThatIsNotSpecsIsAnErrorNamingItsRank) {
   const CycleReportCodec codec(kWorldSize, kCapacity);
   const Wire wire = EncodeAll(codec, SampleReports());
   std::vector<CycleReport> got;
-  StatusOr<std::vector<int64_t>> sizes = codec.DecodeRecords(wire.records, &got);
+  StatusOr<std::vector<int64_t>> sizes =
+      codec.DecodeRecords(wire.records, &got);
   ASSERT_TRUE(sizes.ok());
 
   // A count far beyond what the bytes hold.
   std::string lying = wire.payloads[2];
   const uint32_t count = 0xffffffffu;
   std::memcpy(&lying[0], &count, sizeof(count));
-  Status s = codec.DecodePayloads(wire.payloads[0] + wire.payloads[1] + lying, *sizes, &got);
+  Status s = codec.DecodePayloads(wire.payloads[0] + wire.payloads[1] + lying,
+                                  *sizes, &got);
   EXPECT_THAT(s.message(), HasSubstr("cycle report of rank 2 is malformed"));
 
   // Bytes after the last spec.
   std::vector<int64_t> longer = *sizes;
   ++longer[0];
-  s = codec.DecodePayloads(wire.payloads[0] + "x" + wire.payloads[1] + wire.payloads[2], longer,
-                           &got);
-  EXPECT_THAT(s.message(), HasSubstr("cycle report of rank 0 is malformed: 1 bytes after"));
+  s = codec.DecodePayloads(
+      wire.payloads[0] + "x" + wire.payloads[1] + wire.payloads[2], longer,
+      &got);
+  EXPECT_THAT(s.message(),
+              HasSubstr("cycle report of rank 0 is malformed: 1 bytes after"));
 
   // Fewer bytes than the sizes promise.
   s = codec.DecodePayloads(wire.payloads[0] + wire.payloads[1], *sizes, &got);
@@ -163,10 +174,12 @@ TEST(CycleReportTest, BadRecordIsAnErrorNamingItsRank) {
               HasSubstr("cycle report of rank 2 is malformed: unknown flags"));
 
   records = wire.records;
-  records[1 * words + 2 + 1] |= uint64_t{1} << 40;  // bit 104 of a 100-entry cache
-  EXPECT_THAT(codec.DecodeRecords(records, &got).status().message(),
-              HasSubstr("cycle report of rank 1 is malformed: cache bit 104 beyond the "
-                        "capacity 100"));
+  records[1 * words + 2 + 1] |= uint64_t{1}
+                                << 40;  // bit 104 of a 100-entry cache
+  EXPECT_THAT(
+      codec.DecodeRecords(records, &got).status().message(),
+      HasSubstr("cycle report of rank 1 is malformed: cache bit 104 beyond the "
+                "capacity 100"));
 
   records = wire.records;
   records[0 * words + 1] = (records[0 * words + 1] & ~uint64_t{0xffffffff}) |
@@ -178,12 +191,14 @@ TEST(CycleReportTest, BadRecordIsAnErrorNamingItsRank) {
   records.pop_back();  // truncated
   const Status s = codec.DecodeRecords(records, &got).status();
   EXPECT_EQ(s.code(), StatusCode::kInternal);
-  EXPECT_THAT(s.message(), HasSubstr("expected 3 records of 4 words, got 11 words (at the record of rank 2)"));
+  EXPECT_THAT(s.message(), HasSubstr("expected 3 records of 4 words, got 11 "
+                                     "words (at the record of rank 2)"));
 }
 
 // Rank 1's record as made by `other`, cut or padded to this codec's size
 // (what a receiver holds); ranks 0 and 2 are this codec's.
-std::vector<uint64_t> WithRank1From(const CycleReportCodec& mine, const CycleReportCodec& other) {
+std::vector<uint64_t> WithRank1From(const CycleReportCodec& mine,
+                                    const CycleReportCodec& other) {
   const std::vector<CycleReport> reports = SampleReports();
   std::vector<uint64_t> records;
   for (int32_t r = 0; r < kWorldSize; ++r) {
@@ -202,13 +217,15 @@ TEST(CycleReportTest, ReportForAnotherCacheCapacityIsRejectedNamingItsRank) {
     SCOPED_TRACE("rank 1's capacity " + std::to_string(other_capacity));
     const CycleReportCodec other(kWorldSize, other_capacity);
     std::vector<CycleReport> got;
-    const Status s = codec.DecodeRecords(WithRank1From(codec, other), &got).status();
+    const Status s =
+        codec.DecodeRecords(WithRank1From(codec, other), &got).status();
     EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
-    EXPECT_THAT(s.message(),
-                HasSubstr("the cycle report of rank 1 indexes a response cache of " +
-                          std::to_string(other_capacity) +
-                          " entries, this rank's holds 100: every rank needs the same "
-                          "KOLO_CACHE_CAPACITY"));
+    EXPECT_THAT(
+        s.message(),
+        HasSubstr("the cycle report of rank 1 indexes a response cache of " +
+                  std::to_string(other_capacity) +
+                  " entries, this rank's holds 100: every rank needs the same "
+                  "KOLO_CACHE_CAPACITY"));
   }
 }
 
@@ -222,9 +239,10 @@ TEST(CycleReportTest, ReportOfAnotherFormatVersionIsRejectedNamingItsRank) {
   std::vector<CycleReport> got;
   const Status s = codec.DecodeRecords(records, &got).status();
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
-  EXPECT_THAT(s.message(), HasSubstr("the cycle report of rank 2 has format version 2, this "
-                                     "rank reads version 1: every rank needs the same kolo "
-                                     "build"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("the cycle report of rank 2 has format version 2, this "
+                        "rank reads version 1: every rank needs the same kolo "
+                        "build"));
 }
 
 }  // namespace

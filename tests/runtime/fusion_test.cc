@@ -21,7 +21,8 @@ struct OpOptions {
   std::vector<bool> joined = std::vector<bool>(kWorldSize, false);
 };
 
-ReadyOperation Op(const std::string& name, int64_t count, const OpOptions& options = {}) {
+ReadyOperation Op(const std::string& name, int64_t count,
+                  const OpOptions& options = {}) {
   TensorSpec spec;
   spec.name = name;
   spec.collective = options.collective;
@@ -37,8 +38,8 @@ ReadyOperation Op(const std::string& name, int64_t count, const OpOptions& optio
   return op;
 }
 
-ReadyOperation GroupMember(const std::string& name, int64_t count, const std::string& group,
-                           int32_t size) {
+ReadyOperation GroupMember(const std::string& name, int64_t count,
+                           const std::string& group, int32_t size) {
   OpOptions options;
   options.group = group;
   options.group_size = size;
@@ -53,12 +54,14 @@ std::vector<std::vector<size_t>> Operations(const std::vector<Batch>& batches) {
 
 using Plan = std::vector<std::vector<size_t>>;
 
-TEST(FusionTest, NothingReadyPlansNothing) { EXPECT_TRUE(PlanFusion({}, 100, kNoCutoff).empty()); }
+TEST(FusionTest, NothingReadyPlansNothing) {
+  EXPECT_TRUE(PlanFusion({}, 100, kNoCutoff).empty());
+}
 
 TEST(FusionTest, SameKindAllreducesFuseUpToTheThreshold) {
   // float32: 40, 40, 20, 20 bytes; the first three fill 100 exactly.
-  const std::vector<ReadyOperation> ready = {Op("a", 10), Op("b", 10), Op("c", 5),
-                                             Op("d", 5)};
+  const std::vector<ReadyOperation> ready = {Op("a", 10), Op("b", 10),
+                                             Op("c", 5), Op("d", 5)};
   const std::vector<Batch> batches = PlanFusion(ready, 100, kNoCutoff);
   EXPECT_EQ(Operations(batches), (Plan{{0, 1, 2}, {3}}));
   ASSERT_EQ(batches.size(), 2u);
@@ -70,8 +73,8 @@ TEST(FusionTest, ByteCountUsesTheElementSize) {
   OpOptions float64;
   float64.type = DataType::kFloat64;
   // 8 * (6 + 6) = 96 bytes fit under 100; a third would not.
-  const std::vector<ReadyOperation> ready = {Op("a", 6, float64), Op("b", 6, float64),
-                                             Op("c", 1, float64)};
+  const std::vector<ReadyOperation> ready = {
+      Op("a", 6, float64), Op("b", 6, float64), Op("c", 1, float64)};
   const std::vector<Batch> batches = PlanFusion(ready, 100, kNoCutoff);
   EXPECT_EQ(Operations(batches), (Plan{{0, 1}, {2}}));
   EXPECT_EQ(batches[0].bytes, 96);
@@ -94,7 +97,8 @@ TEST(FusionTest, TensorLargerThanTheThresholdRunsAlone) {
 
 TEST(FusionTest, LaterSmallerTensorsFillTheBatch) {
   // 80, 40, 20 bytes: 80 + 40 overflows, 80 + 20 fits.
-  const std::vector<ReadyOperation> ready = {Op("a", 20), Op("b", 10), Op("c", 5)};
+  const std::vector<ReadyOperation> ready = {Op("a", 20), Op("b", 10),
+                                             Op("c", 5)};
   const std::vector<Batch> batches = PlanFusion(ready, 100, kNoCutoff);
   EXPECT_EQ(Operations(batches), (Plan{{0, 2}, {1}}));
   EXPECT_EQ(batches[0].bytes, 100);
@@ -109,9 +113,10 @@ TEST(FusionTest, DifferentTypeOpOrJoinedRanksSplitBatches) {
   OpOptions joined;
   joined.joined = {false, true, false};
   const std::vector<ReadyOperation> ready = {
-      Op("f32", 10),          Op("f64", 10, float64), Op("max", 10, max),
-      Op("joined", 10, joined), Op("f32.2", 10),      Op("f64.2", 10, float64),
-      Op("max.2", 10, max),   Op("joined.2", 10, joined)};
+      Op("f32", 10),        Op("f64", 10, float64),
+      Op("max", 10, max),   Op("joined", 10, joined),
+      Op("f32.2", 10),      Op("f64.2", 10, float64),
+      Op("max.2", 10, max), Op("joined.2", 10, joined)};
   const std::vector<Batch> batches = PlanFusion(ready, 1000, kNoCutoff);
   EXPECT_EQ(Operations(batches), (Plan{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
   ASSERT_EQ(batches.size(), 4u);
@@ -126,14 +131,15 @@ TEST(FusionTest, DifferentJoinedSetsDoNotFuse) {
   joined1.joined = {false, true, false};
   OpOptions joined2;
   joined2.joined = {false, false, true};
-  const std::vector<ReadyOperation> ready = {Op("a", 1, joined1), Op("b", 1, joined2)};
+  const std::vector<ReadyOperation> ready = {Op("a", 1, joined1),
+                                             Op("b", 1, joined2)};
   EXPECT_EQ(Operations(PlanFusion(ready, 1000, kNoCutoff)), (Plan{{0}, {1}}));
 }
 
 TEST(FusionTest, OtherCollectivesRunAlone) {
-  const std::vector<Collective> kinds = {Collective::kAllgather, Collective::kBroadcast,
-                                         Collective::kAlltoall, Collective::kReducescatter,
-                                         Collective::kBarrier};
+  const std::vector<Collective> kinds = {
+      Collective::kAllgather, Collective::kBroadcast, Collective::kAlltoall,
+      Collective::kReducescatter, Collective::kBarrier};
   std::vector<ReadyOperation> ready;
   for (Collective kind : kinds) {
     OpOptions options;
@@ -156,8 +162,10 @@ TEST(FusionTest, FailedOperationsRunAlone) {
   gone.error = Aborted("tensor 'gone': rank 2 shut down without announcing it");
   ReadyOperation mismatch = Op("mismatch", 1);
   mismatch.error = Mismatch("tensor 'mismatch': ...");
-  const std::vector<ReadyOperation> ready = {Op("a", 1), gone, mismatch, Op("b", 1)};
-  EXPECT_EQ(Operations(PlanFusion(ready, 1000, kNoCutoff)), (Plan{{0, 3}, {1}, {2}}));
+  const std::vector<ReadyOperation> ready = {Op("a", 1), gone, mismatch,
+                                             Op("b", 1)};
+  EXPECT_EQ(Operations(PlanFusion(ready, 1000, kNoCutoff)),
+            (Plan{{0, 3}, {1}, {2}}));
 }
 
 TEST(FusionTest, GroupMembersShareOneBatchWhateverItsSize) {
@@ -171,9 +179,12 @@ TEST(FusionTest, GroupMembersShareOneBatchWhateverItsSize) {
 }
 
 TEST(FusionTest, GroupsAndUngroupedOperationsDoNotMix) {
-  const std::vector<ReadyOperation> ready = {
-      Op("u.0", 1), GroupMember("g.0", 1, "g", 2), GroupMember("h.0", 1, "h", 2),
-      Op("u.1", 1), GroupMember("g.1", 1, "g", 2), GroupMember("h.1", 1, "h", 2)};
+  const std::vector<ReadyOperation> ready = {Op("u.0", 1),
+                                             GroupMember("g.0", 1, "g", 2),
+                                             GroupMember("h.0", 1, "h", 2),
+                                             Op("u.1", 1),
+                                             GroupMember("g.1", 1, "g", 2),
+                                             GroupMember("h.1", 1, "h", 2)};
   const std::vector<Batch> batches = PlanFusion(ready, 1000, kNoCutoff);
   EXPECT_EQ(Operations(batches), (Plan{{0, 3}, {1, 4}, {2, 5}}));
   for (const Batch& batch : batches) EXPECT_EQ(batch.bytes, 8);
@@ -193,7 +204,9 @@ TEST(FusionTest, EveryOperationIsPlannedOnceInOrderOfItsFirstOperation) {
       case 0: ready.push_back(Op(name, count)); break;
       case 1: ready.push_back(Op(name, count, float64)); break;
       case 2: ready.push_back(Op(name, count, broadcast)); break;
-      case 3: ready.push_back(GroupMember(name, count, i < 20 ? "g" : "h", 4)); break;
+      case 3:
+        ready.push_back(GroupMember(name, count, i < 20 ? "g" : "h", 4));
+        break;
       default: ready.push_back(Op(name, count)); break;
     }
   }
@@ -247,10 +260,11 @@ TEST(FusionTest, EveryOperationIsPlannedOnceInOrderOfItsFirstOperation) {
 
 TEST(FusionTest, TensorsAtTheCutoffRunAloneButGroupsStillFuse) {
   // Floats: 4 bytes each; cutoff 40 bytes = 10 floats.
-  const std::vector<ReadyOperation> ready = {Op("small", 9), Op("big", 10), Op("small2", 2),
-                                             GroupMember("g0", 50, "g", 2),
-                                             GroupMember("g1", 1, "g", 2)};
-  EXPECT_EQ(Operations(PlanFusion(ready, 1000, 40)), (Plan{{0, 2}, {1}, {3, 4}}));
+  const std::vector<ReadyOperation> ready = {
+      Op("small", 9), Op("big", 10), Op("small2", 2),
+      GroupMember("g0", 50, "g", 2), GroupMember("g1", 1, "g", 2)};
+  EXPECT_EQ(Operations(PlanFusion(ready, 1000, 40)),
+            (Plan{{0, 2}, {1}, {3, 4}}));
 }
 
 }  // namespace

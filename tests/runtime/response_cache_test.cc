@@ -16,7 +16,8 @@ constexpr int32_t kWorldSize = 3;
 
 // An allgather of `name` where rank r contributes `base` + r elements, so
 // every rank's spec is different.
-std::vector<TensorSpec> SpecsByRank(const std::string& name, int64_t base = 10) {
+std::vector<TensorSpec> SpecsByRank(const std::string& name,
+                                    int64_t base = 10) {
   std::vector<TensorSpec> specs(kWorldSize);
   for (int32_t r = 0; r < kWorldSize; ++r) {
     specs[r].name = name;
@@ -27,7 +28,8 @@ std::vector<TensorSpec> SpecsByRank(const std::string& name, int64_t base = 10) 
 }
 
 // The bit of `name` as rank 0 sees it, or -1.
-int32_t BitOf(const ResponseCache& cache, const std::string& name, int64_t base = 10) {
+int32_t BitOf(const ResponseCache& cache, const std::string& name,
+              int64_t base = 10) {
   return cache.Lookup(SpecsByRank(name, base)[0], 0);
 }
 
@@ -175,8 +177,9 @@ class ModelCache {
     if (it == bit_.end()) {
       int32_t bit = -1;
       for (int32_t b = 0; b < capacity_ && bit < 0; ++b) {
-        if (std::none_of(bit_.begin(), bit_.end(),
-                         [b](const auto& entry) { return entry.second == b; })) {
+        if (std::none_of(bit_.begin(), bit_.end(), [b](const auto& entry) {
+              return entry.second == b;
+            })) {
           bit = b;
         }
       }
@@ -215,7 +218,8 @@ TEST(ResponseCacheTest, CachesFedTheSameSequenceAgreeOnEveryBit) {
   ModelCache model(kCapacity);
   for (int step = 0; step < 200; ++step) {
     // A fixed pseudo-random walk over puts and erases.
-    const std::string name = "t" + std::to_string((step * 7 + step / 5) % kNames);
+    const std::string name =
+        "t" + std::to_string((step * 7 + step / 5) % kNames);
     if (step % 6 == 5) {
       first.Erase(name);
       second.Erase(name);

@@ -19,19 +19,23 @@ using ::testing::IsEmpty;
 
 SteadyTime At(int s) { return SteadyTime() + seconds(s); }
 
-WaitingOperation Waiting(const std::string& name, std::vector<int32_t> missing, int waited_s) {
+WaitingOperation Waiting(const std::string& name, std::vector<int32_t> missing,
+                         int waited_s) {
   return WaitingOperation{name, std::move(missing), seconds(waited_s)};
 }
 
 std::string Warning(const std::string& tail) {
-  return "stall: " + tail + " (the other ranks announced it; a rank that never does hangs the job)";
+  return "stall: " + tail +
+         " (the other ranks announced it; a rank that never does hangs the "
+         "job)";
 }
 
 TEST(StallInspectorTest, WarnsAfterTheWarningTimeNamingTheMissingRanks) {
   StallInspector inspector(seconds(5), seconds(0));
-  EXPECT_THAT(inspector.Inspect({Waiting("x", {1, 3}, 6), Waiting("y", {2}, 5)}, At(6)),
-              ElementsAre(Warning("tensor 'x' has waited 6 s for ranks 1,3"),
-                          Warning("tensor 'y' has waited 5 s for rank 2")));
+  EXPECT_THAT(
+      inspector.Inspect({Waiting("x", {1, 3}, 6), Waiting("y", {2}, 5)}, At(6)),
+      ElementsAre(Warning("tensor 'x' has waited 6 s for ranks 1,3"),
+                  Warning("tensor 'y' has waited 5 s for rank 2")));
 }
 
 TEST(StallInspectorTest, NoWarningBeforeTheWarningTime) {
@@ -52,7 +56,8 @@ TEST(StallInspectorTest, RepeatsAWarningOnlyAfterAnotherWarningTime) {
 
 TEST(StallInspectorTest, ForgetsAnOperationThatStoppedWaiting) {
   StallInspector inspector(seconds(5), seconds(0));
-  EXPECT_THAT(inspector.Inspect({Waiting("x", {1}, 6)}, At(6)), testing::SizeIs(1));
+  EXPECT_THAT(inspector.Inspect({Waiting("x", {1}, 6)}, At(6)),
+              testing::SizeIs(1));
   EXPECT_THAT(inspector.Inspect({}, At(7)), IsEmpty());
   // The same name waiting again is a new stall, warned about at once.
   EXPECT_THAT(inspector.Inspect({Waiting("x", {2}, 5)}, At(8)),
@@ -80,13 +85,15 @@ TEST(StallInspectorTest, CallsForShutdownAfterTheShutdownTime) {
   // The verdict stays the one first reached, whatever waits later.
   const Status error = inspector.ShutdownError({Waiting("z", {0}, 50)});
   EXPECT_EQ(error.code(), StatusCode::kAborted);
-  EXPECT_EQ(error.message(),
-            "stall: tensor 'x' has waited 3 s for rank 1 (KOLO_STALL_SHUTDOWN_S=3)");
+  EXPECT_EQ(
+      error.message(),
+      "stall: tensor 'x' has waited 3 s for rank 1 (KOLO_STALL_SHUTDOWN_S=3)");
 }
 
 TEST(StallInspectorTest, NeverCallsForShutdownWhenTheShutdownTimeIsZero) {
   StallInspector inspector(seconds(1), seconds(0));
-  EXPECT_THAT(inspector.Inspect({Waiting("x", {1}, 100000)}, At(100000)), testing::SizeIs(1));
+  EXPECT_THAT(inspector.Inspect({Waiting("x", {1}, 100000)}, At(100000)),
+              testing::SizeIs(1));
   EXPECT_FALSE(inspector.stalled());
 }
 
@@ -94,10 +101,13 @@ TEST(StallInspectorTest, AnotherRanksVerdictNamesWhatWaitedLongestHere) {
   StallInspector inspector(seconds(1), seconds(3));
   // This rank's clock is behind: "b" waited 2 s here, 3 s on the rank
   // that called for shutdown, so the error says at least the shutdown time.
-  EXPECT_EQ(inspector.ShutdownError({Waiting("a", {2}, 1), Waiting("b", {1}, 2)}).message(),
-            "stall: tensor 'b' has waited 3 s for rank 1 (KOLO_STALL_SHUTDOWN_S=3)");
-  EXPECT_EQ(inspector.ShutdownError({Waiting("b", {1}, 7)}).message(),
-            "stall: tensor 'b' has waited 7 s for rank 1 (KOLO_STALL_SHUTDOWN_S=3)");
+  EXPECT_EQ(
+      inspector.ShutdownError({Waiting("a", {2}, 1), Waiting("b", {1}, 2)})
+          .message(),
+      "stall: tensor 'b' has waited 3 s for rank 1 (KOLO_STALL_SHUTDOWN_S=3)");
+  EXPECT_EQ(
+      inspector.ShutdownError({Waiting("b", {1}, 7)}).message(),
+      "stall: tensor 'b' has waited 7 s for rank 1 (KOLO_STALL_SHUTDOWN_S=3)");
   EXPECT_EQ(inspector.ShutdownError({}).message(),
             "stall: another rank saw an operation wait past the shutdown time "
             "(KOLO_STALL_SHUTDOWN_S=3)");
@@ -108,13 +118,16 @@ TEST(StallInspectorTest, ReadsWhatTheCoordinatorSeesWaiting) {
   ResponseCache cache(8);
   Coordinator coordinator(3, &cache);
   std::vector<CycleReport> reports(3);
-  reports[0].specs.push_back(MakeSpec(Collective::kAllreduce, DataType::kFloat32, 4));
+  reports[0].specs.push_back(
+      MakeSpec(Collective::kAllreduce, DataType::kFloat32, 4));
   reports[0].specs[0].name = "x";
   (void)coordinator.Decide(reports, At(0));
   StallInspector inspector(seconds(2), seconds(4));
-  EXPECT_THAT(inspector.Inspect(coordinator.Waiting(At(1), inspector.warning_time()), At(1)),
+  EXPECT_THAT(inspector.Inspect(
+                  coordinator.Waiting(At(1), inspector.warning_time()), At(1)),
               IsEmpty());
-  EXPECT_THAT(inspector.Inspect(coordinator.Waiting(At(4), inspector.warning_time()), At(4)),
+  EXPECT_THAT(inspector.Inspect(
+                  coordinator.Waiting(At(4), inspector.warning_time()), At(4)),
               ElementsAre(Warning("tensor 'x' has waited 4 s for ranks 1,2")));
   EXPECT_TRUE(inspector.stalled());
 }

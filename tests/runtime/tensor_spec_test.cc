@@ -123,8 +123,10 @@ TEST(TensorSpecSerializeTest, EveryTruncationIsAnErrorNotACrash) {
     SerializeSpec(spec, &buffer);
     for (size_t length = 0; length < buffer.size(); ++length) {
       size_t offset = 0;
-      StatusOr<TensorSpec> parsed = ParseSpec(buffer.substr(0, length), &offset);
-      ASSERT_FALSE(parsed.ok()) << "truncated to " << length << " of " << buffer.size();
+      StatusOr<TensorSpec> parsed =
+          ParseSpec(buffer.substr(0, length), &offset);
+      ASSERT_FALSE(parsed.ok())
+          << "truncated to " << length << " of " << buffer.size();
       EXPECT_EQ(parsed.status().code(), StatusCode::kInternal);
       EXPECT_LE(offset, length);
     }
@@ -144,7 +146,8 @@ TEST(TensorSpecSerializeTest, TruncatedSecondRecordFailsAfterFirstParses) {
     ASSERT_TRUE(first.ok()) << first.status().ToString();
     EXPECT_EQ(first->name, specs[0].name);
     EXPECT_EQ(offset, first_size);
-    EXPECT_FALSE(ParseSpec(truncated, &offset).ok()) << "truncated to " << length;
+    EXPECT_FALSE(ParseSpec(truncated, &offset).ok())
+        << "truncated to " << length;
   }
 }
 
@@ -152,7 +155,8 @@ TEST(TensorSpecSerializeTest, HugeLengthPrefixesAreErrors) {
   // A name claiming 2^32-1 bytes.
   std::string bad_name(4, '\xff');
   size_t offset = 0;
-  EXPECT_EQ(ParseSpec(bad_name, &offset).status().code(), StatusCode::kInternal);
+  EXPECT_EQ(ParseSpec(bad_name, &offset).status().code(),
+            StatusCode::kInternal);
 
   // A valid record whose splits claim 2^32-1 elements followed by none.
   std::string buffer;
@@ -201,8 +205,10 @@ TEST(TensorSpecCheckTest, NoPresentRankAgrees) {
   EXPECT_TRUE(CheckSpecsAgree({nullptr, nullptr, nullptr}, 3).ok());
 }
 
-void ExpectMismatch(const std::vector<TensorSpec>& specs, const std::string& message) {
-  const Status status = CheckSpecsAgree(Pointers(specs), static_cast<int32_t>(specs.size()));
+void ExpectMismatch(const std::vector<TensorSpec>& specs,
+                    const std::string& message) {
+  const Status status =
+      CheckSpecsAgree(Pointers(specs), static_cast<int32_t>(specs.size()));
   EXPECT_EQ(status.code(), StatusCode::kMismatch) << status.ToString();
   EXPECT_EQ(status.message(), message);
 }
@@ -210,9 +216,10 @@ void ExpectMismatch(const std::vector<TensorSpec>& specs, const std::string& mes
 TEST(TensorSpecCheckTest, CountMismatchGroupsRanksByValue) {
   std::vector<TensorSpec> specs(3, Allreduce("w", 10));
   specs[1].count = 12;
-  ExpectMismatch(specs,
-                 "tensor 'w': ranks disagree on the element count: ranks 0,2 have 10; "
-                 "rank 1 has 12");
+  ExpectMismatch(
+      specs,
+      "tensor 'w': ranks disagree on the element count: ranks 0,2 have 10; "
+      "rank 1 has 12");
 }
 
 TEST(TensorSpecCheckTest, ValuesAreListedInOrderOfFirstRank) {
@@ -220,17 +227,19 @@ TEST(TensorSpecCheckTest, ValuesAreListedInOrderOfFirstRank) {
   specs[1].count = 3;
   specs[3].count = 2;
   specs[4].count = 3;
-  ExpectMismatch(specs,
-                 "tensor 'w': ranks disagree on the element count: ranks 0,2 have 1; "
-                 "ranks 1,4 have 3; rank 3 has 2");
+  ExpectMismatch(
+      specs,
+      "tensor 'w': ranks disagree on the element count: ranks 0,2 have 1; "
+      "ranks 1,4 have 3; rank 3 has 2");
 }
 
 TEST(TensorSpecCheckTest, DataTypeMismatch) {
   std::vector<TensorSpec> specs(3, Allreduce("w", 10));
   specs[2].type = DataType::kInt64;
-  ExpectMismatch(specs,
-                 "tensor 'w': ranks disagree on the data type: ranks 0,1 have float32; "
-                 "rank 2 has int64");
+  ExpectMismatch(
+      specs,
+      "tensor 'w': ranks disagree on the data type: ranks 0,1 have float32; "
+      "rank 2 has int64");
 }
 
 TEST(TensorSpecCheckTest, ReduceOpMismatch) {
@@ -248,16 +257,18 @@ TEST(TensorSpecCheckTest, RootMismatch) {
   specs[0].root = 0;
   specs[1].root = 1;
   specs[2].root = 0;
-  ExpectMismatch(specs,
-                 "tensor 'b': ranks disagree on the root: ranks 0,2 have 0; rank 1 has 1");
+  ExpectMismatch(
+      specs,
+      "tensor 'b': ranks disagree on the root: ranks 0,2 have 0; rank 1 has 1");
 }
 
 TEST(TensorSpecCheckTest, OperationMismatch) {
   std::vector<TensorSpec> specs(3, Allreduce("w", 10));
   specs[1].collective = Collective::kAllgather;
-  ExpectMismatch(specs,
-                 "tensor 'w': ranks disagree on the operation: ranks 0,2 have allreduce; "
-                 "rank 1 has allgather");
+  ExpectMismatch(
+      specs,
+      "tensor 'w': ranks disagree on the operation: ranks 0,2 have allreduce; "
+      "rank 1 has allgather");
 }
 
 TEST(TensorSpecCheckTest, OperationIsReportedBeforeOtherFields) {
@@ -265,9 +276,10 @@ TEST(TensorSpecCheckTest, OperationIsReportedBeforeOtherFields) {
   specs[1].collective = Collective::kBroadcast;
   specs[1].count = 11;
   specs[1].type = DataType::kInt8;
-  ExpectMismatch(specs,
-                 "tensor 'w': ranks disagree on the operation: rank 0 has allreduce; "
-                 "rank 1 has broadcast");
+  ExpectMismatch(
+      specs,
+      "tensor 'w': ranks disagree on the operation: rank 0 has allreduce; "
+      "rank 1 has broadcast");
 }
 
 TEST(TensorSpecCheckTest, GroupNameMismatch) {
@@ -276,9 +288,10 @@ TEST(TensorSpecCheckTest, GroupNameMismatch) {
   specs[0].group_size = 2;
   specs[1].group = "g";
   specs[1].group_size = 2;
-  ExpectMismatch(specs,
-                 "tensor 'w': ranks disagree on the group: ranks 0,1 have 'g' of 2; "
-                 "rank 2 has none");
+  ExpectMismatch(
+      specs,
+      "tensor 'w': ranks disagree on the group: ranks 0,1 have 'g' of 2; "
+      "rank 2 has none");
 }
 
 TEST(TensorSpecCheckTest, GroupSizeMismatch) {
@@ -287,9 +300,10 @@ TEST(TensorSpecCheckTest, GroupSizeMismatch) {
   specs[0].group_size = 2;
   specs[1].group = "g";
   specs[1].group_size = 3;
-  ExpectMismatch(specs,
-                 "tensor 'w': ranks disagree on the group: rank 0 has 'g' of 2; "
-                 "rank 1 has 'g' of 3");
+  ExpectMismatch(
+      specs,
+      "tensor 'w': ranks disagree on the group: rank 0 has 'g' of 2; "
+      "rank 1 has 'g' of 3");
 }
 
 TEST(TensorSpecCheckTest, JoinedRanksAreIgnoredAndRanksKeepTheirNumbers) {
@@ -326,13 +340,15 @@ TEST(TensorSpecCheckTest, AllgatherExpectedCountsMatchingTheSendersAgree) {
   EXPECT_TRUE(CheckSpecsAgree(Pointers(specs), 3).ok());
 }
 
-TEST(TensorSpecCheckTest, AllgatherExpectedCountDifferingFromTheSenderIsAMismatch) {
+TEST(TensorSpecCheckTest,
+     AllgatherExpectedCountDifferingFromTheSenderIsAMismatch) {
   std::vector<TensorSpec> specs = Allgather(3);
   specs[0].splits = {1, 2, 3};
   specs[2].splits = {1, 5, 3};
-  ExpectMismatch(specs,
-                 "tensor 'g': rank 1 sends 2 elements but rank 2 expects 5 from it "
-                 "(counts [1,5,3])");
+  ExpectMismatch(
+      specs,
+      "tensor 'g': rank 1 sends 2 elements but rank 2 expects 5 from it "
+      "(counts [1,5,3])");
 }
 
 TEST(TensorSpecCheckTest, AllgatherExpectedCountsOfTheWrongLength) {
@@ -340,7 +356,8 @@ TEST(TensorSpecCheckTest, AllgatherExpectedCountsOfTheWrongLength) {
   specs[1].splits = {1, 2};
   const Status status = CheckSpecsAgree(Pointers(specs), 3);
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "tensor 'g' on rank 1: expects 2 counts for 3 ranks");
+  EXPECT_EQ(status.message(),
+            "tensor 'g' on rank 1: expects 2 counts for 3 ranks");
 }
 
 // Alltoall where rank r sends 3r + d + 1 elements to rank d, and each rank
@@ -370,7 +387,9 @@ TEST(TensorSpecCheckTest, AlltoallSplitsAndExpectedCrossCheck) {
   std::vector<TensorSpec> specs = Alltoall();
   // Rank 1 sends 3*1 + 2 + 1 = 6 to rank 2; rank 2 expects 7.
   specs[2].expected[1] = 7;
-  ExpectMismatch(specs, "tensor 'a': rank 1 sends 6 elements to rank 2, which expects 7 from it");
+  ExpectMismatch(
+      specs,
+      "tensor 'a': rank 1 sends 6 elements to rank 2, which expects 7 from it");
 }
 
 TEST(TensorSpecCheckTest, AlltoallSplitsOfTheWrongLength) {
@@ -378,7 +397,8 @@ TEST(TensorSpecCheckTest, AlltoallSplitsOfTheWrongLength) {
   specs[1].splits.pop_back();
   const Status status = CheckSpecsAgree(Pointers(specs), 3);
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "tensor 'a' on rank 1: 2 send counts for 3 ranks");
+  EXPECT_EQ(status.message(),
+            "tensor 'a' on rank 1: 2 send counts for 3 ranks");
 }
 
 TEST(TensorSpecCheckTest, AlltoallExpectedCountsOfTheWrongLength) {
@@ -386,7 +406,8 @@ TEST(TensorSpecCheckTest, AlltoallExpectedCountsOfTheWrongLength) {
   specs[0].expected = {1};
   const Status status = CheckSpecsAgree(Pointers(specs), 3);
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "tensor 'a' on rank 0: 1 receive counts for 3 ranks");
+  EXPECT_EQ(status.message(),
+            "tensor 'a' on rank 0: 1 receive counts for 3 ranks");
 }
 
 TEST(TensorSpecCheckTest, ReducescatterMustSplitEvenly) {
@@ -395,7 +416,8 @@ TEST(TensorSpecCheckTest, ReducescatterMustSplitEvenly) {
   const Status status = CheckSpecsAgree(Pointers(specs), 3);
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
-            "tensor 'r': reducescatter of 10 elements does not split evenly over 3 ranks");
+            "tensor 'r': reducescatter of 10 elements does not split evenly "
+            "over 3 ranks");
 
   for (TensorSpec& spec : specs) spec.count = 12;
   EXPECT_TRUE(CheckSpecsAgree(Pointers(specs), 3).ok());
@@ -408,7 +430,8 @@ TEST(TensorSpecCheckTest, BroadcastRootMustBeARank) {
     for (TensorSpec& spec : specs) spec.root = root;
     const Status status = CheckSpecsAgree(Pointers(specs), 3);
     EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
-    EXPECT_EQ(status.message(), "tensor 'b': broadcast root " + std::to_string(root) +
+    EXPECT_EQ(status.message(), "tensor 'b': broadcast root " +
+                                    std::to_string(root) +
                                     " is not a rank of a 3-rank world");
   }
   for (int32_t root : {0, 2}) {

@@ -293,7 +293,8 @@ TEST(TimelineTest, HundredThousandEventsEnqueueQuickly) {
 TEST(TimelineTest, LaterSectionsAppendAndKeepEarlierOnes) {
   const std::string path = TempPath("sections");
   for (int32_t section = 0; section < 3; ++section) {
-    StatusOr<std::unique_ptr<Timeline>> timeline = Timeline::Open(path, 0, section);
+    StatusOr<std::unique_ptr<Timeline>> timeline =
+        Timeline::Open(path, 0, section);
     ASSERT_TRUE(timeline.ok()) << timeline.status().ToString();
     const std::string tensor = "t" + std::to_string(section);
     (*timeline)->Begin(tensor, "NEGOTIATE", Clock::now());
@@ -309,7 +310,8 @@ TEST(TimelineTest, LaterSectionsAppendAndKeepEarlierOnes) {
     if (event["name"] == "thread_name") {
       rows[{pid, event["tid"].get<int64_t>()}] = event["args"]["name"];
     }
-    if (event["ph"] == "B") tensors_by_section[pid].insert(rows[{pid, event["tid"]}]);
+    if (event["ph"] == "B")
+      tensors_by_section[pid].insert(rows[{pid, event["tid"]}]);
   }
   EXPECT_EQ(named_sections, (std::set<int64_t>{0, 1, 2}));
   EXPECT_EQ(tensors_by_section[0], std::set<std::string>{"t0"});
@@ -324,7 +326,8 @@ TEST(TimelineTest, AppendingToAFileKoloDidNotWriteIsAnError) {
   StatusOr<std::unique_ptr<Timeline>> timeline = Timeline::Open(path, 0, 1);
   ASSERT_FALSE(timeline.ok());
   EXPECT_THAT(timeline.status().message(), HasSubstr(path));
-  EXPECT_THAT(timeline.status().message(), HasSubstr("does not end as kolo's timelines do"));
+  EXPECT_THAT(timeline.status().message(),
+              HasSubstr("does not end as kolo's timelines do"));
   std::ifstream in(path);
   std::string kept;
   std::getline(in, kept);

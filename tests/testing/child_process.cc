@@ -34,7 +34,8 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
     dup2(out_pipe[1], STDOUT_FILENO);
     dup2(err_pipe[1], STDERR_FILENO);
     unsetenv("KOLO_BACKEND");
-    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+    for (const auto& [name, value] : env)
+      setenv(name.c_str(), value.c_str(), 1);
     execv(c_argv[0], c_argv.data());
     _exit(126);
   }
@@ -62,7 +63,8 @@ RunResult ChildProcess::Wait(std::chrono::seconds limit) {
   RunResult result;
   const Clock::time_point deadline = Clock::now() + limit;
   while (out_fd_ >= 0 || err_fd_ >= 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - Clock::now());
     if (left.count() <= 0) {
       result.timed_out = true;
       kill(pid_, SIGKILL);
@@ -71,14 +73,16 @@ RunResult ChildProcess::Wait(std::chrono::seconds limit) {
     std::vector<pollfd> fds;
     if (out_fd_ >= 0) fds.push_back({out_fd_, POLLIN, 0});
     if (err_fd_ >= 0) fds.push_back({err_fd_, POLLIN, 0});
-    if (poll(fds.data(), fds.size(), static_cast<int>(left.count())) < 0) continue;
+    if (poll(fds.data(), fds.size(), static_cast<int>(left.count())) < 0)
+      continue;
     for (const pollfd& entry : fds) {
       if (entry.revents == 0) continue;
       const bool is_out = entry.fd == out_fd_;
       char buffer[4096];
       ssize_t n = read(entry.fd, buffer, sizeof(buffer));
       if (n > 0) {
-        (is_out ? result.out : result.err).append(buffer, static_cast<size_t>(n));
+        (is_out ? result.out : result.err)
+            .append(buffer, static_cast<size_t>(n));
       } else if (n == 0 || errno != EINTR) {
         close(entry.fd);
         (is_out ? out_fd_ : err_fd_) = -1;
@@ -95,8 +99,9 @@ RunResult ChildProcess::Wait(std::chrono::seconds limit) {
 }
 
 std::string Describe(const RunResult& r) {
-  return "exit " + std::to_string(r.exit_code) + " signal " + std::to_string(r.signal) +
-         (r.timed_out ? " (timed out)" : "") + "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
+  return "exit " + std::to_string(r.exit_code) + " signal " +
+         std::to_string(r.signal) + (r.timed_out ? " (timed out)" : "") +
+         "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
 }
 
 bool OnPath(const std::string& program) {

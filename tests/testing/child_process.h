@@ -47,9 +47,10 @@ class ChildProcess {
   std::chrono::steady_clock::time_point start_;
 };
 
-inline RunResult RunProgram(const std::vector<std::string>& argv,
-                     const std::map<std::string, std::string>& env = {},
-                     std::chrono::seconds limit = std::chrono::seconds(60)) {
+inline RunResult RunProgram(
+    const std::vector<std::string>& argv,
+    const std::map<std::string, std::string>& env = {},
+    std::chrono::seconds limit = std::chrono::seconds(60)) {
   return ChildProcess(argv, env).Wait(limit);
 }
 

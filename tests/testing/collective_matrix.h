@@ -25,14 +25,38 @@ namespace kolo::testing {
 inline double Load(DataType type, const void* data, int64_t i) {
   const char* p = static_cast<const char*>(data);
   switch (type) {
-    case DataType::kFloat32: { float v; std::memcpy(&v, p + 4 * i, 4); return v; }
-    case DataType::kFloat64: { double v; std::memcpy(&v, p + 8 * i, 8); return v; }
-    case DataType::kFloat16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return HalfToFloat(v); }
-    case DataType::kBFloat16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return BFloat16ToFloat(v); }
+    case DataType::kFloat32: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case DataType::kFloat64: {
+      double v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return v;
+    }
+    case DataType::kFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return HalfToFloat(v);
+    }
+    case DataType::kBFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return BFloat16ToFloat(v);
+    }
     case DataType::kInt8: return static_cast<const int8_t*>(data)[i];
     case DataType::kUInt8: return static_cast<const uint8_t*>(data)[i];
-    case DataType::kInt32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
-    case DataType::kInt64: { int64_t v; std::memcpy(&v, p + 8 * i, 8); return static_cast<double>(v); }
+    case DataType::kInt32: {
+      int32_t v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case DataType::kInt64: {
+      int64_t v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return static_cast<double>(v);
+    }
   }
   return 0;
 }
@@ -40,18 +64,43 @@ inline double Load(DataType type, const void* data, int64_t i) {
 inline void StoreValue(DataType type, void* data, int64_t i, double value) {
   char* p = static_cast<char*>(data);
   switch (type) {
-    case DataType::kFloat32: { float v = static_cast<float>(value); std::memcpy(p + 4 * i, &v, 4); return; }
+    case DataType::kFloat32: {
+      float v = static_cast<float>(value);
+      std::memcpy(p + 4 * i, &v, 4);
+      return;
+    }
     case DataType::kFloat64: std::memcpy(p + 8 * i, &value, 8); return;
-    case DataType::kFloat16: { uint16_t v = FloatToHalf(static_cast<float>(value)); std::memcpy(p + 2 * i, &v, 2); return; }
-    case DataType::kBFloat16: { uint16_t v = FloatToBFloat16(static_cast<float>(value)); std::memcpy(p + 2 * i, &v, 2); return; }
-    case DataType::kInt8: static_cast<int8_t*>(data)[i] = static_cast<int8_t>(value); return;
-    case DataType::kUInt8: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(value); return;
-    case DataType::kInt32: { int32_t v = static_cast<int32_t>(value); std::memcpy(p + 4 * i, &v, 4); return; }
-    case DataType::kInt64: { int64_t v = static_cast<int64_t>(value); std::memcpy(p + 8 * i, &v, 8); return; }
+    case DataType::kFloat16: {
+      uint16_t v = FloatToHalf(static_cast<float>(value));
+      std::memcpy(p + 2 * i, &v, 2);
+      return;
+    }
+    case DataType::kBFloat16: {
+      uint16_t v = FloatToBFloat16(static_cast<float>(value));
+      std::memcpy(p + 2 * i, &v, 2);
+      return;
+    }
+    case DataType::kInt8:
+      static_cast<int8_t*>(data)[i] = static_cast<int8_t>(value);
+      return;
+    case DataType::kUInt8:
+      static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(value);
+      return;
+    case DataType::kInt32: {
+      int32_t v = static_cast<int32_t>(value);
+      std::memcpy(p + 4 * i, &v, 4);
+      return;
+    }
+    case DataType::kInt64: {
+      int64_t v = static_cast<int64_t>(value);
+      std::memcpy(p + 8 * i, &v, 8);
+      return;
+    }
   }
 }
 
-inline double ReductionInput(ReduceOp op, int32_t rank, int32_t size, int64_t i) {
+inline double ReductionInput(ReduceOp op, int32_t rank, int32_t size,
+                             int64_t i) {
   if (op == ReduceOp::kProduct) return (rank + i) % 2 + 1;
   return size * (i % 7 + 1) + 2 * rank - (size - 1);
 }
@@ -72,8 +121,12 @@ inline double ReductionExpected(ReduceOp op, int32_t size, int64_t i) {
   return 0;
 }
 
-inline double GatherValue(int32_t rank, int64_t i) { return (5 * rank + i) % 100; }
-inline double BroadcastValue(int32_t root, int64_t i) { return (7 * i + root) % 100; }
+inline double GatherValue(int32_t rank, int64_t i) {
+  return (5 * rank + i) % 100;
+}
+inline double BroadcastValue(int32_t root, int64_t i) {
+  return (7 * i + root) % 100;
+}
 inline double AlltoallValue(int32_t from, int32_t to, int64_t k) {
   return (13 * from + 7 * to + k) % 100;
 }
@@ -86,8 +139,10 @@ class Failures {
   const std::vector<std::string>& items() const { return items_; }
   std::string Summary() const {
     std::string text;
-    for (size_t i = 0; i < items_.size() && i < 20; ++i) text += items_[i] + "\n";
-    if (items_.size() > 20) text += "... and " + std::to_string(items_.size() - 20) + " more\n";
+    for (size_t i = 0; i < items_.size() && i < 20; ++i)
+      text += items_[i] + "\n";
+    if (items_.size() > 20)
+      text += "... and " + std::to_string(items_.size() - 20) + " more\n";
     return text;
   }
 
@@ -118,7 +173,9 @@ void Verify(Failures* failures, const std::string& what, DataType type,
 }
 
 inline double Truncate(DataType type, double value) {
-  return IsFloatingPoint(type) ? value : static_cast<double>(static_cast<int64_t>(value));
+  return IsFloatingPoint(type)
+             ? value
+             : static_cast<double>(static_cast<int64_t>(value));
 }
 
 // Runs every collective for one data type and element count, in place and
@@ -143,27 +200,34 @@ Failures RunCollectiveMatrix(Api& api, const WorldInfo& world, DataType type,
 
     for (ReduceOp op : AllReduceOps()) {
       // allreduce
-      const std::string what = std::string("allreduce ") + ReduceOpName(op) + suffix + placement;
+      const std::string what =
+          std::string("allreduce ") + ReduceOpName(op) + suffix + placement;
       std::vector<char> send(bytes(count)), recv(bytes(count));
       for (int64_t i = 0; i < count; ++i) {
         StoreValue(type, send.data(), i, ReductionInput(op, rank, size, i));
       }
       void* out = in_place ? send.data() : recv.data();
-      if (check_status(api.Allreduce(send.data(), out, count, type, op), what)) {
+      if (check_status(api.Allreduce(send.data(), out, count, type, op),
+                       what)) {
         Verify(&failures, what, type, out, count, [&](int64_t i) {
-          return op == ReduceOp::kAverage ? Truncate(type, ReductionExpected(op, size, i))
-                                          : ReductionExpected(op, size, i);
+          return op == ReduceOp::kAverage
+                     ? Truncate(type, ReductionExpected(op, size, i))
+                     : ReductionExpected(op, size, i);
         });
       }
 
       // reducescatter: block j of the input is element j*count + k.
-      const std::string rs_what = std::string("reducescatter ") + ReduceOpName(op) + suffix + placement;
+      const std::string rs_what =
+          std::string("reducescatter ") + ReduceOpName(op) + suffix + placement;
       std::vector<char> rs_send(bytes(count * size)), rs_recv(bytes(count));
       for (int64_t i = 0; i < count * size; ++i) {
         StoreValue(type, rs_send.data(), i, ReductionInput(op, rank, size, i));
       }
-      void* rs_out = in_place ? rs_send.data() + bytes(rank * count) : rs_recv.data();
-      if (check_status(api.Reducescatter(rs_send.data(), rs_out, count, type, op), rs_what)) {
+      void* rs_out =
+          in_place ? rs_send.data() + bytes(rank * count) : rs_recv.data();
+      if (check_status(
+              api.Reducescatter(rs_send.data(), rs_out, count, type, op),
+              rs_what)) {
         Verify(&failures, rs_what, type, rs_out, count, [&](int64_t k) {
           const double e = ReductionExpected(op, size, rank * count + k);
           return op == ReduceOp::kAverage ? Truncate(type, e) : e;
@@ -175,10 +239,13 @@ Failures RunCollectiveMatrix(Api& api, const WorldInfo& world, DataType type,
       const std::string what = "allgather" + suffix + placement;
       std::vector<char> send(bytes(count)), recv(bytes(count * size));
       char* mine = in_place ? recv.data() + bytes(rank * count) : send.data();
-      for (int64_t i = 0; i < count; ++i) StoreValue(type, mine, i, GatherValue(rank, i));
+      for (int64_t i = 0; i < count; ++i)
+        StoreValue(type, mine, i, GatherValue(rank, i));
       if (check_status(api.Allgather(mine, recv.data(), count, type), what)) {
         Verify(&failures, what, type, recv.data(), count * size,
-               [&](int64_t i) { return GatherValue(static_cast<int32_t>(i / count), i % count); });
+               [&](int64_t i) {
+                 return GatherValue(static_cast<int32_t>(i / count), i % count);
+               });
       }
     }
 
@@ -187,12 +254,15 @@ Failures RunCollectiveMatrix(Api& api, const WorldInfo& world, DataType type,
       const std::string what = "broadcast" + suffix + placement;
       std::vector<char> send(bytes(count)), recv(bytes(count));
       for (int64_t i = 0; i < count; ++i) {
-        StoreValue(type, send.data(), i, rank == root ? BroadcastValue(root, i) : 111);
+        StoreValue(type, send.data(), i,
+                   rank == root ? BroadcastValue(root, i) : 111);
         StoreValue(type, recv.data(), i, 112);
       }
       void* out = in_place ? send.data() : recv.data();
-      if (check_status(api.Broadcast(send.data(), out, count, type, root), what)) {
-        Verify(&failures, what, type, out, count, [&](int64_t i) { return BroadcastValue(root, i); });
+      if (check_status(api.Broadcast(send.data(), out, count, type, root),
+                       what)) {
+        Verify(&failures, what, type, out, count,
+               [&](int64_t i) { return BroadcastValue(root, i); });
       }
     }
 
@@ -201,13 +271,15 @@ Failures RunCollectiveMatrix(Api& api, const WorldInfo& world, DataType type,
       std::vector<char> send(bytes(count * size)), recv(bytes(count * size));
       for (int32_t to = 0; to < size; ++to) {
         for (int64_t k = 0; k < count; ++k) {
-          StoreValue(type, send.data(), to * count + k, AlltoallValue(rank, to, k));
+          StoreValue(type, send.data(), to * count + k,
+                     AlltoallValue(rank, to, k));
         }
       }
       void* out = in_place ? send.data() : recv.data();
       if (check_status(api.Alltoall(send.data(), out, count, type), what)) {
         Verify(&failures, what, type, out, count * size, [&](int64_t i) {
-          return AlltoallValue(static_cast<int32_t>(i / count), rank, i % count);
+          return AlltoallValue(static_cast<int32_t>(i / count), rank,
+                               i % count);
         });
       }
     }
@@ -222,8 +294,11 @@ Failures RunCollectiveMatrix(Api& api, const WorldInfo& world, DataType type,
       total += counts.back();
     }
     std::vector<char> send(bytes(counts[rank])), recv(bytes(total));
-    for (int64_t i = 0; i < counts[rank]; ++i) StoreValue(type, send.data(), i, GatherValue(rank, i));
-    if (check_status(api.Allgatherv(send.data(), counts[rank], recv.data(), counts, type), what)) {
+    for (int64_t i = 0; i < counts[rank]; ++i)
+      StoreValue(type, send.data(), i, GatherValue(rank, i));
+    if (check_status(api.Allgatherv(send.data(), counts[rank], recv.data(),
+                                    counts, type),
+                     what)) {
       int64_t offset = 0;
       for (int32_t r = 0; r < size; ++r) {
         Verify(&failures, what + " block of rank " + std::to_string(r), type,
@@ -250,11 +325,13 @@ Failures RunCollectiveMatrix(Api& api, const WorldInfo& world, DataType type,
       }
       offset += counts[to];
     }
-    if (check_status(api.Alltoallv(send.data(), counts, recv.data(), counts, type), what)) {
+    if (check_status(
+            api.Alltoallv(send.data(), counts, recv.data(), counts, type),
+            what)) {
       offset = 0;
       for (int32_t from = 0; from < size; ++from) {
-        Verify(&failures, what + " block from rank " + std::to_string(from), type,
-               recv.data() + bytes(offset), counts[from],
+        Verify(&failures, what + " block from rank " + std::to_string(from),
+               type, recv.data() + bytes(offset), counts[from],
                [&](int64_t k) { return AlltoallValue(from, rank, k); });
         offset += counts[from];
       }
@@ -267,13 +344,31 @@ Failures RunCollectiveMatrix(Api& api, const WorldInfo& world, DataType type,
 
 // kolo.h's free functions behind the same method names as Communicator.
 struct ProcessApi {
-  Status Allreduce(const void* s, void* r, int64_t n, DataType t, ReduceOp op) { return kolo::Allreduce(s, r, n, t, op); }
-  Status Allgather(const void* s, void* r, int64_t n, DataType t) { return kolo::Allgather(s, r, n, t); }
-  Status Allgatherv(const void* s, int64_t n, void* r, const std::vector<int64_t>& c, DataType t) { return kolo::Allgatherv(s, n, r, c, t); }
-  Status Broadcast(const void* s, void* r, int64_t n, DataType t, int32_t root) { return kolo::Broadcast(s, r, n, t, root); }
-  Status Alltoall(const void* s, void* r, int64_t n, DataType t) { return kolo::Alltoall(s, r, n, t); }
-  Status Alltoallv(const void* s, const std::vector<int64_t>& sc, void* r, const std::vector<int64_t>& rc, DataType t) { return kolo::Alltoallv(s, sc, r, rc, t); }
-  Status Reducescatter(const void* s, void* r, int64_t n, DataType t, ReduceOp op) { return kolo::Reducescatter(s, r, n, t, op); }
+  Status Allreduce(const void* s, void* r, int64_t n, DataType t, ReduceOp op) {
+    return kolo::Allreduce(s, r, n, t, op);
+  }
+  Status Allgather(const void* s, void* r, int64_t n, DataType t) {
+    return kolo::Allgather(s, r, n, t);
+  }
+  Status Allgatherv(const void* s, int64_t n, void* r,
+                    const std::vector<int64_t>& c, DataType t) {
+    return kolo::Allgatherv(s, n, r, c, t);
+  }
+  Status Broadcast(const void* s, void* r, int64_t n, DataType t,
+                   int32_t root) {
+    return kolo::Broadcast(s, r, n, t, root);
+  }
+  Status Alltoall(const void* s, void* r, int64_t n, DataType t) {
+    return kolo::Alltoall(s, r, n, t);
+  }
+  Status Alltoallv(const void* s, const std::vector<int64_t>& sc, void* r,
+                   const std::vector<int64_t>& rc, DataType t) {
+    return kolo::Alltoallv(s, sc, r, rc, t);
+  }
+  Status Reducescatter(const void* s, void* r, int64_t n, DataType t,
+                       ReduceOp op) {
+    return kolo::Reducescatter(s, r, n, t, op);
+  }
   Status Barrier() { return kolo::Barrier(); }
 };
 

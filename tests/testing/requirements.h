@@ -1,7 +1,8 @@
 // Tests that need something from outside kolo (a Debian package, a data
 // set, mpirun) state it with KOLO_REQUIRE_OR_SKIP(present, what):
 //
-//   KOLO_REQUIRE_OR_SKIP(HaveFashionMnist(), "Fashion-MNIST (dataset-fashion-mnist)");
+//   KOLO_REQUIRE_OR_SKIP(HaveFashionMnist(), "Fashion-MNIST
+//   (dataset-fashion-mnist)");
 //
 // Where it is missing, the test is skipped, and ctest reports it as
 // skipped with `what` as the reason. Under CI (CI=true), where
@@ -25,11 +26,12 @@ inline bool UnderCi() {
 
 }  // namespace kolo::testing
 
-#define KOLO_REQUIRE_OR_SKIP(present, what)                                        \
-  if (present) {                                                                   \
-  } else if (::kolo::testing::UnderCi()) {                                         \
-    FAIL() << "missing under CI (CI=true), where it must be installed: " << what; \
-  } else                                                                           \
+#define KOLO_REQUIRE_OR_SKIP(present, what)                              \
+  if (present) {                                                         \
+  } else if (::kolo::testing::UnderCi()) {                               \
+    FAIL() << "missing under CI (CI=true), where it must be installed: " \
+           << what;                                                      \
+  } else                                                                 \
     GTEST_SKIP() << "missing: " << what
 
 #endif  // KOLO_TESTS_TESTING_REQUIREMENTS_H_

@@ -41,10 +41,12 @@ class RuntimeWorld : public std::vector<RuntimeRank> {
 
 // Runs start(rank) for `size` ranks concurrently (their rendezvous needs
 // all of them); a rank that fails to start is reported and left out.
-inline RuntimeWorld StartWorld(int32_t size,
-                               std::function<StatusOr<std::unique_ptr<Runtime>>(int32_t)> start) {
+inline RuntimeWorld StartWorld(
+    int32_t size,
+    std::function<StatusOr<std::unique_ptr<Runtime>>(int32_t)> start) {
   std::vector<std::future<StatusOr<std::unique_ptr<Runtime>>>> pending;
-  for (int32_t r = 0; r < size; ++r) pending.push_back(std::async(std::launch::async, start, r));
+  for (int32_t r = 0; r < size; ++r)
+    pending.push_back(std::async(std::launch::async, start, r));
   RuntimeWorld world;
   for (auto& p : pending) {
     auto runtime = p.get();
@@ -64,8 +66,9 @@ auto OnEveryRank(RuntimeWorld& world, Fn fn) {
   using Result = decltype(fn(0, world[0]));
   std::vector<std::future<Result>> pending;
   for (size_t r = 0; r < world.size(); ++r) {
-    pending.push_back(std::async(std::launch::async,
-                                 [&, r] { return fn(static_cast<int32_t>(r), world[r]); }));
+    pending.push_back(std::async(std::launch::async, [&, r] {
+      return fn(static_cast<int32_t>(r), world[r]);
+    }));
   }
   std::vector<Result> results;
   for (auto& p : pending) results.push_back(p.get());

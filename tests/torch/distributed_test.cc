@@ -13,17 +13,18 @@
 namespace kolo {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::Describe;
+using ::testing::HasSubstr;
 using testing::RunProgram;
 using testing::RunResult;
 
 constexpr const char* kKolorun = KOLORUN_PATH;
 constexpr const char* kWorker = DISTRIBUTED_WORKER_PATH;
 
-RunResult RunWorker(int np, const std::string& backend, const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {kKolorun, "-np", std::to_string(np), "--backend", backend,
-                                   kWorker};
+RunResult RunWorker(int np, const std::string& backend,
+                    const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {kKolorun,    "-np",   std::to_string(np),
+                                   "--backend", backend, kWorker};
   argv.insert(argv.end(), args.begin(), args.end());
   return RunProgram(argv, {}, std::chrono::seconds(240));
 }
@@ -32,14 +33,16 @@ TEST(TorchTypesTest, EveryKoloTypeMapsAndOthersAreRefused) {
   EXPECT_EQ(*torch::ToDataType(::torch::kFloat16), DataType::kFloat16);
   EXPECT_EQ(*torch::ToDataType(::torch::kBFloat16), DataType::kBFloat16);
   EXPECT_EQ(*torch::ToDataType(::torch::kUInt8), DataType::kUInt8);
-  EXPECT_THAT(torch::ToDataType(::torch::kBool).status().message(), HasSubstr("Bool"));
+  EXPECT_THAT(torch::ToDataType(::torch::kBool).status().message(),
+              HasSubstr("Bool"));
 }
 
 TEST(TorchCollectivesTest, EveryCollectiveAndTypeOnEveryBackend) {
   for (const char* backend : {"gloo", "mpi", "shm"}) {
     RunResult r = RunWorker(3, backend, {"tensors"});
     ASSERT_EQ(r.exit_code, 0) << backend << "\n" << Describe(r);
-    EXPECT_THAT(r.out, HasSubstr("[2]<stdout>: rank 2: tensor collectives correct"));
+    EXPECT_THAT(r.out,
+                HasSubstr("[2]<stdout>: rank 2: tensor collectives correct"));
   }
 }
 
@@ -51,7 +54,8 @@ struct EquivalenceCase {
 };
 
 void PrintTo(const EquivalenceCase& c, std::ostream* os) {
-  *os << c.optimizer << " np " << c.np << " " << c.compression << " passes " << c.passes;
+  *os << c.optimizer << " np " << c.np << " " << c.compression << " passes "
+      << c.passes;
 }
 
 class EquivalenceTest : public ::testing::TestWithParam<EquivalenceCase> {};
@@ -61,17 +65,22 @@ class EquivalenceTest : public ::testing::TestWithParam<EquivalenceCase> {};
 TEST_P(EquivalenceTest, DistributedTrainingMatchesTheWholeBatch) {
   const EquivalenceCase& c = GetParam();
   RunResult r = RunWorker(c.np, "shm",
-                          {"equivalence", c.optimizer, c.compression, std::to_string(c.passes), "5"});
+                          {"equivalence", c.optimizer, c.compression,
+                           std::to_string(c.passes), "5"});
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   std::regex line("max parameter difference ([0-9.e+-]+)");
   int ranks = 0;
-  for (std::sregex_iterator it(r.out.begin(), r.out.end(), line), end; it != end; ++it) ++ranks;
+  for (std::sregex_iterator it(r.out.begin(), r.out.end(), line), end;
+       it != end; ++it)
+    ++ranks;
   EXPECT_EQ(ranks, c.np) << Describe(r);
   // Compressed gradients must show their rounding: a difference as small
   // as float32's (about 3e-8 here) means the option was ignored.
   if (std::string(c.compression) != "none") {
-    for (std::sregex_iterator it(r.out.begin(), r.out.end(), line), end; it != end; ++it) {
-      EXPECT_GT(std::stod((*it)[1].str()), 1e-6) << c.compression << "\n" << Describe(r);
+    for (std::sregex_iterator it(r.out.begin(), r.out.end(), line), end;
+         it != end; ++it) {
+      EXPECT_GT(std::stod((*it)[1].str()), 1e-6) << c.compression << "\n"
+                                                 << Describe(r);
     }
   }
 }
@@ -82,7 +91,8 @@ TEST_P(EquivalenceTest, DistributedTrainingMatchesTheWholeBatch) {
 TEST(DistributedOptimizerTest, PredivideFactorKeepsFloat16SumsInRange) {
   RunResult divided = RunWorker(2, "shm", {"predivide", "2"});
   EXPECT_EQ(divided.exit_code, 0) << Describe(divided);
-  EXPECT_THAT(divided.out, HasSubstr("rank 1: predivide 2: averaged gradient 400"));
+  EXPECT_THAT(divided.out,
+              HasSubstr("rank 1: predivide 2: averaged gradient 400"));
   RunResult undivided = RunWorker(2, "shm", {"predivide", "1"});
   EXPECT_NE(undivided.exit_code, 0) << Describe(undivided);
   EXPECT_THAT(undivided.out, HasSubstr("averaged gradient inf"));
@@ -90,13 +100,17 @@ TEST(DistributedOptimizerTest, PredivideFactorKeepsFloat16SumsInRange) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, EquivalenceTest,
-    ::testing::Values(EquivalenceCase{2, "sgd", "none", 1}, EquivalenceCase{4, "sgd", "none", 1},
-                      EquivalenceCase{2, "adam", "none", 1}, EquivalenceCase{4, "adam", "none", 1},
-                      EquivalenceCase{2, "sgd", "fp16", 1}, EquivalenceCase{2, "sgd", "bf16", 1},
+    ::testing::Values(EquivalenceCase{2, "sgd", "none", 1},
+                      EquivalenceCase{4, "sgd", "none", 1},
+                      EquivalenceCase{2, "adam", "none", 1},
+                      EquivalenceCase{4, "adam", "none", 1},
+                      EquivalenceCase{2, "sgd", "fp16", 1},
+                      EquivalenceCase{2, "sgd", "bf16", 1},
                       EquivalenceCase{2, "sgd", "none", 2}),
     [](const ::testing::TestParamInfo<EquivalenceCase>& info) {
-      return std::string(info.param.optimizer) + "_np" + std::to_string(info.param.np) + "_" +
-             info.param.compression + "_passes" + std::to_string(info.param.passes);
+      return std::string(info.param.optimizer) + "_np" +
+             std::to_string(info.param.np) + "_" + info.param.compression +
+             "_passes" + std::to_string(info.param.passes);
     });
 
 TEST(DistributedOptimizerTest, GradientsAreEnqueuedWhileBackwardRuns) {
@@ -132,12 +146,16 @@ TEST(DistributedOptimizerAloneTest, StepsLikeTheBareOptimizer) {
   }
   const ::torch::Tensor x = ::torch::randn({8, 4});
   const ::torch::Tensor y = ::torch::randn({8, 3});
-  ::torch::optim::SGD bare(reference->parameters(), ::torch::optim::SGDOptions(0.1).momentum(0.9));
-  ::torch::optim::SGD inner(wrapped->parameters(), ::torch::optim::SGDOptions(0.1).momentum(0.9));
+  ::torch::optim::SGD bare(reference->parameters(),
+                           ::torch::optim::SGDOptions(0.1).momentum(0.9));
+  ::torch::optim::SGD inner(wrapped->parameters(),
+                            ::torch::optim::SGDOptions(0.1).momentum(0.9));
   torch::DistributedOptimizerOptions options;
   options.backward_passes_per_step = 2;
-  options.compression = torch::Compression::kFloat16;  // nothing travels: no rounding
-  torch::DistributedOptimizer distributed(inner, wrapped->named_parameters(), options);
+  options.compression =
+      torch::Compression::kFloat16;  // nothing travels: no rounding
+  torch::DistributedOptimizer distributed(inner, wrapped->named_parameters(),
+                                          options);
   for (int step = 0; step < 3; ++step) {
     // Reference: one pass over all 8 rows. Wrapped: two passes of 4 rows.
     bare.zero_grad();
@@ -145,18 +163,20 @@ TEST(DistributedOptimizerAloneTest, StepsLikeTheBareOptimizer) {
     bare.step();
     distributed.ZeroGrad();
     for (int half = 0; half < 2; ++half) {
-      ::torch::mse_loss(wrapped->forward(x.narrow(0, 4 * half, 4)), y.narrow(0, 4 * half, 4))
+      ::torch::mse_loss(wrapped->forward(x.narrow(0, 4 * half, 4)),
+                        y.narrow(0, 4 * half, 4))
           .backward();
       ASSERT_TRUE(distributed.Step().ok());
     }
   }
   for (size_t i = 0; i < reference->parameters().size(); ++i) {
-    EXPECT_TRUE(::torch::allclose(reference->parameters()[i], wrapped->parameters()[i], 1e-6,
-                                  1e-6))
+    EXPECT_TRUE(::torch::allclose(reference->parameters()[i],
+                                  wrapped->parameters()[i], 1e-6, 1e-6))
         << i;
   }
   // The hooks enqueued nothing.
-  EXPECT_EQ(distributed.last_enqueue_window().first, std::chrono::steady_clock::time_point());
+  EXPECT_EQ(distributed.last_enqueue_window().first,
+            std::chrono::steady_clock::time_point());
 }
 
 }  // namespace

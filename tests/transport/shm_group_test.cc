@@ -91,7 +91,8 @@ TEST(ShmGroupTest, ScalarsTravelWithTheSync) {
       ASSERT_TRUE(group.ok()) << group.status().ToString();
       (*group)->Scalar(rank, 1).store(10 + rank);
       ASSERT_TRUE((*group)->Sync("scalars").ok());
-      sums[rank] = (*group)->Scalar(0, 1).load() + (*group)->Scalar(1, 1).load();
+      sums[rank] =
+          (*group)->Scalar(0, 1).load() + (*group)->Scalar(1, 1).load();
     });
   }
   for (auto& t : threads) t.join();
@@ -125,8 +126,10 @@ TEST(ShmGroupTest, APeerProcessThatDiesIsNamed) {
   auto server = TcpStoreServer::Start("127.0.0.1", 0, "secret");
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   const int port = (*server)->port();
-  ASSERT_EQ(write(port_pipe[1], &port, sizeof(port)), static_cast<ssize_t>(sizeof(port)));
-  auto store = TcpStoreClient::Connect("127.0.0.1", port, "secret", 0, std::chrono::seconds(5));
+  ASSERT_EQ(write(port_pipe[1], &port, sizeof(port)),
+            static_cast<ssize_t>(sizeof(port)));
+  auto store = TcpStoreClient::Connect("127.0.0.1", port, "secret", 0,
+                                       std::chrono::seconds(5));
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   auto group = ShmGroup::Create(OptionsFor(0, 2), **store, "d/");
   ASSERT_TRUE(group.ok()) << group.status().ToString();
@@ -136,7 +139,8 @@ TEST(ShmGroupTest, APeerProcessThatDiesIsNamed) {
   EXPECT_THAT(synced.message(),
               HasSubstr("shm allreduce: rank 1 (pid " + std::to_string(child) +
                         ") exited while rank 0 waited for it"));
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1000));
+  EXPECT_LT(std::chrono::steady_clock::now() - start,
+            std::chrono::milliseconds(1000));
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
@@ -161,9 +165,11 @@ TEST(ShmGroupTest, APeerThatNeverArrivesTimesOut) {
   ASSERT_TRUE(group.ok());
   const std::clock_t cpu_before = std::clock();
   Status synced = (*group)->Sync("barrier");
-  const double cpu_seconds = static_cast<double>(std::clock() - cpu_before) / CLOCKS_PER_SEC;
+  const double cpu_seconds =
+      static_cast<double>(std::clock() - cpu_before) / CLOCKS_PER_SEC;
   EXPECT_EQ(synced.code(), StatusCode::kTimeout) << synced.ToString();
-  EXPECT_THAT(synced.message(), HasSubstr("shm barrier: rank 1 did not arrive within 300 ms"));
+  EXPECT_THAT(synced.message(),
+              HasSubstr("shm barrier: rank 1 did not arrive within 300 ms"));
   // Waiting 300 ms costs far less than 300 ms of CPU: the waiter sleeps.
   EXPECT_LT(cpu_seconds, 0.1);
 }

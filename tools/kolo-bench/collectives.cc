@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
 #include <sys/resource.h>
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -190,20 +190,15 @@ double ArithmeticValue(int32_t rank, int32_t n, int64_t index) {
 double Reduce(ReduceOp op, double a, double b) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAverage:
-      return a + b;
-    case ReduceOp::kProduct:
-      return a * b;
-    case ReduceOp::kMin:
-      return std::min(a, b);
-    case ReduceOp::kMax:
-      return std::max(a, b);
+    case ReduceOp::kAverage: return a + b;
+    case ReduceOp::kProduct: return a * b;
+    case ReduceOp::kMin: return std::min(a, b);
+    case ReduceOp::kMax: return std::max(a, b);
   }
   return a;
 }
 
 // ---- Flags ------------------------------------------------------------------
-
 
 std::string CollectiveNames() {
   std::string names;
@@ -305,8 +300,9 @@ StatusOr<Timing> TimeCollective(RowEngine& engine,
     KOLO_RETURN_IF_ERROR(RunOnce(engine, collective, args, bytes));
     seconds[i] = std::chrono::duration<double>(Clock::now() - start).count();
   }
-  KOLO_ASSIGN_OR_RETURN(int64_t switches,
-                        SumOverRanks(ProcessContextSwitches() - switches_before));
+  KOLO_ASSIGN_OR_RETURN(
+      int64_t switches,
+      SumOverRanks(ProcessContextSwitches() - switches_before));
   KOLO_RETURN_IF_ERROR(Allreduce(seconds.data(), seconds.data(), iters,
                                  DataType::kFloat64, ReduceOp::kMax));
   Timing timing;
@@ -366,7 +362,8 @@ StatusOr<ResultRow> RunRow(const CollectivesConfig& config,
       KOLO_RETURN_IF_ERROR(RunOnce(engine, collective, args, bytes));
       KOLO_ASSIGN_OR_RETURN(wrong, SumOverRanks(count_wrong(recv.data())));
     }
-    row.out_of_place = MakeMeasurement(bytes, timing.seconds, bus_factor, wrong);
+    row.out_of_place =
+        MakeMeasurement(bytes, timing.seconds, bus_factor, wrong);
     row.out_of_place.switches_per_call = timing.switches_per_call;
   }
 
@@ -722,20 +719,15 @@ double ExpectedValue(const CollectiveDescriptor& collective, ReduceOp op,
 
 double LoadElement(DataType type, const void* data, int64_t index) {
   switch (type) {
-    case DataType::kFloat32:
-      return static_cast<const float*>(data)[index];
-    case DataType::kFloat64:
-      return static_cast<const double*>(data)[index];
+    case DataType::kFloat32: return static_cast<const float*>(data)[index];
+    case DataType::kFloat64: return static_cast<const double*>(data)[index];
     case DataType::kFloat16:
       return HalfToFloat(static_cast<const uint16_t*>(data)[index]);
     case DataType::kBFloat16:
       return BFloat16ToFloat(static_cast<const uint16_t*>(data)[index]);
-    case DataType::kInt8:
-      return static_cast<const int8_t*>(data)[index];
-    case DataType::kUInt8:
-      return static_cast<const uint8_t*>(data)[index];
-    case DataType::kInt32:
-      return static_cast<const int32_t*>(data)[index];
+    case DataType::kInt8: return static_cast<const int8_t*>(data)[index];
+    case DataType::kUInt8: return static_cast<const uint8_t*>(data)[index];
+    case DataType::kInt32: return static_cast<const int32_t*>(data)[index];
     case DataType::kInt64:
       return static_cast<double>(static_cast<const int64_t*>(data)[index]);
   }
@@ -747,9 +739,7 @@ void StoreElement(DataType type, void* data, int64_t index, double value) {
     case DataType::kFloat32:
       static_cast<float*>(data)[index] = static_cast<float>(value);
       return;
-    case DataType::kFloat64:
-      static_cast<double*>(data)[index] = value;
-      return;
+    case DataType::kFloat64: static_cast<double*>(data)[index] = value; return;
     case DataType::kFloat16:
       static_cast<uint16_t*>(data)[index] =
           FloatToHalf(static_cast<float>(value));
@@ -883,7 +873,8 @@ StatusOr<CollectivesConfig> ParseCollectivesFlags(
 int64_t ProcessContextSwitches() {
   struct rusage usage;
   if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
-  return static_cast<int64_t>(usage.ru_nvcsw) + static_cast<int64_t>(usage.ru_nivcsw);
+  return static_cast<int64_t>(usage.ru_nvcsw) +
+         static_cast<int64_t>(usage.ru_nivcsw);
 }
 
 Measurement MakeMeasurement(int64_t bytes, double seconds, double bus_factor,

@@ -213,8 +213,7 @@ StatusOr<std::unique_ptr<StepRunner>> MakeRunner(
   switch (mode.engine) {
     case FusionEngine::kRuntime:
       return std::unique_ptr<StepRunner>(new RuntimeRunner(gradients, mode.op));
-    case FusionEngine::kRawBackend:
-      return MakeRawRunner(mode, raw);
+    case FusionEngine::kRawBackend: return MakeRawRunner(mode, raw);
   }
   return Internal(fmt::format("mode {} has no engine", mode.name));
 }
@@ -224,15 +223,18 @@ StatusOr<std::unique_ptr<StepRunner>> MakeRunner(
 // The options each mode starts kolo with: the job's own (from the
 // environment), with the mode's fusion threshold and cache capacity where
 // it sets them. The modes that do not keep the job's.
-StatusOr<InitOptions> ModeOptions(const FusionMode& mode, const InitOptions& job) {
+StatusOr<InitOptions> ModeOptions(const FusionMode& mode,
+                                  const InitOptions& job) {
   InitOptions options = job;
   if (mode.fusion_threshold) {
-    KOLO_ASSIGN_OR_RETURN(options.runtime.fusion_threshold_bytes,
-                          ParseByteSize(mode.fusion_threshold, "fusion threshold"));
+    KOLO_ASSIGN_OR_RETURN(
+        options.runtime.fusion_threshold_bytes,
+        ParseByteSize(mode.fusion_threshold, "fusion threshold"));
   }
   if (mode.cache_capacity) {
-    KOLO_ASSIGN_OR_RETURN(int64_t capacity,
-                          ParseInt(mode.cache_capacity, 0, 1 << 20, "cache capacity"));
+    KOLO_ASSIGN_OR_RETURN(
+        int64_t capacity,
+        ParseInt(mode.cache_capacity, 0, 1 << 20, "cache capacity"));
     options.runtime.cache_capacity = static_cast<int32_t>(capacity);
   }
   return options;
@@ -299,7 +301,8 @@ Status RunModeOnce(const FusionMode& mode, int32_t repeat,
                    ModeResult* result, Job* job) {
   KOLO_ASSIGN_OR_RETURN(InitOptions options, ModeOptions(mode, job_options));
   if (mode.engine == FusionEngine::kRuntime) {
-    result->fusion_threshold = std::to_string(options.runtime.fusion_threshold_bytes);
+    result->fusion_threshold =
+        std::to_string(options.runtime.fusion_threshold_bytes);
     result->cache_capacity = std::to_string(options.runtime.cache_capacity);
   }
   Status init = Init(options);
@@ -363,11 +366,11 @@ void PrintReport(const FusionFlags& flags, const Job& job,
   std::fflush(stdout);
 }
 
-
 // Every repeat of every mode; rank 0 prints. Returns whether every value
 // was right.
 StatusOr<bool> RunFusion(const FusionFlags& flags, RawBackends* raw) {
-  KOLO_ASSIGN_OR_RETURN(const InitOptions job_options, InitOptions::FromEnvironment());
+  KOLO_ASSIGN_OR_RETURN(const InitOptions job_options,
+                        InitOptions::FromEnvironment());
   GradientBuffer gradients(ResNet50Parameters());
   std::vector<ModeResult> results;
   for (const FusionMode& mode : AllFusionModes()) {
@@ -378,8 +381,8 @@ StatusOr<bool> RunFusion(const FusionFlags& flags, RawBackends* raw) {
   Status run;
   for (int32_t repeat = 0; repeat < flags.repeat && run.ok(); ++repeat) {
     for (ModeResult& result : results) {
-      run = RunModeOnce(*result.mode, repeat, flags, job_options, &gradients, raw,
-                        &result, &job);
+      run = RunModeOnce(*result.mode, repeat, flags, job_options, &gradients,
+                        raw, &result, &job);
       if (!run.ok()) break;
     }
   }
@@ -472,10 +475,8 @@ float FusionExpected(ReduceOp op, int64_t tensor, int64_t step,
   const double n = world_size;
   const double sum = n * Base(tensor, step) + n * (n - 1) / 2;
   switch (op) {
-    case ReduceOp::kSum:
-      return static_cast<float>(sum);
-    case ReduceOp::kAverage:
-      return static_cast<float>(sum / n);
+    case ReduceOp::kSum: return static_cast<float>(sum);
+    case ReduceOp::kAverage: return static_cast<float>(sum / n);
     default:
       // The modes only sum and average; no value matches this.
       return std::nanf("");
@@ -684,7 +685,8 @@ int RunFusionCommand(const FusionFlags& flags) {
   StatusOr<InitOptions> options = InitOptions::FromEnvironment();
   if (!options.ok()) return Fail(options.status());
   RawBackends raw;
-  if (options->engine.backend == BackendKind::kMpi && options->world.ranks.size > 1) {
+  if (options->engine.backend == BackendKind::kMpi &&
+      options->world.ranks.size > 1) {
     StatusOr<std::unique_ptr<Backend>> mpi = CreateRawMpiBackend();
     if (!mpi.ok()) return Fail(mpi.status().WithContext("raw mode"));
     raw.mpi = std::move(mpi).value();

@@ -11,7 +11,8 @@ std::vector<std::string> SplitList(const std::string& text) {
     const std::string item = text.substr(start, comma - start);
     const size_t begin = item.find_first_not_of(" \t");
     if (begin != std::string::npos) {
-      items.push_back(item.substr(begin, item.find_last_not_of(" \t") - begin + 1));
+      items.push_back(
+          item.substr(begin, item.find_last_not_of(" \t") - begin + 1));
     }
     start = comma + 1;
   }

@@ -49,9 +49,9 @@ StatusOr<std::unique_ptr<Backend>> CreateRawStoreBackend(
         "for rank 0 to host it",
         BackendName(kind), env::kStoreAddr, env::kStoreAddr));
   }
-  StatusOr<std::unique_ptr<TcpStoreClient>> store =
-      TcpStoreClient::Connect(config.store.host, config.store.port,
-                              config.store.secret, Rank(), config.engine.timeout);
+  StatusOr<std::unique_ptr<TcpStoreClient>> store = TcpStoreClient::Connect(
+      config.store.host, config.store.port, config.store.secret, Rank(),
+      config.engine.timeout);
   if (!store.ok()) {
     return store.status().WithContext(
         fmt::format("connecting to the store at {}:{} ({})", config.store.host,

@@ -133,7 +133,6 @@ std::string AccuracyPeers(const std::string& peers) {
   return out;
 }
 
-
 }  // namespace
 
 std::vector<std::string> StudyNames() {

@@ -99,7 +99,6 @@ StatusOr<std::vector<int32_t>> ParseNpList(const std::string& text) {
   return out;
 }
 
-
 // One measurement to make: a framework at a world size.
 struct Run {
   std::string framework;
@@ -126,7 +125,8 @@ StatusOr<json> Measure(const std::vector<std::string>& command,
     std::vector<std::string> lines;
     for (std::string l; std::getline(in, l);) lines.push_back(l);
     std::string tail;
-    for (size_t i = lines.size() > 5 ? lines.size() - 5 : 0; i < lines.size(); ++i) {
+    for (size_t i = lines.size() > 5 ? lines.size() - 5 : 0; i < lines.size();
+         ++i) {
       tail += "\n  " + lines[i];
     }
     return Internal(fmt::format("`{}` failed (status {}):{}", command.front(),
@@ -212,10 +212,11 @@ std::vector<std::string> TrainCommand(const TrainFlags& f,
                                       const std::string& framework, int32_t np,
                                       int64_t batch, const TrainTools& tools,
                                       const std::string& json_path) {
-  std::vector<std::string> common = {
-      "--model", f.model, "--dataset", f.dataset, "--batch-size",
-      std::to_string(batch), "--threads", std::to_string(f.threads),
-      "--json", json_path};
+  std::vector<std::string> common = {"--model",      f.model,
+                                     "--dataset",    f.dataset,
+                                     "--batch-size", std::to_string(batch),
+                                     "--threads",    std::to_string(f.threads),
+                                     "--json",       json_path};
   if (!f.data_dir.empty()) {
     common.insert(common.end(), {"--data-dir", f.data_dir});
   }
@@ -277,8 +278,8 @@ MeanInterval Summarize(const std::vector<double>& values) {
   for (double v : values) squares += (v - out.mean) * (v - out.mean);
   const double n = static_cast<double>(values.size());
   const double stddev = std::sqrt(squares / (n - 1));
-  out.half_width =
-      StudentT95(static_cast<int64_t>(values.size()) - 1) * stddev / std::sqrt(n);
+  out.half_width = StudentT95(static_cast<int64_t>(values.size()) - 1) *
+                   stddev / std::sqrt(n);
   return out;
 }
 
@@ -299,7 +300,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags* f) {
       "train",
       "training throughput of kolo against PyTorch DDP and plain LibTorch, "
       "measured alternately in one run");
-  cmd->add_option("--model", f->model, "model zoo network")->capture_default_str();
+  cmd->add_option("--model", f->model, "model zoo network")
+      ->capture_default_str();
   cmd->add_option("--dataset", f->dataset,
                   "synthetic, fashion-mnist, mnist or cifar10")
       ->check(CLI::IsMember({"synthetic", "fashion-mnist", "mnist", "cifar10"}))
@@ -366,7 +368,8 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
   tools.python = FindPython();
   for (const std::string& tool : {tools.kolorun, tools.kolo_train}) {
     if (access(tool.c_str(), X_OK) != 0) {
-      return NotFound(tool + " is not an executable (see --kolorun, --kolo-train)");
+      return NotFound(tool +
+                      " is not an executable (see --kolorun, --kolo-train)");
     }
   }
   const bool want_ddp =
@@ -387,7 +390,8 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
     if (!batch.ok()) return batch.status();
     runs.push_back({kKolo, np, *batch});
     if (want_libtorch && np == 1) runs.push_back({kLibtorch, np, *batch});
-    if (want_ddp && ddp_missing.empty()) runs.push_back({kTorchDdp, np, *batch});
+    if (want_ddp && ddp_missing.empty())
+      runs.push_back({kTorchDdp, np, *batch});
   }
 
   char dir_template[] = "/tmp/kolo-bench-train-XXXXXX";
@@ -451,9 +455,11 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
   auto rates = [&](const Run& run) {
     return figures(run, "images_per_second");
   };
-  auto mean_of = [&](const std::string& framework, int32_t np) -> std::optional<double> {
+  auto mean_of = [&](const std::string& framework,
+                     int32_t np) -> std::optional<double> {
     for (const Run& run : runs) {
-      if (run.framework == framework && run.np == np) return Summarize(rates(run)).mean;
+      if (run.framework == framework && run.np == np)
+        return Summarize(rates(run)).mean;
     }
     return std::nullopt;
   };
@@ -484,9 +490,10 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
     columns.insert(columns.end(),
                    {column("step", "(ms)", 7), column("comm", "(ms/step)", 9)});
   }
-  columns.insert(columns.end(),
-                 {column("peak RSS", "(MiB)", 8), column("speedup", "vs np 1", 8),
-                  column("efficiency", "(%)", 10), column("kolo ÷", "this", 7)});
+  columns.insert(
+      columns.end(),
+      {column("peak RSS", "(MiB)", 8), column("speedup", "vs np 1", 8),
+       column("efficiency", "(%)", 10), column("kolo ÷", "this", 7)});
   Table table(columns);
   for (const std::string& line : table.HeaderLines()) fmt::print("{}\n", line);
   json rows = json::array();
@@ -497,7 +504,8 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
     for (const json& j : results[RunLabel(run)]) {
       const json& result = j["result"];
       if (result.contains("communication_seconds")) {
-        comm_ms.push_back(1000.0 * result["communication_seconds"].get<double>() /
+        comm_ms.push_back(1000.0 *
+                          result["communication_seconds"].get<double>() /
                           static_cast<double>(f.iters));
       }
       for (const json& bytes : result.value("peak_rss_bytes", json::array())) {
@@ -525,8 +533,8 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
       row["epochs"] = f.epochs;
       row["wall_seconds"] = wall_seconds;
       row["test_accuracy"] = test_accuracy;
-      cells.insert(cells.end(), {std::to_string(f.epochs),
-                                 FormatFixed(wall_seconds, 1)});
+      cells.insert(cells.end(),
+                   {std::to_string(f.epochs), FormatFixed(wall_seconds, 1)});
     } else {
       step_ms = Summarize(figures(run, "step_ms")).mean;
       row["step_ms_mean"] = step_ms;

@@ -78,9 +78,9 @@ struct TrainFlags {
   int64_t train_subset = 0;  // the first N training images; 0: all
   int64_t test_subset = 0;   // the first N test images (--epochs); 0: all
   int64_t image_size = 32;   // --dataset synthetic's height and width
-  std::string peers;  // comma-separated: torch-ddp, libtorch
+  std::string peers;         // comma-separated: torch-ddp, libtorch
   std::string json_path;
-  std::string study;  // kolo-bench study's preset, stamped on the record
+  std::string study;       // kolo-bench study's preset, stamped on the record
   std::string kolorun;     // empty: found next to kolo-bench
   std::string kolo_train;  // empty: found next to kolo-bench
   std::string ddp_script;  // empty: the installed or source-tree script

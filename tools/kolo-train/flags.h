@@ -34,15 +34,16 @@ struct Flags {
   bool no_lr_scaling = false;
   int64_t warmup_epochs = 1;
   std::string lr_schedule = "cosine";  // cosine | constant
-  std::string optimizer = "sgd";  // sgd | adam
-  double momentum = 0.9;          // sgd only
-  bool nesterov = true;           // sgd only
-  double weight_decay = 1e-4;     // L2 penalty, sgd and adam
-  int32_t threads = 0;            // LibTorch threads per worker; 0: auto
+  std::string optimizer = "sgd";       // sgd | adam
+  double momentum = 0.9;               // sgd only
+  bool nesterov = true;                // sgd only
+  double weight_decay = 1e-4;          // L2 penalty, sgd and adam
+  int32_t threads = 0;                 // LibTorch threads per worker; 0: auto
   uint64_t seed = 42;
   std::string compression = "none";  // none | fp16 | bf16
   int32_t backward_passes_per_step = 1;
-  int64_t bucket_kib = 1024;  // DistributedOptimizerOptions::bucket_bytes / 1024
+  int64_t bucket_kib =
+      1024;  // DistributedOptimizerOptions::bucket_bytes / 1024
   std::string checkpoint_dir;
   bool resume = false;
   int64_t train_subset = 0;  // 0: the whole training set

@@ -24,7 +24,8 @@ namespace {
 // Every rank parses the same command line and fails alike before the job
 // forms; only rank 0 (or a process whose rank cannot be told) says so.
 bool PrintsCommandLineErrors() {
-  kolo::StatusOr<kolo::InitOptions> config = kolo::InitOptions::FromEnvironment();
+  kolo::StatusOr<kolo::InitOptions> config =
+      kolo::InitOptions::FromEnvironment();
   return !config.ok() || config->world.ranks.rank == 0;
 }
 
@@ -56,7 +57,8 @@ int main(int argc, char** argv) {
   if (!valid.ok()) return CommandLineError(valid.message());
 
   if (flags.no_kolo) {
-    kolo::StatusOr<kolo::InitOptions> config = kolo::InitOptions::FromEnvironment();
+    kolo::StatusOr<kolo::InitOptions> config =
+        kolo::InitOptions::FromEnvironment();
     if (config.ok() && config->world.ranks.size > 1) {
       return CommandLineError(
           "--no-kolo trains in one process, but a launcher started " +

@@ -779,44 +779,50 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
   for (int64_t n : images_all) images += n;
   const double rate = static_cast<double>(images) / seconds;
   const double step_ms =
-      1000.0 * seconds / static_cast<double>(std::max<int64_t>(f.benchmark_steps, 1));
+      1000.0 * seconds /
+      static_cast<double>(std::max<int64_t>(f.benchmark_steps, 1));
   const double communication =
       stats.collective_seconds - stats_before.collective_seconds;
   const double negotiation =
       stats.negotiation_seconds - stats_before.negotiation_seconds;
-  const double waiting = distributed ? optimizer->wait_seconds() - wait_before : 0.0;
+  const double waiting =
+      distributed ? optimizer->wait_seconds() - wait_before : 0.0;
   const double per_step_ms =
       1000.0 / static_cast<double>(std::max<int64_t>(f.benchmark_steps, 1));
   fmt::print(
       "kolo-train benchmark: {} on {}, {} {} x batch {}, {} thread{}: {} "
       "steps in {:.3f} s, {:.1f} ms/step, {:.0f} images/s ({:.0f} per "
       "worker)\n",
-      f.model, f.dataset, size, distributed ? "kolo workers" : "plain LibTorch process",
-      f.batch_size, threads, threads == 1 ? "" : "s", f.benchmark_steps, seconds,
-      step_ms, rate, rate / size);
+      f.model, f.dataset, size,
+      distributed ? "kolo workers" : "plain LibTorch process", f.batch_size,
+      threads, threads == 1 ? "" : "s", f.benchmark_steps, seconds, step_ms,
+      rate, rate / size);
   fmt::print(
-      "kolo-train benchmark: rank 0 per step: data {:.2f} ms, forward {:.2f} ms, "
-      "backward {:.2f} ms, step {:.2f} ms (of which waiting for allreduces {:.2f} ms)\n",
+      "kolo-train benchmark: rank 0 per step: data {:.2f} ms, forward {:.2f} "
+      "ms, "
+      "backward {:.2f} ms, step {:.2f} ms (of which waiting for allreduces "
+      "{:.2f} ms)\n",
       data_s * per_step_ms, forward_s * per_step_ms, backward_s * per_step_ms,
       step_s * per_step_ms, waiting * per_step_ms);
   std::fflush(stdout);
   if (f.json_path.empty()) return Status::Ok();
   json out;
   out["tool"] = "kolo-train";
-  out["config"] = {{"mode", "benchmark"},
-                   {"framework", distributed ? "kolo" : "libtorch"},
-                   {"backend", distributed ? BackendName(ActiveBackend()) : "none"},
-                   {"model", f.model},
-                   {"parameters", models::CountParameters(model)},
-                   {"dataset", f.dataset},
-                   {"workers", size},
-                   {"batch_size", f.batch_size},
-                   {"threads", threads},
-                   {"warmup_steps", f.benchmark_warmup},
-                   {"steps", f.benchmark_steps},
-                   {"compression", f.compression},
-                   {"bucket_kib", f.bucket_kib},
-                   {"seed", f.seed}};
+  out["config"] = {
+      {"mode", "benchmark"},
+      {"framework", distributed ? "kolo" : "libtorch"},
+      {"backend", distributed ? BackendName(ActiveBackend()) : "none"},
+      {"model", f.model},
+      {"parameters", models::CountParameters(model)},
+      {"dataset", f.dataset},
+      {"workers", size},
+      {"batch_size", f.batch_size},
+      {"threads", threads},
+      {"warmup_steps", f.benchmark_warmup},
+      {"steps", f.benchmark_steps},
+      {"compression", f.compression},
+      {"bucket_kib", f.bucket_kib},
+      {"seed", f.seed}};
   out["result"] = {{"images_per_second", rate},
                    {"images_per_second_per_worker", rate / size},
                    {"seconds", seconds},
@@ -862,8 +868,9 @@ int RunTraining(const Flags& f) {
   }
   Status status = AgreeAcrossRanks(prepared, rank, size);
   if (status.ok()) {
-    status = f.benchmark_steps > 0 ? Benchmark(f, rank, size, threads, setup)
-                                   : Train(f, rank, size, threads, start, setup);
+    status = f.benchmark_steps > 0
+                 ? Benchmark(f, rank, size, threads, setup)
+                 : Train(f, rank, size, threads, start, setup);
   }
   if (status.ok()) return 0;
   if (status.code() != StatusCode::kAborted ||

@@ -24,7 +24,8 @@ void SetJobSettings(const LaunchOptions& options, const StoreInfo& store,
   SetEnv(env, env::kStoreHosted, "1");
   SetEnv(env, env::kBackend, BackendName(options.backend));
   SetEnv(env, env::kTimeoutSeconds, std::to_string(options.timeout_seconds));
-  if (!options.timeline_path.empty()) SetEnv(env, env::kTimeline, options.timeline_path);
+  if (!options.timeline_path.empty())
+    SetEnv(env, env::kTimeline, options.timeline_path);
 }
 
 void SetUserEnv(const LaunchOptions& options, std::vector<std::string>* env) {
@@ -62,8 +63,8 @@ std::vector<int> UsableCores() {
   return cores;
 }
 
-std::vector<std::vector<int>> CoreBlocks(const std::vector<int>& usable_cores, int32_t ranks,
-                                         BindTo bind_to) {
+std::vector<std::vector<int>> CoreBlocks(const std::vector<int>& usable_cores,
+                                         int32_t ranks, BindTo bind_to) {
   std::vector<std::vector<int>> blocks(static_cast<size_t>(std::max(ranks, 0)));
   const int32_t cores = static_cast<int32_t>(usable_cores.size());
   if (bind_to == BindTo::kNone || ranks <= 0 || ranks > cores) return blocks;
@@ -75,10 +76,11 @@ std::vector<std::vector<int>> CoreBlocks(const std::vector<int>& usable_cores, i
   return blocks;
 }
 
-std::vector<ProcessSpec> BuildRankJob(
-    const LaunchOptions& options, const std::string& program_path,
-    const StoreInfo& store, const std::vector<std::string>& base_env,
-    const std::vector<int>& usable_cores) {
+std::vector<ProcessSpec> BuildRankJob(const LaunchOptions& options,
+                                      const std::string& program_path,
+                                      const StoreInfo& store,
+                                      const std::vector<std::string>& base_env,
+                                      const std::vector<int>& usable_cores) {
   std::vector<ProcessSpec> specs;
   const std::string size = std::to_string(options.num_ranks);
   const std::vector<std::vector<int>> blocks =

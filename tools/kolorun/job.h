@@ -40,18 +40,17 @@ std::vector<int> UsableCores();
 // instead of interrupting another rank's compute, and every rank sees the
 // same interference, so the ranks run in step. With more ranks than cores,
 // or --bind-to none, every rank gets an empty list: no binding.
-std::vector<std::vector<int>> CoreBlocks(const std::vector<int>& usable_cores, int32_t ranks,
-                                         BindTo bind_to);
+std::vector<std::vector<int>> CoreBlocks(const std::vector<int>& usable_cores,
+                                         int32_t ranks, BindTo bind_to);
 
 // `program_path` is options.command[0] resolved by FindExecutable;
 // `base_env` is kolorun's own environment ("K=V").
 // `usable_cores` are the CPUs kolorun may run on; each rank is bound to its
 // block of them (CoreBlocks).
-std::vector<ProcessSpec> BuildRankJob(const LaunchOptions& options,
-                                      const std::string& program_path,
-                                      const StoreInfo& store,
-                                      const std::vector<std::string>& base_env,
-                                      const std::vector<int>& usable_cores = {});
+std::vector<ProcessSpec> BuildRankJob(
+    const LaunchOptions& options, const std::string& program_path,
+    const StoreInfo& store, const std::vector<std::string>& base_env,
+    const std::vector<int>& usable_cores = {});
 
 // `mpirun_path` is mpirun resolved by FindExecutable; `as_root` adds
 // --allow-run-as-root, without which mpirun refuses to start as root.

@@ -102,7 +102,8 @@ int Launcher::Run(const std::vector<ProcessSpec>& specs) {
 void Launcher::Start(const ProcessSpec& spec) {
   if (options_.verbose) {
     std::string where;
-    for (int core : spec.child.cores) where += (where.empty() ? " (cores " : ",") + std::to_string(core);
+    for (int core : spec.child.cores)
+      where += (where.empty() ? " (cores " : ",") + std::to_string(core);
     if (!where.empty()) where += ")";
     Message(spec.name + where + ": " + JoinCommand(spec.child.argv));
   }

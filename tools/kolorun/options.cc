@@ -57,7 +57,8 @@ std::string Usage() {
          "engines in an\n"
          "                      MPI world, e.g. for kolo-bench collectives "
          "--peer mpi\n"
-         "  --bind-to B         core (default, but none for gloo): each rank runs\n"
+         "  --bind-to B         core (default, but none for gloo): each rank "
+         "runs\n"
          "                      on its own block of cores when there are at\n"
          "                      least as many cores as ranks; none: anywhere\n"
          "                      (mpirun binds itself)\n"
@@ -114,7 +115,8 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
   app.add_option("--env", env_texts)->allow_extra_args(false);
   app.add_option("--timeout", timeout_text)->allow_extra_args(false);
   app.add_option("--mpi-args", mpi_args_text)->allow_extra_args(false);
-  app.add_option("--timeline-filename", options.timeline_path)->allow_extra_args(false);
+  app.add_option("--timeline-filename", options.timeline_path)
+      ->allow_extra_args(false);
   app.add_flag("--verbose", options.verbose);
   // Parsing stops at the first argument that is not kolorun's: the program.
   app.prefix_command();
@@ -167,9 +169,9 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
     if (from_env && !from_env->empty()) {
       StatusOr<BackendKind> kind = ParseBackend(*from_env);
       if (!kind.ok()) {
-        return InvalidArgument(std::string("environment variable ") +
-                               env::kBackend + " must be shm, gloo or mpi, got '" +
-                               *from_env + "'");
+        return InvalidArgument(
+            std::string("environment variable ") + env::kBackend +
+            " must be shm, gloo or mpi, got '" + *from_env + "'");
       }
       options.backend = *kind;
     }
@@ -207,7 +209,8 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
     } else if (bind_text == "none") {
       options.bind_to = BindTo::kNone;
     } else {
-      return InvalidArgument("--bind-to must be core or none, got '" + bind_text + "'");
+      return InvalidArgument("--bind-to must be core or none, got '" +
+                             bind_text + "'");
     }
   } else if (options.backend == BackendKind::kGloo) {
     // Bound, a rank's Gloo event-loop thread shares the core of the thread

@@ -1,7 +1,8 @@
 // kolorun's command line:
 //
 //   kolorun -np N [--backend shm|gloo|mpi] [--launcher kolorun|mpirun]
-//           [--bind-to core|none] [--env K=V]... [--timeout S] [--timeline-filename F]
+//           [--bind-to core|none] [--env K=V]... [--timeout S]
+//           [--timeline-filename F]
 //           [--mpi-args "..."] [--verbose] [--] program args...
 //
 // The backend is what kolo's runtime runs on; the launcher is what starts
@@ -46,7 +47,6 @@ enum class BindTo : int32_t {
   kNone,      // anywhere, as the scheduler likes
 };
 
-
 struct LaunchOptions {
   bool help = false;  // --help: print Usage() and do nothing else
   int32_t num_ranks = 0;
@@ -61,9 +61,10 @@ struct LaunchOptions {
   // --backend gloo.
   BindTo bind_to = BindTo::kCore;
   bool verbose = false;
-  std::string timeline_path;          // --timeline-filename: KOLO_TIMELINE
-  std::vector<std::string> mpi_args;  // --mpi-args (mpirun), split on whitespace
-  std::vector<std::string> command;   // program and its arguments
+  std::string timeline_path;  // --timeline-filename: KOLO_TIMELINE
+  std::vector<std::string>
+      mpi_args;                      // --mpi-args (mpirun), split on whitespace
+  std::vector<std::string> command;  // program and its arguments
 };
 
 // The text --help prints.

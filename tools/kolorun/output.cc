@@ -115,8 +115,9 @@ std::string MpiLineJoiner::Rewrite(const std::string& line) {
       if (!text.empty() || line_ends) out += untagged_prefix_ + text + "\n";
       return;
     }
-    auto pending = std::find_if(pending_.begin(), pending_.end(),
-                                [&](const auto& entry) { return entry.first == tag; });
+    auto pending =
+        std::find_if(pending_.begin(), pending_.end(),
+                     [&](const auto& entry) { return entry.first == tag; });
     if (!line_ends) {
       if (pending == pending_.end()) {
         pending_.emplace_back(tag, text);

@@ -84,7 +84,8 @@ struct ChildSetup {
       dup2(setup.err_fd, STDERR_FILENO) < 0) {
     fail(errno);
   }
-  if (setup.cores != nullptr && sched_setaffinity(0, sizeof(cpu_set_t), setup.cores) != 0) {
+  if (setup.cores != nullptr &&
+      sched_setaffinity(0, sizeof(cpu_set_t), setup.cores) != 0) {
     fail(errno);
   }
   MarkInheritedDescriptorsCloexec();

@@ -127,7 +127,8 @@ class GlooBackend : public Backend {
     for (int32_t r = 0; r < world_.rank; ++r) offset += counts[r];
     char* own_slot = static_cast<char*>(recv) + offset * element;
     // In place when the input already sits in this rank's slot.
-    if (send != own_slot) std::memcpy(own_slot, send, counts[world_.rank] * element);
+    if (send != own_slot)
+      std::memcpy(own_slot, send, counts[world_.rank] * element);
     return Guard("allgatherv", [&] {
       gloo::AllgathervOptions options(context_);
       WithElementType(type, [&](auto e) {
@@ -169,8 +170,8 @@ class GlooBackend : public Backend {
       gloo::AlltoallvOptions options(context_);
       WithElementType(type, [&](auto e) {
         using T = decltype(e);
-        options.template setInput<T>(
-            static_cast<T*>(const_cast<void*>(send)), send_counts);
+        options.template setInput<T>(static_cast<T*>(const_cast<void*>(send)),
+                                     send_counts);
         options.template setOutput<T>(static_cast<T*>(recv), recv_counts);
       });
       options.setTag(NextTag());
@@ -188,7 +189,8 @@ class GlooBackend : public Backend {
     // rank order so every rank rounds the same way.
     std::memcpy(recv, blocks.data(), block_bytes);
     for (int32_t j = 1; j < world_.size; ++j) {
-      ReduceInto(type, op, recv, recv, blocks.data() + j * block_bytes, recv_count);
+      ReduceInto(type, op, recv, recv, blocks.data() + j * block_bytes,
+                 recv_count);
     }
     return Status::Ok();
   }
@@ -218,7 +220,8 @@ class GlooBackend : public Backend {
 
 StatusOr<std::unique_ptr<Backend>> CreateGlooBackend(
     const BackendOptions& options, std::shared_ptr<Store> store) {
-  auto prefixed = std::make_shared<PrefixStore>(options.store_prefix, std::move(store));
+  auto prefixed =
+      std::make_shared<PrefixStore>(options.store_prefix, std::move(store));
   GlooStoreAdapter adapter(prefixed, options.timeout);
   std::shared_ptr<gloo::rendezvous::Context> context;
   Status connected = Guard("rendezvous", [&] {
@@ -233,9 +236,11 @@ StatusOr<std::unique_ptr<Backend>> CreateGlooBackend(
   if (!connected.ok()) {
     return connected.WithContext("rank " + std::to_string(options.world.rank) +
                                  " could not connect to its " +
-                                 std::to_string(options.world.size - 1) + " peers");
+                                 std::to_string(options.world.size - 1) +
+                                 " peers");
   }
-  return std::unique_ptr<Backend>(new GlooBackend(options.world, std::move(context)));
+  return std::unique_ptr<Backend>(
+      new GlooBackend(options.world, std::move(context)));
 }
 
 }  // namespace kolo

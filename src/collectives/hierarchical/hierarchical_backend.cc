@@ -31,75 +31,88 @@ namespace {
 
 class HierarchicalBackend : public Backend {
  public:
-  HierarchicalBackend(std::unique_ptr<Backend> flat, std::unique_ptr<Backend> local,
+  HierarchicalBackend(std::unique_ptr<Backend> flat,
+                      std::unique_ptr<Backend> local,
                       std::unique_ptr<Backend> cross)
-      : flat_(std::move(flat)), local_(std::move(local)), cross_(std::move(cross)) {}
+      : flat_(std::move(flat)),
+        local_(std::move(local)),
+        cross_(std::move(cross)) {}
 
   Status Allreduce(const void* send, void* recv, int64_t count, DataType type,
                    ReduceOp op) override {
     if (local_) {
-      KOLO_RETURN_IF_ERROR(Stage("reduce inside the host",
-                                 local_->Allreduce(send, recv, count, type, op)));
+      KOLO_RETURN_IF_ERROR(
+          Stage("reduce inside the host",
+                local_->Allreduce(send, recv, count, type, op)));
     } else if (send != recv) {
       std::memcpy(recv, send, count * DataTypeSize(type));
     }
     if (cross_) {
-      KOLO_RETURN_IF_ERROR(Stage("allreduce across hosts",
-                                 cross_->Allreduce(recv, recv, count, type, op)));
+      KOLO_RETURN_IF_ERROR(
+          Stage("allreduce across hosts",
+                cross_->Allreduce(recv, recv, count, type, op)));
     }
     if (local_) {
-      KOLO_RETURN_IF_ERROR(Stage("broadcast inside the host",
-                                 local_->Broadcast(recv, count, type, /*root=*/0)));
+      KOLO_RETURN_IF_ERROR(
+          Stage("broadcast inside the host",
+                local_->Broadcast(recv, count, type, /*root=*/0)));
     }
     return Status::Ok();
   }
 
-  Status Allgatherv(const void* send, void* recv, const std::vector<int64_t>& counts,
+  Status Allgatherv(const void* send, void* recv,
+                    const std::vector<int64_t>& counts,
                     DataType type) override {
     return flat_->Allgatherv(send, recv, counts, type);
   }
-  Status Broadcast(void* buffer, int64_t count, DataType type, int32_t root) override {
+  Status Broadcast(void* buffer, int64_t count, DataType type,
+                   int32_t root) override {
     return flat_->Broadcast(buffer, count, type, root);
   }
-  Status Alltoallv(const void* send, const std::vector<int64_t>& send_counts, void* recv,
-                   const std::vector<int64_t>& recv_counts, DataType type) override {
+  Status Alltoallv(const void* send, const std::vector<int64_t>& send_counts,
+                   void* recv, const std::vector<int64_t>& recv_counts,
+                   DataType type) override {
     return flat_->Alltoallv(send, send_counts, recv, recv_counts, type);
   }
-  Status Reducescatter(const void* send, void* recv, int64_t recv_count, DataType type,
-                       ReduceOp op) override {
+  Status Reducescatter(const void* send, void* recv, int64_t recv_count,
+                       DataType type, ReduceOp op) override {
     return flat_->Reducescatter(send, recv, recv_count, type, op);
   }
   Status Barrier() override { return flat_->Barrier(); }
 
   // The network stage dominates, so the network engine's cutoff applies.
-  int64_t FusionCutoffBytes() const override { return flat_->FusionCutoffBytes(); }
+  int64_t FusionCutoffBytes() const override {
+    return flat_->FusionCutoffBytes();
+  }
 
  private:
   static Status Stage(const char* stage, Status status) {
-    return status.ok() ? status : status.WithContext("hierarchical allreduce, " +
-                                                     std::string(stage));
+    return status.ok() ? status
+                       : status.WithContext("hierarchical allreduce, " +
+                                            std::string(stage));
   }
 
   const std::unique_ptr<Backend> flat_;
   const std::unique_ptr<Backend> local_;  // null on a host with one rank
-  const std::unique_ptr<Backend> cross_;  // null unless this rank leads its host
+  const std::unique_ptr<Backend>
+      cross_;  // null unless this rank leads its host
 };
 
-StatusOr<std::unique_ptr<Backend>> CreateNetworkBackend(const BackendOptions& options,
-                                                        std::shared_ptr<Store> store,
-                                                        BackendKind network) {
+StatusOr<std::unique_ptr<Backend>> CreateNetworkBackend(
+    const BackendOptions& options, std::shared_ptr<Store> store,
+    BackendKind network) {
   if (network == BackendKind::kMpi) return CreateMpiBackend(options);
   return CreateGlooBackend(options, std::move(store));
 }
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Backend>> CreateHierarchicalBackend(const BackendOptions& options,
-                                                             std::shared_ptr<Store> store,
-                                                             const HostTopology& topology,
-                                                             BackendKind network) {
+StatusOr<std::unique_ptr<Backend>> CreateHierarchicalBackend(
+    const BackendOptions& options, std::shared_ptr<Store> store,
+    const HostTopology& topology, BackendKind network) {
   if (network == BackendKind::kShm) {
-    return InvalidArgument("hierarchical allreduce needs a network engine (gloo or mpi), not shm");
+    return InvalidArgument(
+        "hierarchical allreduce needs a network engine (gloo or mpi), not shm");
   }
   if (!store) return InvalidArgument("hierarchical allreduce needs the store");
   const WorldInfo& world = topology.world;
@@ -112,8 +125,8 @@ StatusOr<std::unique_ptr<Backend>> CreateHierarchicalBackend(const BackendOption
 
   // The leaders' world: rank = host index, in host order.
   BackendOptions cross_options = options;
-  cross_options.world = WorldInfo{world.cross_rank, world.cross_size, 0, 1, world.cross_rank,
-                                  world.cross_size};
+  cross_options.world = WorldInfo{world.cross_rank, world.cross_size, 0, 1,
+                                  world.cross_rank, world.cross_size};
   cross_options.store_prefix = options.store_prefix + "/cross";
   const bool leader = topology.IsLeader(world.rank);
   std::unique_ptr<Backend> cross;
@@ -127,14 +140,18 @@ StatusOr<std::unique_ptr<Backend>> CreateHierarchicalBackend(const BackendOption
   std::unique_ptr<Backend> local;
   if (world.local_size > 1) {
     BackendOptions local_options = options;
-    local_options.world = WorldInfo{world.local_rank, world.local_size, world.local_rank,
-                                    world.local_size, 0, 1};
+    local_options.world = WorldInfo{world.local_rank,
+                                    world.local_size,
+                                    world.local_rank,
+                                    world.local_size,
+                                    0,
+                                    1};
     local_options.store_prefix =
         options.store_prefix + "/host" + std::to_string(world.cross_rank);
     KOLO_ASSIGN_OR_RETURN(local, CreateShmBackend(local_options, store));
   }
-  return std::unique_ptr<Backend>(
-      new HierarchicalBackend(std::move(flat), std::move(local), std::move(cross)));
+  return std::unique_ptr<Backend>(new HierarchicalBackend(
+      std::move(flat), std::move(local), std::move(cross)));
 }
 
 }  // namespace kolo

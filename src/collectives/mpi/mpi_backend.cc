@@ -100,7 +100,8 @@ std::vector<int> Displacements(const std::vector<int>& counts) {
 
 class MpiBackend : public Backend {
  public:
-  MpiBackend(const WorldInfo& world, MPI_Comm comm) : world_(world), comm_(comm) {
+  MpiBackend(const WorldInfo& world, MPI_Comm comm)
+      : world_(world), comm_(comm) {
     for (ReduceOp op : AllReduceOps()) {
       MPI_Op_create(HalfLikeFunction<DataType::kFloat16>(op), 1,
                     &half_ops_[static_cast<int>(op)]);
@@ -128,19 +129,20 @@ class MpiBackend : public Backend {
                     DataType type) override {
     KOLO_ASSIGN_OR_RETURN(std::vector<int> n, ToInts(counts, "allgatherv"));
     std::vector<int> displacements = Displacements(n);
-    const char* own_slot = static_cast<const char*>(recv) +
-                           int64_t{displacements[world_.rank]} * DataTypeSize(type);
-    return CheckMpi(
-        MPI_Allgatherv(send == own_slot ? MPI_IN_PLACE : send, n[world_.rank],
-                       ToMpi(type), recv, n.data(), displacements.data(),
-                       ToMpi(type), comm_),
-        "allgatherv");
+    const char* own_slot =
+        static_cast<const char*>(recv) +
+        int64_t{displacements[world_.rank]} * DataTypeSize(type);
+    return CheckMpi(MPI_Allgatherv(send == own_slot ? MPI_IN_PLACE : send,
+                                   n[world_.rank], ToMpi(type), recv, n.data(),
+                                   displacements.data(), ToMpi(type), comm_),
+                    "allgatherv");
   }
 
   Status Broadcast(void* buffer, int64_t count, DataType type,
                    int32_t root) override {
     KOLO_ASSIGN_OR_RETURN(int n, ToInt(count, "broadcast"));
-    return CheckMpi(MPI_Bcast(buffer, n, ToMpi(type), root, comm_), "broadcast");
+    return CheckMpi(MPI_Bcast(buffer, n, ToMpi(type), root, comm_),
+                    "broadcast");
   }
 
   Status Alltoallv(const void* send, const std::vector<int64_t>& send_counts,
@@ -151,9 +153,10 @@ class MpiBackend : public Backend {
     std::vector<int> sd = Displacements(s);
     std::vector<int> rd = Displacements(r);
     if (send == recv) {
-      return CheckMpi(MPI_Alltoallv(MPI_IN_PLACE, nullptr, nullptr, ToMpi(type),
-                                    recv, r.data(), rd.data(), ToMpi(type), comm_),
-                      "alltoallv");
+      return CheckMpi(
+          MPI_Alltoallv(MPI_IN_PLACE, nullptr, nullptr, ToMpi(type), recv,
+                        r.data(), rd.data(), ToMpi(type), comm_),
+          "alltoallv");
     }
     return CheckMpi(MPI_Alltoallv(send, s.data(), sd.data(), ToMpi(type), recv,
                                   r.data(), rd.data(), ToMpi(type), comm_),
@@ -168,10 +171,10 @@ class MpiBackend : public Backend {
       // MPI's in-place form reads the whole input from recvbuf; kolo's puts
       // the output inside the input, so run it out of place into a block.
       std::vector<char> block(block_bytes);
-      KOLO_RETURN_IF_ERROR(CheckMpi(
-          MPI_Reduce_scatter_block(send, block.data(), n, ToMpi(type),
-                                   OpFor(type, op), comm_),
-          "reducescatter"));
+      KOLO_RETURN_IF_ERROR(
+          CheckMpi(MPI_Reduce_scatter_block(send, block.data(), n, ToMpi(type),
+                                            OpFor(type, op), comm_),
+                   "reducescatter"));
       std::memcpy(recv, block.data(), block_bytes);
       return Status::Ok();
     }
@@ -208,7 +211,8 @@ Status InitializeMpiOnce() {
   MPI_Initialized(&initialized);
   if (initialized) return Status::Ok();
   int provided = 0;
-  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) !=
+      MPI_SUCCESS) {
     return Internal("MPI_Init_thread failed");
   }
   // MPI starts once per process and cannot start again after it ends, so
@@ -223,7 +227,8 @@ Status InitializeMpiOnce() {
 }
 
 // Takes `comm` over when it matches the world the caller expects.
-StatusOr<std::unique_ptr<Backend>> AdoptCommunicator(const WorldInfo& world, MPI_Comm comm,
+StatusOr<std::unique_ptr<Backend>> AdoptCommunicator(const WorldInfo& world,
+                                                     MPI_Comm comm,
                                                      const char* what) {
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   int rank = 0;
@@ -232,11 +237,12 @@ StatusOr<std::unique_ptr<Backend>> AdoptCommunicator(const WorldInfo& world, MPI
   MPI_Comm_size(comm, &size);
   if (rank != world.rank || size != world.size) {
     MPI_Comm_free(&comm);
-    return InvalidArgument(std::string("the mpi backend sees rank ") + std::to_string(rank) +
-                           " of " + std::to_string(size) + " in " + what +
-                           " but kolo expected rank " + std::to_string(world.rank) + " of " +
-                           std::to_string(world.size) +
-                           ": start MPI jobs with mpirun or kolorun --backend mpi");
+    return InvalidArgument(
+        std::string("the mpi backend sees rank ") + std::to_string(rank) +
+        " of " + std::to_string(size) + " in " + what +
+        " but kolo expected rank " + std::to_string(world.rank) + " of " +
+        std::to_string(world.size) +
+        ": start MPI jobs with mpirun or kolorun --backend mpi");
   }
   return std::unique_ptr<Backend>(new MpiBackend(world, comm));
 }
@@ -251,14 +257,14 @@ StatusOr<std::unique_ptr<Backend>> CreateMpiBackend(
   return AdoptCommunicator(options.world, comm, "the job's world");
 }
 
-StatusOr<std::unique_ptr<Backend>> CreateMpiSubBackend(const BackendOptions& options,
-                                                       bool member) {
+StatusOr<std::unique_ptr<Backend>> CreateMpiSubBackend(
+    const BackendOptions& options, bool member) {
   KOLO_RETURN_IF_ERROR(InitializeMpiOnce());
   int world_rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm comm = MPI_COMM_NULL;
-  if (MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, world_rank, &comm) !=
-      MPI_SUCCESS) {
+  if (MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, world_rank,
+                     &comm) != MPI_SUCCESS) {
     return Internal("MPI_Comm_split failed while forming a sub-world of " +
                     std::to_string(options.world.size) + " ranks");
   }

@@ -43,7 +43,9 @@ constexpr int64_t kSliceAllreduceMinBytes = 64 * 1024;
 class ShmBackend : public Backend {
  public:
   ShmBackend(const WorldInfo& world, std::unique_ptr<ShmGroup> group)
-      : world_(world), group_(std::move(group)), area_bytes_(group_->area_bytes()) {}
+      : world_(world),
+        group_(std::move(group)),
+        area_bytes_(group_->area_bytes()) {}
 
   Status Allreduce(const void* send, void* recv, int64_t count, DataType type,
                    ReduceOp op) override {
@@ -60,9 +62,8 @@ class ShmBackend : public Backend {
       std::memcpy(Input(world_.rank, Syncs() + 1), in + done * element,
                   n * element);
       KOLO_RETURN_IF_ERROR(Sync("allreduce"));
-      ReduceAll(type, op, out + done * element, n, [&](int32_t r) {
-        return Input(r, Syncs());
-      });
+      ReduceAll(type, op, out + done * element, n,
+                [&](int32_t r) { return Input(r, Syncs()); });
     }
     return Status::Ok();
   }
@@ -105,7 +106,8 @@ class ShmBackend : public Backend {
         std::memcpy(Input(root, Syncs() + 1), data + done, n);
       }
       KOLO_RETURN_IF_ERROR(Sync("broadcast"));
-      if (world_.rank != root) std::memcpy(data + done, Input(root, Syncs()), n);
+      if (world_.rank != root)
+        std::memcpy(data + done, Input(root, Syncs()), n);
     }
     return Status::Ok();
   }
@@ -211,15 +213,14 @@ class ShmBackend : public Backend {
       const int64_t begin = slice_begin(world_.rank);
       const int64_t end = slice_begin(world_.rank + 1);
       ReduceAll(type, op, Result(world_.rank, Syncs() + 1) + begin * element,
-                end - begin, [&](int32_t r) {
-                  return Input(r, Syncs()) + begin * element;
-                });
+                end - begin,
+                [&](int32_t r) { return Input(r, Syncs()) + begin * element; });
       KOLO_RETURN_IF_ERROR(Sync("allreduce"));
       for (int32_t r = 0; r < n; ++r) {
         const int64_t b = slice_begin(r);
         const int64_t e = slice_begin(r + 1);
-        std::memcpy(out + (done + b) * element, Result(r, Syncs()) + b * element,
-                    (e - b) * element);
+        std::memcpy(out + (done + b) * element,
+                    Result(r, Syncs()) + b * element, (e - b) * element);
       }
     }
     return Status::Ok();
@@ -261,12 +262,14 @@ class ShmBackend : public Backend {
 StatusOr<std::unique_ptr<Backend>> CreateShmBackend(
     const BackendOptions& options, std::shared_ptr<Store> store) {
   if (!store) return InvalidArgument("the shm backend needs the store");
-  if (options.world.cross_size > 1 || options.world.local_size != options.world.size) {
+  if (options.world.cross_size > 1 ||
+      options.world.local_size != options.world.size) {
     return InvalidArgument(
         "the shm backend needs every rank on one host, but this job spans " +
         std::to_string(options.world.cross_size) + " hosts (" +
         std::to_string(options.world.local_size) + " of " +
-        std::to_string(options.world.size) + " ranks on this one); use gloo or mpi");
+        std::to_string(options.world.size) +
+        " ranks on this one); use gloo or mpi");
   }
   ShmGroup::Options group_options;
   group_options.rank = options.world.rank;
@@ -277,10 +280,12 @@ StatusOr<std::unique_ptr<Backend>> CreateShmBackend(
   StatusOr<std::unique_ptr<ShmGroup>> group =
       ShmGroup::Create(group_options, *store, options.store_prefix + "/");
   if (!group.ok()) {
-    return group.status().WithContext("rank " + std::to_string(options.world.rank) +
+    return group.status().WithContext("rank " +
+                                      std::to_string(options.world.rank) +
                                       " could not set up shared memory");
   }
-  return std::unique_ptr<Backend>(new ShmBackend(options.world, std::move(group).value()));
+  return std::unique_ptr<Backend>(
+      new ShmBackend(options.world, std::move(group).value()));
 }
 
 }  // namespace kolo

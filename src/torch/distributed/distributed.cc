@@ -7,10 +7,12 @@ namespace kolo::torch {
 namespace {
 
 Status CheckCpu(const std::string& name, const ::torch::Tensor& tensor) {
-  if (!tensor.defined()) return InvalidArgument("tensor '" + name + "' is undefined");
+  if (!tensor.defined())
+    return InvalidArgument("tensor '" + name + "' is undefined");
   if (!tensor.device().is_cpu()) {
-    return InvalidArgument("tensor '" + name + "' is on " + tensor.device().str() +
-                           "; kolo moves CPU tensors (copy it with .cpu() first)");
+    return InvalidArgument(
+        "tensor '" + name + "' is on " + tensor.device().str() +
+        "; kolo moves CPU tensors (copy it with .cpu() first)");
   }
   return Status::Ok();
 }
@@ -26,7 +28,9 @@ int64_t RowElements(const ::torch::Tensor& tensor) {
   return elements;
 }
 
-int64_t Rows(const ::torch::Tensor& tensor) { return tensor.dim() == 0 ? 1 : tensor.size(0); }
+int64_t Rows(const ::torch::Tensor& tensor) {
+  return tensor.dim() == 0 ? 1 : tensor.size(0);
+}
 
 // The optimizer-state key LibTorch uses for a parameter.
 std::string StateKey(const ::torch::Tensor& parameter) {
@@ -51,14 +55,16 @@ StatusOr<DataType> ToDataType(c10::ScalarType type) {
   }
 }
 
-TensorHandle::TensorHandle(Handle handle, ::torch::Tensor input, ::torch::Tensor output,
+TensorHandle::TensorHandle(Handle handle, ::torch::Tensor input,
+                           ::torch::Tensor output,
                            std::vector<int64_t> trailing_shape)
     : handle_(std::move(handle)),
       input_(std::move(input)),
       output_(std::move(output)),
       trailing_shape_(std::move(trailing_shape)) {}
 
-StatusOr<::torch::Tensor> TensorHandle::Wait(std::chrono::milliseconds timeout) const {
+StatusOr<::torch::Tensor> TensorHandle::Wait(
+    std::chrono::milliseconds timeout) const {
   KOLO_RETURN_IF_ERROR(handle_.Wait(timeout));
   if (output_.defined()) return output_;
   // The runtime allocated the result: give it the input's row shape.
@@ -70,41 +76,49 @@ StatusOr<::torch::Tensor> TensorHandle::Wait(std::chrono::milliseconds timeout) 
   std::vector<int64_t> shape = {row == 0 ? 0 : elements / row};
   shape.insert(shape.end(), trailing_shape_.begin(), trailing_shape_.end());
   ::torch::Tensor result = ::torch::empty(shape, input_.options());
-  if (!bytes.empty()) std::memcpy(result.data_ptr(), bytes.data(), bytes.size());
+  if (!bytes.empty())
+    std::memcpy(result.data_ptr(), bytes.data(), bytes.size());
   return result;
 }
 
-StatusOr<TensorHandle> AllreduceAsync(const std::string& name, const ::torch::Tensor& tensor,
+StatusOr<TensorHandle> AllreduceAsync(const std::string& name,
+                                      const ::torch::Tensor& tensor,
                                       ReduceOp op) {
   KOLO_RETURN_IF_ERROR(CheckCpu(name, tensor));
   KOLO_ASSIGN_OR_RETURN(DataType type, ToDataType(tensor.scalar_type()));
   ::torch::Tensor input = tensor.contiguous();
   ::torch::Tensor output = ::torch::empty_like(input);
-  KOLO_ASSIGN_OR_RETURN(Handle handle, EnqueueAllreduce(name, input.data_ptr(), output.data_ptr(),
-                                                        input.numel(), type, op));
+  KOLO_ASSIGN_OR_RETURN(
+      Handle handle, EnqueueAllreduce(name, input.data_ptr(), output.data_ptr(),
+                                      input.numel(), type, op));
   return TensorHandle(std::move(handle), input, output, {});
 }
 
-StatusOr<TensorHandle> AllgatherAsync(const std::string& name, const ::torch::Tensor& tensor) {
+StatusOr<TensorHandle> AllgatherAsync(const std::string& name,
+                                      const ::torch::Tensor& tensor) {
   KOLO_RETURN_IF_ERROR(CheckCpu(name, tensor));
   KOLO_ASSIGN_OR_RETURN(DataType type, ToDataType(tensor.scalar_type()));
   ::torch::Tensor input = tensor.contiguous();
-  KOLO_ASSIGN_OR_RETURN(Handle handle,
-                        EnqueueAllgather(name, input.data_ptr(), input.numel(), type));
-  return TensorHandle(std::move(handle), input, ::torch::Tensor(), Trailing(input));
+  KOLO_ASSIGN_OR_RETURN(Handle handle, EnqueueAllgather(name, input.data_ptr(),
+                                                        input.numel(), type));
+  return TensorHandle(std::move(handle), input, ::torch::Tensor(),
+                      Trailing(input));
 }
 
-StatusOr<TensorHandle> BroadcastAsync(const std::string& name, const ::torch::Tensor& tensor,
+StatusOr<TensorHandle> BroadcastAsync(const std::string& name,
+                                      const ::torch::Tensor& tensor,
                                       int32_t root) {
   KOLO_RETURN_IF_ERROR(CheckCpu(name, tensor));
   KOLO_ASSIGN_OR_RETURN(DataType type, ToDataType(tensor.scalar_type()));
   ::torch::Tensor buffer = tensor.clone(at::MemoryFormat::Contiguous);
-  KOLO_ASSIGN_OR_RETURN(Handle handle, EnqueueBroadcast(name, buffer.data_ptr(), buffer.numel(),
-                                                        type, root));
+  KOLO_ASSIGN_OR_RETURN(
+      Handle handle,
+      EnqueueBroadcast(name, buffer.data_ptr(), buffer.numel(), type, root));
   return TensorHandle(std::move(handle), buffer, buffer, {});
 }
 
-StatusOr<TensorHandle> AlltoallAsync(const std::string& name, const ::torch::Tensor& tensor,
+StatusOr<TensorHandle> AlltoallAsync(const std::string& name,
+                                     const ::torch::Tensor& tensor,
                                      std::vector<int64_t> splits) {
   KOLO_RETURN_IF_ERROR(CheckCpu(name, tensor));
   KOLO_ASSIGN_OR_RETURN(DataType type, ToDataType(tensor.scalar_type()));
@@ -114,65 +128,75 @@ StatusOr<TensorHandle> AlltoallAsync(const std::string& name, const ::torch::Ten
   if (splits.empty()) {
     if (rows % size != 0) {
       return InvalidArgument("tensor '" + name + "': " + std::to_string(rows) +
-                             " rows do not split evenly over " + std::to_string(size) +
-                             " ranks; pass splits");
+                             " rows do not split evenly over " +
+                             std::to_string(size) + " ranks; pass splits");
     }
     splits.assign(size, rows / size);
   }
   if (std::accumulate(splits.begin(), splits.end(), int64_t{0}) != rows) {
     return InvalidArgument("tensor '" + name + "': splits add up to " +
-                           std::to_string(std::accumulate(splits.begin(), splits.end(),
-                                                          int64_t{0})) +
+                           std::to_string(std::accumulate(
+                               splits.begin(), splits.end(), int64_t{0})) +
                            ", not its " + std::to_string(rows) + " rows");
   }
   const int64_t row = RowElements(input);
   std::vector<int64_t> counts;
   for (int64_t s : splits) counts.push_back(s * row);
-  KOLO_ASSIGN_OR_RETURN(Handle handle, EnqueueAlltoall(name, input.data_ptr(), counts, type));
-  return TensorHandle(std::move(handle), input, ::torch::Tensor(), Trailing(input));
+  KOLO_ASSIGN_OR_RETURN(Handle handle,
+                        EnqueueAlltoall(name, input.data_ptr(), counts, type));
+  return TensorHandle(std::move(handle), input, ::torch::Tensor(),
+                      Trailing(input));
 }
 
 StatusOr<TensorHandle> ReducescatterAsync(const std::string& name,
-                                          const ::torch::Tensor& tensor, ReduceOp op) {
+                                          const ::torch::Tensor& tensor,
+                                          ReduceOp op) {
   KOLO_RETURN_IF_ERROR(CheckCpu(name, tensor));
   KOLO_ASSIGN_OR_RETURN(DataType type, ToDataType(tensor.scalar_type()));
   ::torch::Tensor input = tensor.contiguous();
   if (Rows(input) % Size() != 0) {
-    return InvalidArgument("tensor '" + name + "': " + std::to_string(Rows(input)) +
-                           " rows do not split evenly over " + std::to_string(Size()) +
-                           " ranks");
+    return InvalidArgument(
+        "tensor '" + name + "': " + std::to_string(Rows(input)) +
+        " rows do not split evenly over " + std::to_string(Size()) + " ranks");
   }
-  KOLO_ASSIGN_OR_RETURN(Handle handle, EnqueueReducescatter(name, input.data_ptr(),
-                                                            input.numel(), type, op));
-  return TensorHandle(std::move(handle), input, ::torch::Tensor(), Trailing(input));
+  KOLO_ASSIGN_OR_RETURN(
+      Handle handle,
+      EnqueueReducescatter(name, input.data_ptr(), input.numel(), type, op));
+  return TensorHandle(std::move(handle), input, ::torch::Tensor(),
+                      Trailing(input));
 }
 
-StatusOr<::torch::Tensor> Allreduce(const ::torch::Tensor& tensor, const std::string& name,
-                                    ReduceOp op) {
+StatusOr<::torch::Tensor> Allreduce(const ::torch::Tensor& tensor,
+                                    const std::string& name, ReduceOp op) {
   KOLO_ASSIGN_OR_RETURN(TensorHandle handle, AllreduceAsync(name, tensor, op));
   return handle.Wait();
 }
 
-StatusOr<::torch::Tensor> Allgather(const ::torch::Tensor& tensor, const std::string& name) {
+StatusOr<::torch::Tensor> Allgather(const ::torch::Tensor& tensor,
+                                    const std::string& name) {
   KOLO_ASSIGN_OR_RETURN(TensorHandle handle, AllgatherAsync(name, tensor));
   return handle.Wait();
 }
 
-StatusOr<::torch::Tensor> Broadcast(const ::torch::Tensor& tensor, const std::string& name,
-                                    int32_t root) {
-  KOLO_ASSIGN_OR_RETURN(TensorHandle handle, BroadcastAsync(name, tensor, root));
+StatusOr<::torch::Tensor> Broadcast(const ::torch::Tensor& tensor,
+                                    const std::string& name, int32_t root) {
+  KOLO_ASSIGN_OR_RETURN(TensorHandle handle,
+                        BroadcastAsync(name, tensor, root));
   return handle.Wait();
 }
 
-StatusOr<::torch::Tensor> Alltoall(const ::torch::Tensor& tensor, const std::string& name,
+StatusOr<::torch::Tensor> Alltoall(const ::torch::Tensor& tensor,
+                                   const std::string& name,
                                    std::vector<int64_t> splits) {
-  KOLO_ASSIGN_OR_RETURN(TensorHandle handle, AlltoallAsync(name, tensor, std::move(splits)));
+  KOLO_ASSIGN_OR_RETURN(TensorHandle handle,
+                        AlltoallAsync(name, tensor, std::move(splits)));
   return handle.Wait();
 }
 
-StatusOr<::torch::Tensor> Reducescatter(const ::torch::Tensor& tensor, const std::string& name,
-                                        ReduceOp op) {
-  KOLO_ASSIGN_OR_RETURN(TensorHandle handle, ReducescatterAsync(name, tensor, op));
+StatusOr<::torch::Tensor> Reducescatter(const ::torch::Tensor& tensor,
+                                        const std::string& name, ReduceOp op) {
+  KOLO_ASSIGN_OR_RETURN(TensorHandle handle,
+                        ReducescatterAsync(name, tensor, op));
   return handle.Wait();
 }
 
@@ -181,11 +205,13 @@ StatusOr<::torch::Tensor> Reducescatter(const ::torch::Tensor& tensor, const std
 namespace {
 
 // Broadcasts every tensor of `named` and copies root's values into it.
-Status BroadcastInPlace(const std::vector<std::pair<std::string, ::torch::Tensor>>& named,
-                        int32_t root) {
+Status BroadcastInPlace(
+    const std::vector<std::pair<std::string, ::torch::Tensor>>& named,
+    int32_t root) {
   std::vector<TensorHandle> handles;
   for (const auto& [name, tensor] : named) {
-    KOLO_ASSIGN_OR_RETURN(TensorHandle h, BroadcastAsync(name, tensor.detach(), root));
+    KOLO_ASSIGN_OR_RETURN(TensorHandle h,
+                          BroadcastAsync(name, tensor.detach(), root));
     handles.push_back(std::move(h));
   }
   ::torch::NoGradGuard no_grad;
@@ -209,12 +235,14 @@ Status BroadcastParameters(::torch::nn::Module& module, int32_t root) {
   return BroadcastInPlace(named, root);
 }
 
-Status BroadcastOptimizerState(::torch::optim::Optimizer& optimizer, int32_t root) {
+Status BroadcastOptimizerState(::torch::optim::Optimizer& optimizer,
+                               int32_t root) {
   auto* sgd = dynamic_cast<::torch::optim::SGD*>(&optimizer);
   auto* adam = dynamic_cast<::torch::optim::Adam*>(&optimizer);
   auto* adamw = dynamic_cast<::torch::optim::AdamW*>(&optimizer);
   if (sgd == nullptr && adam == nullptr && adamw == nullptr) {
-    return InvalidArgument("BroadcastOptimizerState supports SGD, Adam and AdamW");
+    return InvalidArgument(
+        "BroadcastOptimizerState supports SGD, Adam and AdamW");
   }
   std::vector<::torch::Tensor> parameters;
   for (auto& group : optimizer.param_groups()) {
@@ -222,12 +250,13 @@ Status BroadcastOptimizerState(::torch::optim::Optimizer& optimizer, int32_t roo
   }
   auto& state = optimizer.state();
   // Which parameters have state on root; ranks follow root.
-  ::torch::Tensor has_state = ::torch::zeros({static_cast<int64_t>(parameters.size())},
-                                             ::torch::kInt64);
+  ::torch::Tensor has_state = ::torch::zeros(
+      {static_cast<int64_t>(parameters.size())}, ::torch::kInt64);
   for (size_t i = 0; i < parameters.size(); ++i) {
     has_state[i] = state.count(StateKey(parameters[i])) ? 1 : 0;
   }
-  KOLO_ASSIGN_OR_RETURN(has_state, Broadcast(has_state, "kolo.optimizer.has_state", root));
+  KOLO_ASSIGN_OR_RETURN(has_state,
+                        Broadcast(has_state, "kolo.optimizer.has_state", root));
 
   std::vector<std::pair<std::string, ::torch::Tensor>> named;
   ::torch::NoGradGuard no_grad;
@@ -243,7 +272,8 @@ Status BroadcastOptimizerState(::torch::optim::Optimizer& optimizer, int32_t roo
         state[key] = std::move(fresh);
       }
       auto& s = static_cast<::torch::optim::SGDParamState&>(*state[key]);
-      if (!s.momentum_buffer().defined()) s.momentum_buffer(::torch::zeros_like(p));
+      if (!s.momentum_buffer().defined())
+        s.momentum_buffer(::torch::zeros_like(p));
       named.emplace_back(prefix + "momentum", s.momentum_buffer());
       continue;
     }
@@ -259,18 +289,24 @@ Status BroadcastOptimizerState(::torch::optim::Optimizer& optimizer, int32_t roo
       auto& s = static_cast<State&>(*state[key]);
       named.emplace_back(prefix + "exp_avg", s.exp_avg());
       named.emplace_back(prefix + "exp_avg_sq", s.exp_avg_sq());
-      if (s.max_exp_avg_sq().defined()) named.emplace_back(prefix + "max_exp_avg_sq", s.max_exp_avg_sq());
+      if (s.max_exp_avg_sq().defined())
+        named.emplace_back(prefix + "max_exp_avg_sq", s.max_exp_avg_sq());
       ::torch::Tensor step = ::torch::full({1}, s.step(), ::torch::kInt64);
       return step;
     };
-    ::torch::Tensor step = adam != nullptr
-                               ? broadcast_adam_like(static_cast<::torch::optim::AdamParamState*>(nullptr))
-                               : broadcast_adam_like(static_cast<::torch::optim::AdamWParamState*>(nullptr));
+    ::torch::Tensor step =
+        adam != nullptr
+            ? broadcast_adam_like(
+                  static_cast<::torch::optim::AdamParamState*>(nullptr))
+            : broadcast_adam_like(
+                  static_cast<::torch::optim::AdamWParamState*>(nullptr));
     KOLO_ASSIGN_OR_RETURN(step, Broadcast(step, prefix + "step", root));
     if (adam != nullptr) {
-      static_cast<::torch::optim::AdamParamState&>(*state[key]).step(step.item<int64_t>());
+      static_cast<::torch::optim::AdamParamState&>(*state[key])
+          .step(step.item<int64_t>());
     } else {
-      static_cast<::torch::optim::AdamWParamState&>(*state[key]).step(step.item<int64_t>());
+      static_cast<::torch::optim::AdamWParamState&>(*state[key])
+          .step(step.item<int64_t>());
     }
   }
   return BroadcastInPlace(named, root);
@@ -278,7 +314,8 @@ Status BroadcastOptimizerState(::torch::optim::Optimizer& optimizer, int32_t roo
 
 StatusOr<double> AverageMetric(double value, const std::string& name) {
   ::torch::Tensor t = ::torch::full({1}, value, ::torch::kFloat64);
-  KOLO_ASSIGN_OR_RETURN(::torch::Tensor mean, Allreduce(t, name, ReduceOp::kAverage));
+  KOLO_ASSIGN_OR_RETURN(::torch::Tensor mean,
+                        Allreduce(t, name, ReduceOp::kAverage));
   return mean.item<double>();
 }
 
@@ -289,16 +326,16 @@ struct DistributedOptimizer::Parameter {
   ::torch::Tensor tensor;
   int32_t passes_seen = 0;  // hook calls since the last step
   Bucket* bucket = nullptr;
-  int64_t offset = 0;       // where its elements start in the bucket
-  bool collected = false;   // this step's gradient is in the bucket
+  int64_t offset = 0;      // where its elements start in the bucket
+  bool collected = false;  // this step's gradient is in the bucket
 };
 
 struct DistributedOptimizer::Bucket {
-  std::string name;                 // the same on every rank
+  std::string name;  // the same on every rank
   std::vector<Parameter*> members;
-  ::torch::Tensor gradients;        // float32, the members' gradients end to end
-  int32_t collected = 0;            // members collected this step
-  TensorHandle handle;              // the outstanding allreduce, if any
+  ::torch::Tensor gradients;  // float32, the members' gradients end to end
+  int32_t collected = 0;      // members collected this step
+  TensorHandle handle;        // the outstanding allreduce, if any
   bool enqueued = false;
 };
 
@@ -325,7 +362,8 @@ DistributedOptimizer::DistributedOptimizer(
   auto close = [this](std::unique_ptr<Bucket> bucket, int64_t elements) {
     const std::string& first = bucket->members.front()->name;
     const std::string& last = bucket->members.back()->name;
-    bucket->name = "kolo.grad." + first + (bucket->members.size() > 1 ? ".." + last : "");
+    bucket->name =
+        "kolo.grad." + first + (bucket->members.size() > 1 ? ".." + last : "");
     bucket->gradients = ::torch::zeros({elements}, ::torch::kFloat32);
     buckets_.push_back(std::move(bucket));
   };
@@ -337,7 +375,8 @@ DistributedOptimizer::DistributedOptimizer(
     p.offset = elements;
     bucket->members.push_back(&p);
     elements += p.tensor.numel();
-    if (elements * static_cast<int64_t>(sizeof(float)) >= options_.bucket_bytes) {
+    if (elements * static_cast<int64_t>(sizeof(float)) >=
+        options_.bucket_bytes) {
       close(std::move(bucket), elements);
       bucket = std::make_unique<Bucket>();
       elements = 0;
@@ -353,25 +392,29 @@ DistributedOptimizer::~DistributedOptimizer() {
   }
 }
 
-void DistributedOptimizer::OnGradient(Parameter& parameter, const ::torch::Tensor& grad) {
+void DistributedOptimizer::OnGradient(Parameter& parameter,
+                                      const ::torch::Tensor& grad) {
   if (alone_) return;
   ++parameter.passes_seen;
   if (parameter.passes_seen < options_.backward_passes_per_step) return;
   // The last pass of a step: what .grad will hold once autograd adds this
   // pass's gradient to what the earlier passes left there.
   ::torch::Tensor sum = grad.detach();
-  if (parameter.tensor.grad().defined()) sum = sum + parameter.tensor.grad().detach();
+  if (parameter.tensor.grad().defined())
+    sum = sum + parameter.tensor.grad().detach();
   Status status = Collect(parameter, sum);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!status.ok() && hook_error_.ok()) hook_error_ = status;
 }
 
-Status DistributedOptimizer::Collect(Parameter& parameter, const ::torch::Tensor& gradient_sum) {
+Status DistributedOptimizer::Collect(Parameter& parameter,
+                                     const ::torch::Tensor& gradient_sum) {
   Bucket& bucket = *parameter.bucket;
   bucket.gradients.narrow(0, parameter.offset, parameter.tensor.numel())
       .copy_(gradient_sum.reshape({-1}));
   parameter.collected = true;
-  if (++bucket.collected < static_cast<int32_t>(bucket.members.size())) return Status::Ok();
+  if (++bucket.collected < static_cast<int32_t>(bucket.members.size()))
+    return Status::Ok();
   return Enqueue(bucket);
 }
 
@@ -384,13 +427,16 @@ Status DistributedOptimizer::Enqueue(Bucket& bucket) {
     wire.div_(options_.gradient_predivide_factor);
     op = ReduceOp::kSum;
   }
-  if (options_.compression == Compression::kFloat16) wire = wire.to(::torch::kFloat16);
-  if (options_.compression == Compression::kBFloat16) wire = wire.to(::torch::kBFloat16);
+  if (options_.compression == Compression::kFloat16)
+    wire = wire.to(::torch::kFloat16);
+  if (options_.compression == Compression::kBFloat16)
+    wire = wire.to(::torch::kBFloat16);
   KOLO_ASSIGN_OR_RETURN(bucket.handle, AllreduceAsync(bucket.name, wire, op));
   bucket.enqueued = true;
   std::lock_guard<std::mutex> lock(mutex_);
   const auto now = std::chrono::steady_clock::now();
-  if (first_enqueue_ == std::chrono::steady_clock::time_point() || first_enqueue_ > now) {
+  if (first_enqueue_ == std::chrono::steady_clock::time_point() ||
+      first_enqueue_ > now) {
     first_enqueue_ = now;
   }
   last_enqueue_ = now;
@@ -441,8 +487,9 @@ Status DistributedOptimizer::Step() {
   for (auto& b : buckets_) {
     const auto wait_start = std::chrono::steady_clock::now();
     StatusOr<::torch::Tensor> reduced = b->handle.Wait();
-    wait_seconds_ +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+    wait_seconds_ += std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - wait_start)
+                         .count();
     b->enqueued = false;
     b->collected = 0;
     if (!reduced.ok()) {
@@ -474,7 +521,8 @@ Status DistributedOptimizer::Step() {
 
 void DistributedOptimizer::ZeroGrad() { optimizer_.zero_grad(); }
 
-std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>
+std::pair<std::chrono::steady_clock::time_point,
+          std::chrono::steady_clock::time_point>
 DistributedOptimizer::last_enqueue_window() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return {first_enqueue_, last_enqueue_};

@@ -20,7 +20,8 @@ BackendOptions OptionsFor(int32_t rank, int32_t size) {
   options.world.local_rank = rank;
   options.world.local_size = size;
   options.store_prefix = "shm-test";
-  options.shm_area_bytes = 4096;  // small areas: every call below takes many rounds
+  options.shm_area_bytes =
+      4096;  // small areas: every call below takes many rounds
   options.timeout = std::chrono::milliseconds(10000);
   return options;
 }
@@ -29,8 +30,10 @@ BackendOptions OptionsFor(int32_t rank, int32_t size) {
 // reducescatter and alltoallv over buffers many areas long, at 2 and 3
 // ranks; element i of rank r is r + i % 1000.
 TEST(ShmBackendTest, CollectivesSpanningManyAreasAreExact) {
-  for (const auto& world_and_count : {std::pair<int32_t, int64_t>{2, 15000}, {2, 30000},
-                                      {3, 15000}, {3, 30000}}) {  // divisible by 2 and 3
+  for (const auto& world_and_count : {std::pair<int32_t, int64_t>{2, 15000},
+                                      {2, 30000},
+                                      {3, 15000},
+                                      {3, 30000}}) {  // divisible by 2 and 3
     const int32_t size = world_and_count.first;
     const int64_t kCount = world_and_count.second;
     auto store = std::make_shared<MemoryStore>();
@@ -44,26 +47,34 @@ TEST(ShmBackendTest, CollectivesSpanningManyAreasAreExact) {
           return;
         }
         std::vector<float> data(kCount);
-        for (int64_t i = 0; i < kCount; ++i) data[i] = static_cast<float>(rank + i % 1000);
+        for (int64_t i = 0; i < kCount; ++i)
+          data[i] = static_cast<float>(rank + i % 1000);
         std::vector<float> sum(kCount);
-        if (!(*backend)->Allreduce(data.data(), sum.data(), kCount, DataType::kFloat32,
-                                   ReduceOp::kSum).ok()) {
+        if (!(*backend)
+                 ->Allreduce(data.data(), sum.data(), kCount,
+                             DataType::kFloat32, ReduceOp::kSum)
+                 .ok()) {
           ++wrong[rank];
           return;
         }
         const float ranks = static_cast<float>(size * (size - 1) / 2);
         for (int64_t i = 0; i < kCount; ++i) {
-          if (sum[i] != ranks + size * static_cast<float>(i % 1000)) ++wrong[rank];
+          if (sum[i] != ranks + size * static_cast<float>(i % 1000))
+            ++wrong[rank];
         }
         const int64_t block = kCount / size;
         std::vector<float> mine(block);
-        if (!(*backend)->Reducescatter(data.data(), mine.data(), block, DataType::kFloat32,
-                                       ReduceOp::kMax).ok()) {
+        if (!(*backend)
+                 ->Reducescatter(data.data(), mine.data(), block,
+                                 DataType::kFloat32, ReduceOp::kMax)
+                 .ok()) {
           ++wrong[rank];
           return;
         }
         for (int64_t i = 0; i < block; ++i) {
-          if (mine[i] != static_cast<float>(size - 1 + (rank * block + i) % 1000)) ++wrong[rank];
+          if (mine[i] !=
+              static_cast<float>(size - 1 + (rank * block + i) % 1000))
+            ++wrong[rank];
         }
         // Rank r sends rank d (d + 1) * 1000 + r elements, all equal to r.
         std::vector<int64_t> send_counts(size), recv_counts(size);
@@ -72,10 +83,14 @@ TEST(ShmBackendTest, CollectivesSpanningManyAreasAreExact) {
           recv_counts[d] = (rank + 1) * 1000 + d;
         }
         std::vector<int32_t> out_buffer, in_buffer;
-        for (int32_t d = 0; d < size; ++d) in_buffer.insert(in_buffer.end(), send_counts[d], rank);
-        for (int32_t d = 0; d < size; ++d) out_buffer.resize(out_buffer.size() + recv_counts[d]);
-        if (!(*backend)->Alltoallv(in_buffer.data(), send_counts, out_buffer.data(), recv_counts,
-                                   DataType::kInt32).ok()) {
+        for (int32_t d = 0; d < size; ++d)
+          in_buffer.insert(in_buffer.end(), send_counts[d], rank);
+        for (int32_t d = 0; d < size; ++d)
+          out_buffer.resize(out_buffer.size() + recv_counts[d]);
+        if (!(*backend)
+                 ->Alltoallv(in_buffer.data(), send_counts, out_buffer.data(),
+                             recv_counts, DataType::kInt32)
+                 .ok()) {
           ++wrong[rank];
           return;
         }
@@ -100,7 +115,8 @@ TEST(ShmBackendTest, AJobAcrossHostsIsRefused) {
   ASSERT_FALSE(backend.ok());
   EXPECT_EQ(backend.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(backend.status().message(),
-              ::testing::HasSubstr("needs every rank on one host, but this job spans 2 hosts"));
+              ::testing::HasSubstr(
+                  "needs every rank on one host, but this job spans 2 hosts"));
 }
 
 }  // namespace

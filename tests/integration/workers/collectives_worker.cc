@@ -27,32 +27,41 @@ int Matrix(const std::vector<int64_t>& counts) {
   std::string report;
   for (kolo::DataType type : kolo::AllDataTypes()) {
     for (int64_t count : counts) {
-      report += kolo::testing::RunCollectiveMatrix(api, kolo::World(), type, count).Summary();
+      report +=
+          kolo::testing::RunCollectiveMatrix(api, kolo::World(), type, count)
+              .Summary();
       ++cases;
     }
   }
   if (!report.empty()) {
-    std::fprintf(stderr, "rank %d: wrong results:\n%s", kolo::Rank(), report.c_str());
+    std::fprintf(stderr, "rank %d: wrong results:\n%s", kolo::Rank(),
+                 report.c_str());
     return 1;
   }
-  std::printf("rank %d of %d (%s): all collectives correct in %d type/count cases\n",
-              kolo::Rank(), kolo::Size(), kolo::BackendName(kolo::ActiveBackend()), cases);
-  std::printf("rank %d: host %d of %d, local rank %d of %d, hierarchical allreduce %s\n",
-              kolo::Rank(), kolo::CrossRank(), kolo::CrossSize(), kolo::LocalRank(),
-              kolo::LocalSize(), kolo::HierarchicalAllreduce() ? "on" : "off");
+  std::printf(
+      "rank %d of %d (%s): all collectives correct in %d type/count cases\n",
+      kolo::Rank(), kolo::Size(), kolo::BackendName(kolo::ActiveBackend()),
+      cases);
+  std::printf(
+      "rank %d: host %d of %d, local rank %d of %d, hierarchical allreduce "
+      "%s\n",
+      kolo::Rank(), kolo::CrossRank(), kolo::CrossSize(), kolo::LocalRank(),
+      kolo::LocalSize(), kolo::HierarchicalAllreduce() ? "on" : "off");
   return 0;
 }
 
 int Mismatch() {
   std::vector<float> data(16, 1.0f);
   const int64_t count = kolo::Rank() == 1 ? 12 : 10;
-  kolo::Status s = kolo::Allreduce(data.data(), data.data(), count, kolo::DataType::kFloat32,
-                                   kolo::ReduceOp::kSum);
+  kolo::Status s =
+      kolo::Allreduce(data.data(), data.data(), count, kolo::DataType::kFloat32,
+                      kolo::ReduceOp::kSum);
   std::printf("rank %d: %s\n", kolo::Rank(), s.ToString().c_str());
   if (s.code() != kolo::StatusCode::kMismatch) return 1;
   // Every rank saw the same error, so the job can carry on.
   float x = 1.0f;
-  s = kolo::Allreduce(&x, &x, 1, kolo::DataType::kFloat32, kolo::ReduceOp::kSum);
+  s = kolo::Allreduce(&x, &x, 1, kolo::DataType::kFloat32,
+                      kolo::ReduceOp::kSum);
   if (!s.ok() || x != static_cast<float>(kolo::Size())) return 1;
   std::printf("rank %d: recovered after the mismatch\n", kolo::Rank());
   return 0;
@@ -62,10 +71,12 @@ int Die() {
   std::vector<float> data(1 << 16, 1.0f);
   for (int step = 0; step < 50; ++step) {
     if (step == 2 && kolo::Rank() == 1) raise(SIGKILL);
-    kolo::Status s = kolo::Allreduce(data.data(), data.data(), data.size(),
-                                     kolo::DataType::kFloat32, kolo::ReduceOp::kAverage);
+    kolo::Status s =
+        kolo::Allreduce(data.data(), data.data(), data.size(),
+                        kolo::DataType::kFloat32, kolo::ReduceOp::kAverage);
     if (!s.ok()) {
-      std::fprintf(stderr, "rank %d: step %d: %s\n", kolo::Rank(), step, s.ToString().c_str());
+      std::fprintf(stderr, "rank %d: step %d: %s\n", kolo::Rank(), step,
+                   s.ToString().c_str());
       return 3;
     }
   }
@@ -76,12 +87,14 @@ int Die() {
 // rank 0's next call must fail naming it.
 int DieBetweenCalls() {
   float x = 1.0f;
-  kolo::Status s = kolo::Allreduce(&x, &x, 1, kolo::DataType::kFloat32, kolo::ReduceOp::kSum);
+  kolo::Status s = kolo::Allreduce(&x, &x, 1, kolo::DataType::kFloat32,
+                                   kolo::ReduceOp::kSum);
   if (!s.ok() || x != 2.0f) return 1;
   usleep(200 * 1000);
   if (kolo::Rank() == 1) raise(SIGKILL);
   usleep(1000 * 1000);
-  s = kolo::Allreduce(&x, &x, 1, kolo::DataType::kFloat32, kolo::ReduceOp::kSum);
+  s = kolo::Allreduce(&x, &x, 1, kolo::DataType::kFloat32,
+                      kolo::ReduceOp::kSum);
   std::fprintf(stderr, "rank %d: %s\n", kolo::Rank(), s.ToString().c_str());
   return s.ok() ? 1 : 3;
 }
@@ -92,7 +105,8 @@ int DieBetweenCalls() {
 int Hang(bool freeze, bool after_a_call) {
   if (after_a_call) {
     float warm = 1.0f;
-    kolo::Status s = kolo::Allreduce(&warm, &warm, 1, kolo::DataType::kFloat32, kolo::ReduceOp::kSum);
+    kolo::Status s = kolo::Allreduce(&warm, &warm, 1, kolo::DataType::kFloat32,
+                                     kolo::ReduceOp::kSum);
     if (!s.ok() || warm != 2.0f) return 1;
     // Both ranks' runtimes lease in the tick that ran it.
     usleep(200 * 1000);
@@ -103,7 +117,8 @@ int Hang(bool freeze, bool after_a_call) {
     return 0;
   }
   float x = 1.0f;
-  kolo::Status s = kolo::Allreduce(&x, &x, 1, kolo::DataType::kFloat32, kolo::ReduceOp::kSum);
+  kolo::Status s = kolo::Allreduce(&x, &x, 1, kolo::DataType::kFloat32,
+                                   kolo::ReduceOp::kSum);
   std::fprintf(stderr, "rank %d: %s\n", kolo::Rank(), s.ToString().c_str());
   return s.ok() ? 1 : 3;
 }
@@ -112,15 +127,18 @@ int Reinit() {
   for (int round = 0; round < 3; ++round) {
     if (round > 0) {
       if (kolo::Status s = kolo::Init(); !s.ok()) {
-        std::fprintf(stderr, "round %d: init: %s\n", round, s.ToString().c_str());
+        std::fprintf(stderr, "round %d: init: %s\n", round,
+                     s.ToString().c_str());
         return 1;
       }
     }
     float x = static_cast<float>(kolo::Rank() + round);
-    kolo::Status s = kolo::Allreduce(&x, &x, 1, kolo::DataType::kFloat32, kolo::ReduceOp::kSum);
+    kolo::Status s = kolo::Allreduce(&x, &x, 1, kolo::DataType::kFloat32,
+                                     kolo::ReduceOp::kSum);
     const int32_t n = kolo::Size();
     if (!s.ok() || x != static_cast<float>(n * (n - 1) / 2 + n * round)) {
-      std::fprintf(stderr, "round %d: %s, got %g\n", round, s.ToString().c_str(), x);
+      std::fprintf(stderr, "round %d: %s, got %g\n", round,
+                   s.ToString().c_str(), x);
       return 1;
     }
     if (round < 2) {
@@ -135,8 +153,10 @@ int Reinit() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: collectives_worker matrix|mismatch|die|hang|freeze|"
-                 "hang-after-a-call|freeze-after-a-call|die-between-calls|reinit [counts...]\n");
+    std::fprintf(stderr,
+                 "usage: collectives_worker matrix|mismatch|die|hang|freeze|"
+                 "hang-after-a-call|freeze-after-a-call|die-between-calls|"
+                 "reinit [counts...]\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -161,13 +181,15 @@ int main(int argc, char** argv) {
     code = Hang(scenario == "freeze", false);
   } else if (scenario == "die-between-calls") {
     code = DieBetweenCalls();
-  } else if (scenario == "hang-after-a-call" || scenario == "freeze-after-a-call") {
+  } else if (scenario == "hang-after-a-call" ||
+             scenario == "freeze-after-a-call") {
     code = Hang(scenario == "freeze-after-a-call", true);
   }
   if (code == 0) {
     kolo::Status down = kolo::Shutdown();
     if (!down.ok()) {
-      std::fprintf(stderr, "rank %d: shutdown: %s\n", kolo::Rank(), down.ToString().c_str());
+      std::fprintf(stderr, "rank %d: shutdown: %s\n", kolo::Rank(),
+                   down.ToString().c_str());
       return 1;
     }
   }

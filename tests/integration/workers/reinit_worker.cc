@@ -46,15 +46,17 @@ struct Resources {
   int fds = 0;
   int shm_mappings = 0;
   std::string ToString() const {
-    return "threads " + std::to_string(threads) + ", fds " + std::to_string(fds) +
-           ", shm mappings " + std::to_string(shm_mappings);
+    return "threads " + std::to_string(threads) + ", fds " +
+           std::to_string(fds) + ", shm mappings " +
+           std::to_string(shm_mappings);
   }
 };
 
 Resources Measure() {
   // opendir itself holds one descriptor while counting; it is the same in
   // every measurement.
-  return {CountEntries("/proc/self/task"), CountEntries("/proc/self/fd"), CountShmMappings()};
+  return {CountEntries("/proc/self/task"), CountEntries("/proc/self/fd"),
+          CountShmMappings()};
 }
 
 int Fail(int cycle, const std::string& what) {
@@ -66,9 +68,12 @@ int Fail(int cycle, const std::string& what) {
 // engine and runtime than the one before.
 kolo::InitOptions CycleOptions(kolo::InitOptions options, int cycle,
                                const std::string& timeline) {
-  options.engine.backend = cycle % 2 == 0 ? kolo::BackendKind::kShm : kolo::BackendKind::kGloo;
-  options.runtime.cycle_time = std::chrono::microseconds(cycle % 3 == 0 ? 500 : 2000);
-  options.runtime.fusion_threshold_bytes = cycle % 4 == 1 ? 0 : int64_t{1} << (16 + cycle % 5);
+  options.engine.backend =
+      cycle % 2 == 0 ? kolo::BackendKind::kShm : kolo::BackendKind::kGloo;
+  options.runtime.cycle_time =
+      std::chrono::microseconds(cycle % 3 == 0 ? 500 : 2000);
+  options.runtime.fusion_threshold_bytes =
+      cycle % 4 == 1 ? 0 : int64_t{1} << (16 + cycle % 5);
   options.runtime.cache_capacity = cycle % 3 == 2 ? 0 : 64;
   options.direct_path.enabled = cycle % 4 != 3;
   options.timeline.path = timeline;
@@ -79,28 +84,32 @@ kolo::InitOptions CycleOptions(kolo::InitOptions options, int cycle,
 kolo::Status RunRound(int cycle) {
   const int32_t rank = kolo::Rank();
   const int32_t size = kolo::Size();
-  const float expected = static_cast<float>(size * (size - 1) / 2 + size * cycle);
+  const float expected =
+      static_cast<float>(size * (size - 1) / 2 + size * cycle);
   std::vector<float> data(1000 + cycle, static_cast<float>(rank + cycle));
   KOLO_RETURN_IF_ERROR(kolo::Allreduce(data.data(), data.data(), data.size(),
-                                       kolo::DataType::kFloat32, kolo::ReduceOp::kSum));
+                                       kolo::DataType::kFloat32,
+                                       kolo::ReduceOp::kSum));
   for (float v : data) {
     if (v != expected) {
-      return kolo::Internal("blocking allreduce gave " + std::to_string(v) + ", expected " +
-                            std::to_string(expected));
+      return kolo::Internal("blocking allreduce gave " + std::to_string(v) +
+                            ", expected " + std::to_string(expected));
     }
   }
   std::vector<int64_t> a(17, rank), b(33, 2 * rank);
-  KOLO_ASSIGN_OR_RETURN(kolo::Handle ha,
-                        kolo::EnqueueAllreduce("a", a.data(), a.data(), a.size(),
-                                               kolo::DataType::kInt64, kolo::ReduceOp::kSum));
-  KOLO_ASSIGN_OR_RETURN(kolo::Handle hb,
-                        kolo::EnqueueAllreduce("b", b.data(), b.data(), b.size(),
-                                               kolo::DataType::kInt64, kolo::ReduceOp::kMax));
+  KOLO_ASSIGN_OR_RETURN(
+      kolo::Handle ha,
+      kolo::EnqueueAllreduce("a", a.data(), a.data(), a.size(),
+                             kolo::DataType::kInt64, kolo::ReduceOp::kSum));
+  KOLO_ASSIGN_OR_RETURN(
+      kolo::Handle hb,
+      kolo::EnqueueAllreduce("b", b.data(), b.data(), b.size(),
+                             kolo::DataType::kInt64, kolo::ReduceOp::kMax));
   KOLO_RETURN_IF_ERROR(ha.Wait());
   KOLO_RETURN_IF_ERROR(hb.Wait());
   if (a[16] != size * (size - 1) / 2 || b[32] != 2 * (size - 1)) {
-    return kolo::Internal("named allreduces gave " + std::to_string(a[16]) + " and " +
-                          std::to_string(b[32]));
+    return kolo::Internal("named allreduces gave " + std::to_string(a[16]) +
+                          " and " + std::to_string(b[32]));
   }
   return kolo::Barrier();
 }
@@ -114,7 +123,8 @@ int main(int argc, char** argv) {
   }
   const int cycles = std::atoi(argv[1]);
   const std::string timeline = argc > 2 ? argv[2] : "";
-  kolo::StatusOr<kolo::InitOptions> from_env = kolo::InitOptions::FromEnvironment();
+  kolo::StatusOr<kolo::InitOptions> from_env =
+      kolo::InitOptions::FromEnvironment();
   if (!from_env.ok()) return Fail(0, from_env.status().ToString());
   Resources after_first;
   for (int cycle = 0; cycle < cycles; ++cycle) {
@@ -122,8 +132,10 @@ int main(int argc, char** argv) {
     kolo::Status s = kolo::Init(options);
     if (!s.ok()) return Fail(cycle, "Init: " + s.ToString());
     if (kolo::ActiveBackend() != options.engine.backend) {
-      return Fail(cycle, std::string("runs on ") + kolo::BackendName(kolo::ActiveBackend()) +
-                             ", asked for " + kolo::BackendName(options.engine.backend));
+      return Fail(cycle, std::string("runs on ") +
+                             kolo::BackendName(kolo::ActiveBackend()) +
+                             ", asked for " +
+                             kolo::BackendName(options.engine.backend));
     }
     s = RunRound(cycle);
     if (!s.ok()) return Fail(cycle, s.ToString());
@@ -136,10 +148,12 @@ int main(int argc, char** argv) {
     if (cycle == 0) after_first = Measure();
     if (cycle == cycles - 1) {
       const Resources after_last = Measure();
-      if (after_last.threads > after_first.threads || after_last.fds > after_first.fds ||
+      if (after_last.threads > after_first.threads ||
+          after_last.fds > after_first.fds ||
           after_last.shm_mappings > after_first.shm_mappings) {
-        return Fail(cycle, "leaked: after the first cycle " + after_first.ToString() +
-                               "; after the last " + after_last.ToString());
+        return Fail(cycle, "leaked: after the first cycle " +
+                               after_first.ToString() + "; after the last " +
+                               after_last.ToString());
       }
       std::printf("rank %d: %d cycles clean (%s)\n", rank, cycles,
                   after_last.ToString().c_str());

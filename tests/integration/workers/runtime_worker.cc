@@ -45,8 +45,9 @@ int RandomOrder(int tensors) {
     const int64_t count = 1 + (i * 37) % 1000;
     data[i].resize(count * kolo::DataTypeSize(type));
     for (int64_t k = 0; k < count; ++k) {
-      kolo::testing::StoreValue(type, data[i].data(), k,
-                                kolo::testing::ReductionInput(ReduceOp::kSum, rank, size, k + i));
+      kolo::testing::StoreValue(
+          type, data[i].data(), k,
+          kolo::testing::ReductionInput(ReduceOp::kSum, rank, size, k + i));
     }
   }
   std::shuffle(order.begin(), order.end(), std::mt19937(1234 + rank));
@@ -56,9 +57,11 @@ int RandomOrder(int tensors) {
     for (size_t j = part; j < order.size(); j += 2) {
       const int i = order[j];
       const DataType type = types[i % types.size()];
-      const int64_t count = static_cast<int64_t>(data[i].size()) / kolo::DataTypeSize(type);
-      auto h = kolo::EnqueueAllreduce("tensor." + std::to_string(i), data[i].data(),
-                                      data[i].data(), count, type, ReduceOp::kSum);
+      const int64_t count =
+          static_cast<int64_t>(data[i].size()) / kolo::DataTypeSize(type);
+      auto h =
+          kolo::EnqueueAllreduce("tensor." + std::to_string(i), data[i].data(),
+                                 data[i].data(), count, type, ReduceOp::kSum);
       if (!h.ok()) {
         errors[part] = h.status().ToString();
         return;
@@ -74,22 +77,27 @@ int RandomOrder(int tensors) {
   }
   for (int i = 0; i < tensors; ++i) {
     kolo::Status s = handles[i].Wait(std::chrono::seconds(60));
-    if (!s.ok()) return Fail("tensor." + std::to_string(i) + ": " + s.ToString());
+    if (!s.ok())
+      return Fail("tensor." + std::to_string(i) + ": " + s.ToString());
     const DataType type = types[i % types.size()];
-    const int64_t count = static_cast<int64_t>(data[i].size()) / kolo::DataTypeSize(type);
+    const int64_t count =
+        static_cast<int64_t>(data[i].size()) / kolo::DataTypeSize(type);
     for (int64_t k = 0; k < count; ++k) {
       const double got = kolo::testing::Load(type, data[i].data(), k);
-      const double want = kolo::testing::ReductionExpected(ReduceOp::kSum, size, k + i);
+      const double want =
+          kolo::testing::ReductionExpected(ReduceOp::kSum, size, k + i);
       if (got != want) {
-        return Fail("tensor." + std::to_string(i) + " element " + std::to_string(k) + " is " +
-                    std::to_string(got) + ", expected " + std::to_string(want));
+        return Fail("tensor." + std::to_string(i) + " element " +
+                    std::to_string(k) + " is " + std::to_string(got) +
+                    ", expected " + std::to_string(want));
       }
     }
   }
   const kolo::RuntimeStats stats = kolo::GetRuntimeStats();
-  std::printf("rank %d: %d tensors correct (%lld collectives, %lld fused batches)\n", rank,
-              tensors, static_cast<long long>(stats.collectives),
-              static_cast<long long>(stats.fused_batches));
+  std::printf(
+      "rank %d: %d tensors correct (%lld collectives, %lld fused batches)\n",
+      rank, tensors, static_cast<long long>(stats.collectives),
+      static_cast<long long>(stats.fused_batches));
   return 0;
 }
 
@@ -100,10 +108,12 @@ int Steps(int steps, bool die) {
     if (die && step == steps / 2 && kolo::Rank() == 0) raise(SIGKILL);
     std::vector<kolo::Handle> handles;
     for (int t = 0; t < 3; ++t) {
-      std::fill(grads[t].begin(), grads[t].end(), static_cast<float>(kolo::Rank() + t));
-      auto h = kolo::EnqueueAllreduce(names[t], grads[t].data(), grads[t].data(),
-                                      static_cast<int64_t>(grads[t].size()), DataType::kFloat32,
-                                      ReduceOp::kSum);
+      std::fill(grads[t].begin(), grads[t].end(),
+                static_cast<float>(kolo::Rank() + t));
+      auto h =
+          kolo::EnqueueAllreduce(names[t], grads[t].data(), grads[t].data(),
+                                 static_cast<int64_t>(grads[t].size()),
+                                 DataType::kFloat32, ReduceOp::kSum);
       if (!h.ok()) return Fail(h.status().ToString());
       handles.push_back(*h);
     }
@@ -124,7 +134,8 @@ int Steps(int steps, bool die) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: runtime_worker random-order|steps|die-in-steps N\n");
+    std::fprintf(stderr,
+                 "usage: runtime_worker random-order|steps|die-in-steps N\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -138,7 +149,8 @@ int main(int argc, char** argv) {
   if (scenario == "steps") code = Steps(n, false);
   if (scenario == "die-in-steps") code = Steps(n, true);
   if (code == 0) {
-    if (kolo::Status s = kolo::Shutdown(); !s.ok()) return Fail("shutdown: " + s.ToString());
+    if (kolo::Status s = kolo::Shutdown(); !s.ok())
+      return Fail("shutdown: " + s.ToString());
   }
   return code;
 }

@@ -61,7 +61,8 @@ TEST(CollectivesTest, ContextSwitchesCountEveryThreadOfTheProcess) {
   // switches at least, counted for the process as a whole.
   const int64_t before = ProcessContextSwitches();
   std::thread sleeper([] {
-    for (int i = 0; i < 20; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int i = 0; i < 20; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
   });
   sleeper.join();
   EXPECT_GE(ProcessContextSwitches() - before, 20);
@@ -217,18 +218,10 @@ std::vector<std::vector<double>> Reference(
       const double v = send[r][index];
       switch (op) {
         case ReduceOp::kSum:
-        case ReduceOp::kAverage:
-          acc += v;
-          break;
-        case ReduceOp::kProduct:
-          acc *= v;
-          break;
-        case ReduceOp::kMin:
-          acc = std::min(acc, v);
-          break;
-        case ReduceOp::kMax:
-          acc = std::max(acc, v);
-          break;
+        case ReduceOp::kAverage: acc += v; break;
+        case ReduceOp::kProduct: acc *= v; break;
+        case ReduceOp::kMin: acc = std::min(acc, v); break;
+        case ReduceOp::kMax: acc = std::max(acc, v); break;
       }
     }
     // Every sum of the bench's inputs divides evenly, so truncation and

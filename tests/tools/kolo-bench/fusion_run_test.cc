@@ -29,7 +29,8 @@ constexpr int kTensors = 161;
 class FusionRunTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    KOLO_REQUIRE_OR_SKIP(GetParam() != "mpi" || OnPath("mpirun"), "mpirun on PATH (openmpi-bin)");
+    KOLO_REQUIRE_OR_SKIP(GetParam() != "mpi" || OnPath("mpirun"),
+                         "mpirun on PATH (openmpi-bin)");
   }
 };
 

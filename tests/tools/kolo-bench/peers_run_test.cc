@@ -48,7 +48,8 @@ void ExpectRowsRight(const nlohmann::json& rows, const std::string& engine) {
           << engine << " " << row["collective"] << " " << row["size"] << " "
           << placement;
       EXPECT_GT(row[placement]["time_us"].get<double>(), 0.0) << engine;
-      EXPECT_GE(row[placement]["switches_per_call"].get<double>(), 0.0) << engine;
+      EXPECT_GE(row[placement]["switches_per_call"].get<double>(), 0.0)
+          << engine;
     }
   }
 }

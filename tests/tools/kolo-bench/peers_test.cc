@@ -18,7 +18,8 @@ namespace kolo::bench {
 namespace {
 
 TEST(ListFlagTest, SplitsAtCommasTrimsAndDropsEmptyItems) {
-  EXPECT_EQ(SplitList("1, 2,,\t4 ,"), (std::vector<std::string>{"1", "2", "4"}));
+  EXPECT_EQ(SplitList("1, 2,,\t4 ,"),
+            (std::vector<std::string>{"1", "2", "4"}));
   EXPECT_EQ(SplitList("torch-ddp"), (std::vector<std::string>{"torch-ddp"}));
   EXPECT_TRUE(SplitList("").empty());
   EXPECT_TRUE(SplitList(" , ").empty());
@@ -130,8 +131,8 @@ TEST(ComparisonTest, SwitchesPerCallStandBesideEachEngine) {
   mpi.in_place.switches_per_call = 11.25;
   const std::vector<BackendKind> names = {BackendKind::kMpi,
                                           BackendKind::kGloo};
-  const std::vector<ComparisonRow> rows =
-      Compare({kolo}, {{BackendKind::kMpi, {mpi}}, {BackendKind::kGloo, {}}}, {});
+  const std::vector<ComparisonRow> rows = Compare(
+      {kolo}, {{BackendKind::kMpi, {mpi}}, {BackendKind::kGloo, {}}}, {});
   ASSERT_EQ(rows.size(), 1u);
   const Table table = SwitchesTable(names);
   const std::vector<std::string> cells = SwitchesCells(rows[0], names);

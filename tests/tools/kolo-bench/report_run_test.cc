@@ -287,18 +287,10 @@ std::string DecodePng(const std::string& png, Image* image) {
       const int c = i >= size_t(channels) ? previous[i - channels] : 0;
       int predictor = 0;
       switch (filter) {
-        case 0:
-          predictor = 0;
-          break;
-        case 1:
-          predictor = a;
-          break;
-        case 2:
-          predictor = b;
-          break;
-        case 3:
-          predictor = (a + b) / 2;
-          break;
+        case 0: predictor = 0; break;
+        case 1: predictor = a; break;
+        case 2: predictor = b; break;
+        case 3: predictor = (a + b) / 2; break;
         case 4: {
           const int p = a + b - c;
           const int pa = std::abs(p - a);
@@ -307,8 +299,7 @@ std::string DecodePng(const std::string& png, Image* image) {
           predictor = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
           break;
         }
-        default:
-          return "bad filter " + std::to_string(filter);
+        default: return "bad filter " + std::to_string(filter);
       }
       row[i] = static_cast<uint8_t>(in[1 + i] + predictor);
     }

@@ -17,8 +17,8 @@
 
 #include "study.h"
 #include "testing/child_process.h"
-#include "train.h"
 #include "testing/requirements.h"
+#include "train.h"
 
 namespace {
 

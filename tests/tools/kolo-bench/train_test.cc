@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "testing/child_process.h"
-#include "train.h"
 #include "testing/requirements.h"
+#include "train.h"
 
 namespace {
 
@@ -35,20 +35,22 @@ TEST(TrainSummary, MeanAndStudentInterval) {
 TEST(TrainScaling, WeakKeepsTheBatchStrongDividesIt) {
   EXPECT_EQ(*kolo::bench::PerWorkerBatch(128, 4, "weak"), 128);
   EXPECT_EQ(*kolo::bench::PerWorkerBatch(128, 4, "strong"), 32);
-  kolo::StatusOr<int64_t> uneven = kolo::bench::PerWorkerBatch(128, 3, "strong");
+  kolo::StatusOr<int64_t> uneven =
+      kolo::bench::PerWorkerBatch(128, 3, "strong");
   ASSERT_FALSE(uneven.ok());
   EXPECT_THAT(uneven.status().message(), HasSubstr("--batch-size 128 among 3"));
 }
 
 TEST(TrainRun, KoloAndPlainLibTorchSideBySide) {
-  const std::string json_path =
-      ::testing::TempDir() + "kolo_bench_train_" + std::to_string(getpid()) + ".json";
+  const std::string json_path = ::testing::TempDir() + "kolo_bench_train_" +
+                                std::to_string(getpid()) + ".json";
   // An earlier run's record: the new one is appended after it.
   std::ofstream(json_path) << R"([{"tool": "an earlier run"}])";
   RunResult r = RunProgram(
-      {KOLO_BENCH_PATH, "train", "--model", "lenet", "--dataset", "synthetic",
-       "--batch-size", "16", "--np", "1,2", "--warmup", "1", "--iters", "2",
-       "--repeat", "2", "--peer", "libtorch", "--json", json_path},
+      {KOLO_BENCH_PATH, "train",  "--model",  "lenet", "--dataset", "synthetic",
+       "--batch-size",  "16",     "--np",     "1,2",   "--warmup",  "1",
+       "--iters",       "2",      "--repeat", "2",     "--peer",    "libtorch",
+       "--json",        json_path},
       {}, std::chrono::seconds(240));
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   EXPECT_THAT(r.out, HasSubstr("repeat 2: kolo np 2"));
@@ -58,7 +60,8 @@ TEST(TrainRun, KoloAndPlainLibTorchSideBySide) {
   ASSERT_TRUE(json.is_array());
   ASSERT_EQ(json.size(), 2u);
   EXPECT_EQ(json[0]["tool"], "an earlier run");
-  EXPECT_EQ(json[1]["environment"]["cores"].get<unsigned>(), std::thread::hardware_concurrency());
+  EXPECT_EQ(json[1]["environment"]["cores"].get<unsigned>(),
+            std::thread::hardware_concurrency());
   EXPECT_FALSE(json[1]["environment"]["cpu_model"].get<std::string>().empty());
   const nlohmann::json& rows = json[1]["rows"];
   ASSERT_EQ(rows.size(), 3u) << rows.dump(2);
@@ -91,13 +94,15 @@ TEST(TrainRun, KoloAndPlainLibTorchSideBySide) {
 // installed (scripts/setup.sh installs it).
 TEST(TrainRun, TorchDdpPeerBesideKolo) {
   KOLO_REQUIRE_OR_SKIP(
-      std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0, "python3-torch");
-  const std::string json_path =
-      ::testing::TempDir() + "kolo_bench_train_ddp_" + std::to_string(getpid()) + ".json";
+      std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0,
+      "python3-torch");
+  const std::string json_path = ::testing::TempDir() + "kolo_bench_train_ddp_" +
+                                std::to_string(getpid()) + ".json";
   RunResult r = RunProgram(
-      {KOLO_BENCH_PATH, "train", "--model", "lenet", "--dataset", "synthetic",
-       "--batch-size", "8", "--np", "2", "--warmup", "1", "--iters", "2",
-       "--repeat", "1", "--peer", "torch-ddp", "--json", json_path},
+      {KOLO_BENCH_PATH, "train",  "--model",  "lenet", "--dataset", "synthetic",
+       "--batch-size",  "8",      "--np",     "2",     "--warmup",  "1",
+       "--iters",       "2",      "--repeat", "1",     "--peer",    "torch-ddp",
+       "--json",        json_path},
       {}, std::chrono::seconds(240));
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   std::ifstream file(json_path);
@@ -111,7 +116,8 @@ TEST(TrainRun, TorchDdpPeerBesideKolo) {
   EXPECT_EQ(ddp["tool"], "torch-ddp");
   EXPECT_EQ(ddp["config"]["np"], 2);
   // The same network on both sides: kolo's LeNet on 3x32x32 synthetic images.
-  EXPECT_EQ(ddp["config"]["parameters"], rows[0]["runs"][0]["config"]["parameters"]);
+  EXPECT_EQ(ddp["config"]["parameters"],
+            rows[0]["runs"][0]["config"]["parameters"]);
   EXPECT_GT(rows[1]["images_per_second_mean"].get<double>(), 0);
   EXPECT_GT(rows[1]["kolo_ratio"].get<double>(), 0);
   std::remove(json_path.c_str());
@@ -121,7 +127,8 @@ TEST(TrainRun, BadPeerIsNamed) {
   RunResult r = RunProgram({KOLO_BENCH_PATH, "train", "--peer", "horovod"}, {},
                            std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("--peer must be torch-ddp or libtorch, got 'horovod'"));
+  EXPECT_THAT(r.err,
+              HasSubstr("--peer must be torch-ddp or libtorch, got 'horovod'"));
 }
 
 }  // namespace

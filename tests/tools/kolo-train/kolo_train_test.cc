@@ -77,8 +77,8 @@ TEST(LearningRate, CosineFallsFromTheScaledRateToZeroAtTheEnd) {
   const kolo::train::LrPlan plan =
       Plan(0.1, 0.4, 10, 110, kolo::train::LrSchedule::kCosine);
   EXPECT_DOUBLE_EQ(kolo::train::LearningRate(plan, 10), 0.4);
-  EXPECT_NEAR(kolo::train::LearningRate(plan, 35), 0.4 * (1 + std::sqrt(0.5)) / 2,
-              1e-12);
+  EXPECT_NEAR(kolo::train::LearningRate(plan, 35),
+              0.4 * (1 + std::sqrt(0.5)) / 2, 1e-12);
   EXPECT_NEAR(kolo::train::LearningRate(plan, 60), 0.2, 1e-12);
   EXPECT_NEAR(kolo::train::LearningRate(plan, 110), 0.0, 1e-12);
   double previous = 1;
@@ -182,8 +182,9 @@ std::vector<std::string> KoloTrainLines(const RunResult& result) {
 // images (72.7% after the first); 70% leaves room for another platform's
 // arithmetic, and an untrained model scores about 10%.
 TEST(KoloTrain, LeNetLearnsFashionMnistSubset) {
-  KOLO_REQUIRE_OR_SKIP(HaveFashionMnist(),
-                       "Fashion-MNIST at " << kFashionMnistDir << " (dataset-fashion-mnist)");
+  KOLO_REQUIRE_OR_SKIP(HaveFashionMnist(), "Fashion-MNIST at "
+                                               << kFashionMnistDir
+                                               << " (dataset-fashion-mnist)");
   TempDir dir;
   const std::string json_path = dir / "result.json";
   RunResult run = RunKoloTrain(
@@ -224,8 +225,9 @@ TEST(KoloTrain, LeNetLearnsFashionMnistSubset) {
 // all the state, and every random draw depends on (seed, epoch, rank) only.
 // LeNet has dropout, so the per-epoch reseeding is exercised as well.
 void ExpectResumeMatches(const std::string& optimizer) {
-  KOLO_REQUIRE_OR_SKIP(HaveFashionMnist(),
-                       "Fashion-MNIST at " << kFashionMnistDir << " (dataset-fashion-mnist)");
+  KOLO_REQUIRE_OR_SKIP(HaveFashionMnist(), "Fashion-MNIST at "
+                                               << kFashionMnistDir
+                                               << " (dataset-fashion-mnist)");
   TempDir dir;
   const std::vector<std::string> common = {
       "--model",        "lenet",
@@ -282,8 +284,9 @@ TEST(KoloTrain, ResumeEqualsUninterruptedSgd) { ExpectResumeMatches("sgd"); }
 TEST(KoloTrain, ResumeEqualsUninterruptedAdam) { ExpectResumeMatches("adam"); }
 
 TEST(KoloTrain, ResumeWithOtherFlagsIsRefused) {
-  KOLO_REQUIRE_OR_SKIP(HaveFashionMnist(),
-                       "Fashion-MNIST at " << kFashionMnistDir << " (dataset-fashion-mnist)");
+  KOLO_REQUIRE_OR_SKIP(HaveFashionMnist(), "Fashion-MNIST at "
+                                               << kFashionMnistDir
+                                               << " (dataset-fashion-mnist)");
   TempDir dir;
   const std::vector<std::string> common = {
       "--dataset", "fashion-mnist",    "--train-subset", "256", "--test-subset",
@@ -316,8 +319,9 @@ class KoloTrainBadCommandLine
     : public ::testing::TestWithParam<BadCommandLine> {};
 
 TEST_P(KoloTrainBadCommandLine, FailsWithOneLine) {
-  KOLO_REQUIRE_OR_SKIP(!GetParam().needs_data || HaveFashionMnist(),
-                       "Fashion-MNIST at " << kFashionMnistDir << " (dataset-fashion-mnist)");
+  KOLO_REQUIRE_OR_SKIP(
+      !GetParam().needs_data || HaveFashionMnist(),
+      "Fashion-MNIST at " << kFashionMnistDir << " (dataset-fashion-mnist)");
   RunResult run = RunKoloTrain(2, GetParam().args);
   EXPECT_NE(run.exit_code, 0) << Describe(run);
   std::vector<std::string> lines = KoloTrainLines(run);
@@ -366,8 +370,9 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(KoloTrain, BenchmarkModeOnKoloAndOnPlainLibTorch) {
   TempDir dir;
   const std::vector<std::string> common = {
-      "--model", "lenet", "--dataset", "synthetic", "--batch-size", "16",
-      "--benchmark-warmup", "2", "--benchmark-steps", "3"};
+      "--model",           "lenet", "--dataset",          "synthetic",
+      "--batch-size",      "16",    "--benchmark-warmup", "2",
+      "--benchmark-steps", "3"};
   std::vector<std::string> kolo_args = common;
   kolo_args.insert(kolo_args.end(), {"--json", dir / "kolo.json"});
   RunResult kolo = RunKoloTrain(2, kolo_args);
@@ -401,7 +406,8 @@ TEST(KoloTrain, BenchmarkModeOnKoloAndOnPlainLibTorch) {
   EXPECT_LE(k["result"]["waiting_seconds"].get<double>() / 3 * 1000,
             phases["step"].get<double>() * 1.001);
 
-  std::vector<std::string> plain_args = {kKoloTrain, "--no-kolo", "--threads", "1"};
+  std::vector<std::string> plain_args = {kKoloTrain, "--no-kolo", "--threads",
+                                         "1"};
   plain_args.insert(plain_args.end(), common.begin(), common.end());
   plain_args.insert(plain_args.end(), {"--json", dir / "plain.json"});
   RunResult plain = RunProgram(plain_args, {}, kLimit);
@@ -439,11 +445,13 @@ TEST(KoloTrain, SyntheticImageSize) {
 class KoloTrainCommunicationFlags : public ::testing::Test {
  protected:
   nlohmann::json Train(const std::vector<std::string>& extra) {
-    const std::string json_path = dir_ / ("run" + std::to_string(runs_++) + ".json");
-    std::vector<std::string> args = {"--model", "lenet", "--dataset", "synthetic",
-                                     "--epochs", "1", "--train-subset", "256",
-                                     "--test-subset", "32", "--batch-size", "16",
-                                     "--json", json_path};
+    const std::string json_path =
+        dir_ / ("run" + std::to_string(runs_++) + ".json");
+    std::vector<std::string> args = {
+        "--model",       "lenet",  "--dataset",      "synthetic",
+        "--epochs",      "1",      "--train-subset", "256",
+        "--test-subset", "32",     "--batch-size",   "16",
+        "--json",        json_path};
     args.insert(args.end(), extra.begin(), extra.end());
     RunResult run = RunKoloTrain(2, args);
     EXPECT_EQ(run.exit_code, 0) << Describe(run);
@@ -468,18 +476,22 @@ TEST_F(KoloTrainCommunicationFlags, EachFlagChangesWhatTravels) {
   // float32 metrics and the initial broadcast do not).
   for (const char* compression : {"fp16", "bf16"}) {
     const nlohmann::json compressed = Train({"--compression", compression});
-    EXPECT_LT(compressed.value("bytes", plain_bytes), plain_bytes * 0.7) << compression;
-    EXPECT_GT(compressed.value("bytes", int64_t{0}), plain_bytes * 0.4) << compression;
+    EXPECT_LT(compressed.value("bytes", plain_bytes), plain_bytes * 0.7)
+        << compression;
+    EXPECT_GT(compressed.value("bytes", int64_t{0}), plain_bytes * 0.4)
+        << compression;
   }
 
   // Two passes per step: 4 gradient exchanges instead of 8.
   const nlohmann::json accumulated = Train({"--backward-passes-per-step", "2"});
-  EXPECT_LT(accumulated.value("operations", plain_operations), plain_operations);
+  EXPECT_LT(accumulated.value("operations", plain_operations),
+            plain_operations);
 
   // --bucket-kib 0: one allreduce per parameter tensor (LeNet has 10)
   // instead of one bucket holding them all.
   const nlohmann::json per_parameter = Train({"--bucket-kib", "0"});
-  EXPECT_GT(per_parameter.value("operations", int64_t{0}), plain_operations + 8 * 5);
+  EXPECT_GT(per_parameter.value("operations", int64_t{0}),
+            plain_operations + 8 * 5);
 }
 
 // Without a launcher kolo-train is a one-worker world, and says the same.

@@ -137,7 +137,8 @@ TEST(CoreBlocksTest, EachRankGetsItsOwnEqualBlock) {
   EXPECT_EQ(CoreBlocks({0, 1}, 2, BindTo::kCore), (Blocks{{0}, {1}}));
   EXPECT_EQ(CoreBlocks({0, 1}, 1, BindTo::kCore), (Blocks{{0, 1}}));
   // Cores a taskset allowed, in order; the leftover core stays unused.
-  EXPECT_EQ(CoreBlocks({2, 3, 5, 7, 8}, 2, BindTo::kCore), (Blocks{{2, 3}, {5, 7}}));
+  EXPECT_EQ(CoreBlocks({2, 3, 5, 7, 8}, 2, BindTo::kCore),
+            (Blocks{{2, 3}, {5, 7}}));
   // More ranks than cores, or none asked: no binding at all.
   EXPECT_EQ(CoreBlocks({0, 1}, 3, BindTo::kCore), (Blocks{{}, {}, {}}));
   EXPECT_EQ(CoreBlocks({0, 1}, 2, BindTo::kNone), (Blocks{{}, {}}));

@@ -77,8 +77,8 @@ TEST(ParseOptionsTest, LauncherErrorsNameTheFlag) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
             "--launcher must be kolorun or mpirun, got 'srun'");
-  StatusOr<LaunchOptions> mpi_by_kolorun = Parse(
-      {"-np", "2", "--launcher", "kolorun", "--backend", "mpi", "prog"});
+  StatusOr<LaunchOptions> mpi_by_kolorun =
+      Parse({"-np", "2", "--launcher", "kolorun", "--backend", "mpi", "prog"});
   ASSERT_FALSE(mpi_by_kolorun.ok());
   EXPECT_NE(mpi_by_kolorun.status().message().find(
                 "--launcher kolorun cannot start --backend mpi"),
@@ -144,15 +144,22 @@ TEST(ParseOptionsTest, ErrorsNameTheFlag) {
 
 TEST(ParseOptionsTest, BindTo) {
   EXPECT_EQ(Parse({"-np", "2", "prog"})->bind_to, BindTo::kCore);
-  EXPECT_EQ(Parse({"-np", "2", "--bind-to", "none", "prog"})->bind_to, BindTo::kNone);
-  EXPECT_EQ(Parse({"-np", "2", "--bind-to=core", "prog"})->bind_to, BindTo::kCore);
-  // Gloo's event loop would share its caller's core: unbound unless asked.
-  EXPECT_EQ(Parse({"-np", "2", "--backend", "gloo", "prog"})->bind_to, BindTo::kNone);
-  EXPECT_EQ(Parse({"-np", "2", "--backend", "gloo", "--bind-to", "core", "prog"})->bind_to,
+  EXPECT_EQ(Parse({"-np", "2", "--bind-to", "none", "prog"})->bind_to,
+            BindTo::kNone);
+  EXPECT_EQ(Parse({"-np", "2", "--bind-to=core", "prog"})->bind_to,
             BindTo::kCore);
-  StatusOr<LaunchOptions> bad = Parse({"-np", "2", "--bind-to", "socket", "prog"});
+  // Gloo's event loop would share its caller's core: unbound unless asked.
+  EXPECT_EQ(Parse({"-np", "2", "--backend", "gloo", "prog"})->bind_to,
+            BindTo::kNone);
+  EXPECT_EQ(
+      Parse({"-np", "2", "--backend", "gloo", "--bind-to", "core", "prog"})
+          ->bind_to,
+      BindTo::kCore);
+  StatusOr<LaunchOptions> bad =
+      Parse({"-np", "2", "--bind-to", "socket", "prog"});
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(), "--bind-to must be core or none, got 'socket'");
+  EXPECT_EQ(bad.status().message(),
+            "--bind-to must be core or none, got 'socket'");
 }
 
 TEST(SplitOnWhitespaceTest, DropsEmptyPieces) {

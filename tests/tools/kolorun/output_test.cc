@@ -26,7 +26,8 @@ TEST(LineSplitterTest, CutsOverlongLines) {
   EXPECT_EQ(splitter.Finish(), "p aaa\n");
 }
 
-std::string Rewrite(const std::string& line, const std::string& untagged_prefix = "") {
+std::string Rewrite(const std::string& line,
+                    const std::string& untagged_prefix = "") {
   MpiLineJoiner joiner(untagged_prefix);
   return joiner.Rewrite(line) + joiner.Finish();
 }
@@ -42,12 +43,14 @@ TEST(MpiLineJoinerTest, JoinsTheLineMpirunPrintedInPieces) {
   // wrote "def\n": rank 0's line is whole on the first printed line, rank
   // 1's once its rest arrives on the second.
   MpiLineJoiner joiner("");
-  EXPECT_EQ(joiner.Rewrite("[1,0]<stdout>:abc[1,1]<stdout>:abc[1,0]<stdout>:def"),
-            "[0]<stdout>: abcdef\n");
+  EXPECT_EQ(
+      joiner.Rewrite("[1,0]<stdout>:abc[1,1]<stdout>:abc[1,0]<stdout>:def"),
+      "[0]<stdout>: abcdef\n");
   EXPECT_EQ(joiner.Rewrite("[1,1]<stdout>:def"), "[1]<stdout>: abcdef\n");
   EXPECT_EQ(joiner.Finish(), "");
   // A rank's stdout and stderr are separate lines.
-  EXPECT_EQ(joiner.Rewrite("[1,0]<stderr>:e[1,0]<stdout>:o"), "[0]<stdout>: o\n");
+  EXPECT_EQ(joiner.Rewrite("[1,0]<stderr>:e[1,0]<stdout>:o"),
+            "[0]<stdout>: o\n");
   EXPECT_EQ(joiner.Finish(), "[0]<stderr>: e\n");
 }
 
@@ -56,9 +59,11 @@ TEST(MpiLineJoinerTest, CutsAPieceThatGrowsPastTheLineLimit) {
   // limit, like a line kolorun reads itself.
   MpiLineJoiner joiner("");
   const std::string piece(kMaxLineBytes / 2 + 1, 'a');
-  EXPECT_EQ(joiner.Rewrite("[1,0]<stdout>:" + piece + "[1,1]<stdout>:x"), "[1]<stdout>: x\n");
-  EXPECT_EQ(joiner.Rewrite("[1,0]<stdout>:" + piece + "[1,1]<stdout>:y"),
-            "[0]<stdout>: " + std::string(kMaxLineBytes, 'a') + "\n[1]<stdout>: y\n");
+  EXPECT_EQ(joiner.Rewrite("[1,0]<stdout>:" + piece + "[1,1]<stdout>:x"),
+            "[1]<stdout>: x\n");
+  EXPECT_EQ(
+      joiner.Rewrite("[1,0]<stdout>:" + piece + "[1,1]<stdout>:y"),
+      "[0]<stdout>: " + std::string(kMaxLineBytes, 'a') + "\n[1]<stdout>: y\n");
   EXPECT_EQ(joiner.Finish(), "[0]<stdout>: aa\n");
 }
 

@@ -34,7 +34,6 @@ using ::testing::HasSubstr;
 using testing::Iota;
 using testing::Sorted;
 
-
 // A directory under /tmp, removed with everything in it.
 class TempDir {
  public:
@@ -275,7 +274,8 @@ TEST(ReadIdxTest, StandardNamesRawOrGzip) {
 // the training set's own mean and std gives it mean 0 and std 1.
 TEST(FashionMnistTest, ReadsRealDataset) {
   KOLO_REQUIRE_OR_SKIP(
-      std::filesystem::exists(std::string(kFashionMnistDir) + "/train-images-idx3-ubyte.gz"),
+      std::filesystem::exists(std::string(kFashionMnistDir) +
+                              "/train-images-idx3-ubyte.gz"),
       "Fashion-MNIST at " << kFashionMnistDir << " (dataset-fashion-mnist)");
   for (bool train : {true, false}) {
     const auto start = std::chrono::steady_clock::now();

@@ -315,6 +315,5 @@ TEST(AugmentTest, LoaderAugmentationIsSeededBySeedEpochAndRank) {
   }
 }
 
-
 }  // namespace
 }  // namespace kolo::data

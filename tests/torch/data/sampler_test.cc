@@ -53,7 +53,6 @@ std::vector<int64_t> Interleave(int64_t n, DistributedSampler::Options options,
   return sequence;
 }
 
-
 TEST(DistributedSamplerTest, PadModeCoversAllAndRepeatsFromStart) {
   // N = 10, W = 3: ceil(10 / 3) = 4 each; 12 positions, 2 repeated.
   const auto sequence = Interleave(10, {0, 3, true, 7, false}, 2);

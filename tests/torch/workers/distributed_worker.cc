@@ -38,21 +38,25 @@ struct Mlp : torch::nn::Module {
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 };
 
-std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const std::string& kind, Mlp& model) {
+std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const std::string& kind,
+                                                       Mlp& model) {
   if (kind == "adam") {
-    return std::make_unique<torch::optim::Adam>(model.parameters(),
-                                                torch::optim::AdamOptions(0.01));
+    return std::make_unique<torch::optim::Adam>(
+        model.parameters(), torch::optim::AdamOptions(0.01));
   }
   return std::make_unique<torch::optim::SGD>(
-      model.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
+      model.parameters(),
+      torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
 }
 
-int Equivalence(const std::string& opt, const std::string& compression, int passes, int steps) {
+int Equivalence(const std::string& opt, const std::string& compression,
+                int passes, int steps) {
   const int32_t rank = kolo::Rank();
   const int32_t size = kolo::Size();
   torch::manual_seed(7 + rank);  // different on purpose: the broadcast fixes it
   Mlp model;
-  if (auto s = kt::BroadcastParameters(model, 0); !s.ok()) return Fail(s.ToString());
+  if (auto s = kt::BroadcastParameters(model, 0); !s.ok())
+    return Fail(s.ToString());
   Mlp reference;
   {
     torch::NoGradGuard no_grad;
@@ -94,36 +98,43 @@ int Equivalence(const std::string& opt, const std::string& compression, int pass
     worst = std::max(worst, (got[i] - want[i]).abs().max().item<double>());
   }
   const double tolerance = compression == "none" ? 1e-5 : 2e-2;
-  std::printf("rank %d: max parameter difference %.3g (tolerance %.0e)\n", rank, worst,
-              tolerance);
+  std::printf("rank %d: max parameter difference %.3g (tolerance %.0e)\n", rank,
+              worst, tolerance);
   return worst <= tolerance ? 0 : 1;
 }
 
 int Tensors() {
   const int32_t rank = kolo::Rank();
   const int32_t size = kolo::Size();
-  for (auto dtype : {torch::kFloat32, torch::kFloat64, torch::kFloat16, torch::kBFloat16,
-                     torch::kInt8, torch::kUInt8, torch::kInt32, torch::kInt64}) {
+  for (auto dtype :
+       {torch::kFloat32, torch::kFloat64, torch::kFloat16, torch::kBFloat16,
+        torch::kInt8, torch::kUInt8, torch::kInt32, torch::kInt64}) {
     const std::string type = c10::toString(dtype);
     // Non-contiguous input: a transposed view.
-    torch::Tensor base = torch::arange(12, torch::kInt64).reshape({3, 4}).to(dtype);
+    torch::Tensor base =
+        torch::arange(12, torch::kInt64).reshape({3, 4}).to(dtype);
     torch::Tensor input = (base + rank).t();  // 4x3, not contiguous
     auto sum = kt::Allreduce(input, "sum." + type, kolo::ReduceOp::kSum);
     if (!sum.ok()) return Fail(sum.status().ToString());
-    torch::Tensor want = (base.t().to(torch::kInt64) * size + size * (size - 1) / 2);
-    if (!torch::equal(sum->to(torch::kInt64), want) || sum->sizes() != input.sizes()) {
+    torch::Tensor want =
+        (base.t().to(torch::kInt64) * size + size * (size - 1) / 2);
+    if (!torch::equal(sum->to(torch::kInt64), want) ||
+        sum->sizes() != input.sizes()) {
       return Fail("allreduce " + type);
     }
     // Allgather: rank r contributes r + 1 rows of 2.
-    torch::Tensor rows = torch::full({rank + 1, 2}, rank, torch::kInt64).to(dtype);
+    torch::Tensor rows =
+        torch::full({rank + 1, 2}, rank, torch::kInt64).to(dtype);
     auto gathered = kt::Allgather(rows, "gather." + type);
     if (!gathered.ok()) return Fail(gathered.status().ToString());
     if (gathered->size(0) != size * (size + 1) / 2 || gathered->size(1) != 2) {
       return Fail("allgather shape " + type);
     }
-    auto broadcast = kt::Broadcast(torch::full({5}, rank + 3, torch::kInt64).to(dtype),
-                                   "bcast." + type, size - 1);
-    if (!broadcast.ok() || broadcast->to(torch::kInt64)[4].item<int64_t>() != size + 2) {
+    auto broadcast =
+        kt::Broadcast(torch::full({5}, rank + 3, torch::kInt64).to(dtype),
+                      "bcast." + type, size - 1);
+    if (!broadcast.ok() ||
+        broadcast->to(torch::kInt64)[4].item<int64_t>() != size + 2) {
       return Fail("broadcast " + type);
     }
     // Alltoall: row j goes to rank j and carries the sender's rank.
@@ -134,15 +145,16 @@ int Tensors() {
                       torch::arange(size, torch::kInt64))) {
       return Fail("alltoall " + type);
     }
-    auto scattered = kt::Reducescatter(torch::ones({2 * size, 3}, dtype), "rs." + type,
-                                       kolo::ReduceOp::kSum);
+    auto scattered = kt::Reducescatter(torch::ones({2 * size, 3}, dtype),
+                                       "rs." + type, kolo::ReduceOp::kSum);
     if (!scattered.ok() || scattered->size(0) != 2 ||
         scattered->to(torch::kInt64).min().item<int64_t>() != size) {
       return Fail("reducescatter " + type);
     }
   }
   auto metric = kt::AverageMetric(rank, "metric");
-  if (!metric.ok() || *metric != (size - 1) / 2.0) return Fail("average metric");
+  if (!metric.ok() || *metric != (size - 1) / 2.0)
+    return Fail("average metric");
   std::printf("rank %d: tensor collectives correct\n", rank);
   return 0;
 }
@@ -154,7 +166,8 @@ int Overlap() {
     model->push_back(torch::nn::Linear(384, 384));
     model->push_back(torch::nn::Tanh());
   }
-  if (auto s = kt::BroadcastParameters(*model, 0); !s.ok()) return Fail(s.ToString());
+  if (auto s = kt::BroadcastParameters(*model, 0); !s.ok())
+    return Fail(s.ToString());
   torch::optim::SGD sgd(model->parameters(), 0.01);
   kt::DistributedOptimizer optimizer(sgd, model->named_parameters());
   torch::Tensor x = torch::randn({256, 384});
@@ -167,15 +180,22 @@ int Overlap() {
     const auto end = std::chrono::steady_clock::now();
     const kolo::RuntimeStats during = kolo::GetRuntimeStats();
     const auto [first, last] = optimizer.last_enqueue_window();
-    const double backward_ms = std::chrono::duration<double, std::milli>(end - start).count();
-    const double first_ms = std::chrono::duration<double, std::milli>(first - start).count();
-    std::printf("rank %d step %d: backward %.1f ms, first gradient enqueued at %.1f ms, "
-                "%lld operations completed during backward\n",
-                kolo::Rank(), step, backward_ms, first_ms,
-                static_cast<long long>(during.operations - before.operations));
-    if (!(first > start && first < end && last <= end)) return Fail("enqueues outside backward");
-    if (first_ms > backward_ms / 2) return Fail("first gradient enqueued late in backward");
-    if (during.operations == before.operations) return Fail("no allreduce finished during backward");
+    const double backward_ms =
+        std::chrono::duration<double, std::milli>(end - start).count();
+    const double first_ms =
+        std::chrono::duration<double, std::milli>(first - start).count();
+    std::printf(
+        "rank %d step %d: backward %.1f ms, first gradient enqueued at %.1f "
+        "ms, "
+        "%lld operations completed during backward\n",
+        kolo::Rank(), step, backward_ms, first_ms,
+        static_cast<long long>(during.operations - before.operations));
+    if (!(first > start && first < end && last <= end))
+      return Fail("enqueues outside backward");
+    if (first_ms > backward_ms / 2)
+      return Fail("first gradient enqueued late in backward");
+    if (during.operations == before.operations)
+      return Fail("no allreduce finished during backward");
     if (auto s = optimizer.Step(); !s.ok()) return Fail(s.ToString());
   }
   return 0;
@@ -187,7 +207,8 @@ int Unused() {
   torch::nn::Sequential holder;
   holder->push_back("a", a);
   holder->push_back("b", b);
-  if (auto s = kt::BroadcastParameters(*holder, 0); !s.ok()) return Fail(s.ToString());
+  if (auto s = kt::BroadcastParameters(*holder, 0); !s.ok())
+    return Fail(s.ToString());
   torch::Tensor before_a = a->weight.detach().clone();
   torch::optim::SGD sgd(holder->parameters(), 1.0);
   kt::DistributedOptimizer optimizer(sgd, holder->named_parameters());
@@ -200,7 +221,8 @@ int Unused() {
   // a's gradient is rank 0's divided by the number of ranks.
   torch::Tensor moved = (before_a - a->weight.detach());
   const double want = 2.0 / kolo::Size();  // d(sum)/dW = batch 2 of ones
-  if (std::abs(moved.mean().item<double>() - want) > 1e-6) return Fail("unused branch average");
+  if (std::abs(moved.mean().item<double>() - want) > 1e-6)
+    return Fail("unused branch average");
   std::printf("rank %d: unused branches reduced as zeros\n", kolo::Rank());
   return 0;
 }
@@ -224,8 +246,8 @@ int Predivide(double factor) {
   // lr 1 from 0: the parameter is minus the averaged gradient.
   const double averaged = -model.w[3].item<double>();
   const double expected = 40000.0 + 16.0 * (size - 1);
-  std::printf("rank %d: predivide %g: averaged gradient %g (expected %g)\n", rank, factor,
-              averaged, expected);
+  std::printf("rank %d: predivide %g: averaged gradient %g (expected %g)\n",
+              rank, factor, averaged, expected);
   // float16 spacing is 32 between 32768 and 65536: two roundings at most.
   return std::isfinite(averaged) && std::abs(averaged - expected) <= 64 ? 0 : 1;
 }
@@ -239,7 +261,8 @@ int main(int argc, char** argv) {
   const std::string scenario = argv[1];
   int code = 2;
   if (scenario == "equivalence" && argc == 6) {
-    code = Equivalence(argv[2], argv[3], std::atoi(argv[4]), std::atoi(argv[5]));
+    code =
+        Equivalence(argv[2], argv[3], std::atoi(argv[4]), std::atoi(argv[5]));
   } else if (scenario == "tensors") {
     code = Tensors();
   } else if (scenario == "overlap") {
