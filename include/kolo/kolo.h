@@ -1,7 +1,7 @@
 // kolo's public C++ API for raw buffers (no LibTorch).
 //
-//   KOLO_RETURN_IF_ERROR(kolo::Init());  // world from kolorun, mpirun, Slurm
-//   or PMI std::vector<float> grad(n, 1.0f);
+//   KOLO_RETURN_IF_ERROR(kolo::Init());  // world from kolorun, mpirun, Slurm or PMI
+//   std::vector<float> grad(n, 1.0f);
 //   KOLO_RETURN_IF_ERROR(kolo::Allreduce(grad.data(), grad.data(), n,
 //                                        kolo::DataType::kFloat32,
 //                                        kolo::ReduceOp::kAverage));

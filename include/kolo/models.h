@@ -4,12 +4,10 @@
 //
 //   ::torch::manual_seed(42);  // same seed on every rank: same initial weights
 //   kolo::StatusOr<std::shared_ptr<kolo::models::Model>> model =
-//       kolo::models::CreateModel("resnet18", /*num_classes=*/10,
-//       /*in_channels=*/3);
+//       kolo::models::CreateModel("resnet18", /*num_classes=*/10, /*in_channels=*/3);
 //   if (!model.ok()) return model.status();
 //   ::torch::Tensor logits = (*model)->forward(images);  // [N, 10]
-//   ::torch::Tensor loss = ::torch::nn::functional::cross_entropy(logits,
-//   labels);
+//   ::torch::Tensor loss = ::torch::nn::functional::cross_entropy(logits, labels);
 //
 // Every model takes a float NCHW batch and returns raw logits of shape
 // [N, num_classes]: the trainer applies cross-entropy (log-softmax and

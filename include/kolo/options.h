@@ -5,10 +5,10 @@
 // kolo::Init(*InitOptions::FromEnvironment()). A program may read the
 // environment, change some fields, and initialise with the result:
 //
-//   kolo::StatusOr<kolo::InitOptions> options =
-//   kolo::InitOptions::FromEnvironment(); if (!options.ok()) return
-//   options.status(); options->runtime.cycle_time =
-//   std::chrono::microseconds(500); options->timeline.path = "trace.json";
+//   kolo::StatusOr<kolo::InitOptions> options = kolo::InitOptions::FromEnvironment();
+//   if (!options.ok()) return options.status();
+//   options->runtime.cycle_time = std::chrono::microseconds(500);
+//   options->timeline.path = "trace.json";
 //   KOLO_RETURN_IF_ERROR(kolo::Init(*options));
 //
 // The world, the store and the engine must describe the same job on every

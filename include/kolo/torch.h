@@ -6,12 +6,11 @@
 //   auto model = std::make_shared<Net>();
 //   torch::optim::SGD sgd(model->parameters(), /*lr=*/0.01);
 //   kolo::torch::BroadcastParameters(*model, 0);
-//   kolo::torch::DistributedOptimizer optimizer(sgd,
-//   model->named_parameters()); for (auto& batch : shard) {
+//   kolo::torch::DistributedOptimizer optimizer(sgd, model->named_parameters());
+//   for (auto& batch : shard) {
 //     optimizer.ZeroGrad();
 //     loss_fn(model->forward(batch.data), batch.target).backward();
-//     optimizer.Step();                      // waits for the averaged
-//     gradients
+//     optimizer.Step();                      // waits for the averaged gradients
 //   }
 //
 // LibTorch lives in namespace ::torch; this header's namespace is
