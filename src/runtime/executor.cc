@@ -92,7 +92,9 @@ Status Executor::RunAllreduce(
   int64_t offset = 0;
   for (size_t i = 0; i < operations.size(); ++i) {
     const int64_t bytes = operations[i]->specs[world_.rank].count * element;
-    if (locals[i] != nullptr) {
+    if (bytes == 0) {
+      // An empty tensor's pointer may be null, which memcpy must never see.
+    } else if (locals[i] != nullptr) {
       std::memcpy(fusion_buffer_.data() + offset, locals[i]->send, bytes);
     } else {
       std::memset(fusion_buffer_.data() + offset, 0, bytes);  // joined: zeros
@@ -108,7 +110,7 @@ Status Executor::RunAllreduce(
   offset = 0;
   for (size_t i = 0; i < operations.size(); ++i) {
     const int64_t count = operations[i]->specs[world_.rank].count;
-    if (locals[i] != nullptr) {
+    if (locals[i] != nullptr && count > 0) {
       // An average divides on the way out: one pass over the data, not two.
       if (first.op == ReduceOp::kAverage) {
         DivideInto(type, locals[i]->recv, fusion_buffer_.data() + offset, count,

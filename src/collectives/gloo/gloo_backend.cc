@@ -127,7 +127,9 @@ class GlooBackend : public Backend {
     for (int32_t r = 0; r < world_.rank; ++r) offset += counts[r];
     char* own_slot = static_cast<char*>(recv) + offset * element;
     // In place when the input already sits in this rank's slot.
-    if (send != own_slot)
+    // An empty block may come with a null pointer, which memcpy must never
+    // see.
+    if (send != own_slot && counts[world_.rank] > 0)
       std::memcpy(own_slot, send, counts[world_.rank] * element);
     return Guard("allgatherv", [&] {
       gloo::AllgathervOptions options(context_);

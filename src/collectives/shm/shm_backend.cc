@@ -81,10 +81,12 @@ class ShmBackend : public Backend {
     char* out = static_cast<char*>(recv);
     char* own = out + offsets[world_.rank] * element;
     const int64_t mine = counts[world_.rank] * element;
-    if (own != send) std::memmove(own, send, mine);
+    // An empty block may come with null pointers, which memmove must
+    // never see.
+    if (mine > 0 && own != send) std::memmove(own, send, mine);
     for (int64_t done = 0; done < most * element; done += area_bytes_) {
       const int64_t n = std::clamp<int64_t>(mine - done, 0, area_bytes_);
-      std::memcpy(Input(world_.rank, Syncs() + 1), own + done, n);
+      if (n > 0) std::memcpy(Input(world_.rank, Syncs() + 1), own + done, n);
       KOLO_RETURN_IF_ERROR(Sync("allgatherv"));
       for (int32_t r = 0; r < world_.size; ++r) {
         if (r == world_.rank) continue;
