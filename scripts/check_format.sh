@@ -5,13 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! dpkg-query -W -f='${Status}' clang-format 2>/dev/null | grep -q "install ok installed"; then
-  echo "check_format: installing clang-format"
-  sudo_cmd=()
-  if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
-  "${sudo_cmd[@]}" apt-get update -q
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends clang-format
-fi
+scripts/install_missing.sh clang-format
 
 mapfile -t files < <(git ls-files '*.cc' '*.h')
 if clang-format --style=file --dry-run --Werror "${files[@]}"; then

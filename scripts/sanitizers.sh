@@ -16,19 +16,7 @@ cd "$(dirname "$0")/.."
 # clang, its sanitizer runtimes, and llvm-symbolizer (in llvm-14) for the
 # reports' file:line frames; installed only when missing, as setup.sh does.
 packages=(clang libclang-rt-14-dev llvm-14 cmake ninja-build)
-missing=()
-for package in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$package")
-  fi
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "sanitizers: installing ${missing[*]}"
-  sudo_cmd=()
-  if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
-  "${sudo_cmd[@]}" apt-get update -q
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+scripts/install_missing.sh "${packages[@]}"
 
 sanitizers=(address thread)
 if [ $# -gt 0 ]; then
