@@ -15,6 +15,10 @@ packages=(
   python3-torch
   # Headless rendering of kolo-bench report's page in its tests.
   chromium
+  # ip, tc, and sshd inside test namespaces (scripts/netns_cluster.sh). The
+  # package's own service is not used; where it starts it listens in the
+  # root namespace only, apart from the namespaces' sshds.
+  iproute2 openssh-server
 )
 
 scripts/install_missing.sh "${packages[@]}"
