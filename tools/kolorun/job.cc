@@ -19,17 +19,8 @@ bool HasName(const std::string& var, const std::string& name) {
 // so that they win.
 void SetJobSettings(const LaunchOptions& options, const StoreInfo& store,
                     std::vector<std::string>* env) {
-  SetEnv(env, env::kStoreAddr, store.address);
-  SetEnv(env, env::kStoreSecret, store.secret);
-  SetEnv(env, env::kStoreHosted, "1");
-  SetEnv(env, env::kBackend, BackendName(options.backend));
-  SetEnv(env, env::kTimeoutSeconds, std::to_string(options.timeout_seconds));
-  if (!options.timeline_path.empty())
-    SetEnv(env, env::kTimeline, options.timeline_path);
-}
-
-void SetUserEnv(const LaunchOptions& options, std::vector<std::string>* env) {
-  for (const auto& [name, value] : options.env) SetEnv(env, name, value);
+  for (const auto& [name, value] : JobSettings(options, store))
+    SetEnv(env, name, value);
 }
 
 }  // namespace
@@ -76,37 +67,63 @@ std::vector<std::vector<int>> CoreBlocks(const std::vector<int>& usable_cores,
   return blocks;
 }
 
-std::vector<ProcessSpec> BuildRankJob(const LaunchOptions& options,
-                                      const std::string& program_path,
-                                      const StoreInfo& store,
-                                      const std::vector<std::string>& base_env,
-                                      const std::vector<int>& usable_cores) {
+EnvList JobSettings(const LaunchOptions& options, const StoreInfo& store) {
+  EnvList settings = {
+      {env::kStoreAddr, store.address},
+      {env::kStoreSecret, store.secret},
+      {env::kStoreHosted, "1"},
+      {env::kBackend, BackendName(options.backend)},
+      {env::kTimeoutSeconds, std::to_string(options.timeout_seconds)},
+  };
+  if (!options.timeline_path.empty())
+    settings.emplace_back(env::kTimeline, options.timeline_path);
+  settings.insert(settings.end(), options.env.begin(), options.env.end());
+  return settings;
+}
+
+std::vector<ProcessSpec> BuildHostRanks(
+    const HostRanks& ranks, const std::string& program_path,
+    const std::vector<std::string>& command, const EnvList& settings,
+    const std::vector<std::string>& base_env,
+    const std::vector<std::vector<int>>& core_blocks) {
   std::vector<ProcessSpec> specs;
-  const std::string size = std::to_string(options.num_ranks);
-  const std::vector<std::vector<int>> blocks =
-      CoreBlocks(usable_cores, options.num_ranks, options.bind_to);
-  for (int32_t rank = 0; rank < options.num_ranks; ++rank) {
-    const std::string rank_text = std::to_string(rank);
+  const std::string where = ranks.host.empty() ? "" : " on " + ranks.host;
+  for (int32_t local = 0; local < ranks.local_size; ++local) {
+    const std::string rank_text = std::to_string(ranks.first_rank + local);
     ProcessSpec spec;
-    spec.name = "rank " + rank_text;
+    spec.name = "rank " + rank_text + where;
     spec.child.path = program_path;
-    spec.child.argv = options.command;
+    spec.child.argv = command;
     spec.child.env = base_env;
-    spec.child.cores = blocks[rank];
-    SetEnv(&spec.child.env, env::kRank, rank_text);
-    SetEnv(&spec.child.env, env::kSize, size);
-    SetEnv(&spec.child.env, env::kLocalRank, rank_text);
-    SetEnv(&spec.child.env, env::kLocalSize, size);
-    SetEnv(&spec.child.env, env::kCrossRank, "0");
-    SetEnv(&spec.child.env, env::kCrossSize, "1");
-    SetJobSettings(options, store, &spec.child.env);
-    SetUserEnv(options, &spec.child.env);
+    if (static_cast<size_t>(local) < core_blocks.size())
+      spec.child.cores = core_blocks[local];
+    std::vector<std::string>& env = spec.child.env;
+    SetEnv(&env, env::kRank, rank_text);
+    SetEnv(&env, env::kSize, std::to_string(ranks.size));
+    SetEnv(&env, env::kLocalRank, std::to_string(local));
+    SetEnv(&env, env::kLocalSize, std::to_string(ranks.local_size));
+    SetEnv(&env, env::kCrossRank, std::to_string(ranks.cross_rank));
+    SetEnv(&env, env::kCrossSize, std::to_string(ranks.cross_size));
+    for (const auto& [name, value] : settings) SetEnv(&env, name, value);
     spec.format = LineFormat::kPrefix;
     spec.stdout_prefix = "[" + rank_text + "]<stdout>: ";
     spec.stderr_prefix = "[" + rank_text + "]<stderr>: ";
     specs.push_back(std::move(spec));
   }
   return specs;
+}
+
+std::vector<ProcessSpec> BuildRankJob(const LaunchOptions& options,
+                                      const std::string& program_path,
+                                      const StoreInfo& store,
+                                      const std::vector<std::string>& base_env,
+                                      const std::vector<int>& usable_cores) {
+  HostRanks ranks;
+  ranks.local_size = options.num_ranks;
+  ranks.size = options.num_ranks;
+  return BuildHostRanks(
+      ranks, program_path, options.command, JobSettings(options, store),
+      base_env, CoreBlocks(usable_cores, options.num_ranks, options.bind_to));
 }
 
 ProcessSpec BuildMpiJob(const LaunchOptions& options,
@@ -125,7 +142,6 @@ ProcessSpec BuildMpiJob(const LaunchOptions& options,
     UnsetEnv(&spec.child.env, name);
   }
   SetJobSettings(options, store, &spec.child.env);
-  SetUserEnv(options, &spec.child.env);
 
   std::vector<std::string>& argv = spec.child.argv;
   argv.push_back("mpirun");

@@ -43,6 +43,36 @@ std::vector<int> UsableCores();
 std::vector<std::vector<int>> CoreBlocks(const std::vector<int>& usable_cores,
                                          int32_t ranks, BindTo bind_to);
 
+// The variables as (name, value), in the order they are set; a later one
+// overrides an earlier one of the same name.
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+// Where one host's ranks sit in the job: ranks first_rank to
+// first_rank + local_size - 1 of `size`.
+struct HostRanks {
+  std::string host;  // as the host list names it; empty for a one-host job
+  int32_t first_rank = 0;
+  int32_t local_size = 0;
+  int32_t size = 0;
+  int32_t cross_rank = 0;
+  int32_t cross_size = 1;
+};
+
+// What every rank of the job is told besides its place: where the store
+// is, its secret, the backend, the timeout and the timeline, then the
+// user's --env and -x (which win).
+EnvList JobSettings(const LaunchOptions& options, const StoreInfo& store);
+
+// One process per rank of `ranks`: `program_path` with `command`'s
+// arguments, the environment `base_env` plus the rank's place, then
+// `settings`. `core_blocks` (CoreBlocks) has one entry per local rank. On a
+// host of a multi-host job the messages name the host: "rank 5 on h2".
+std::vector<ProcessSpec> BuildHostRanks(
+    const HostRanks& ranks, const std::string& program_path,
+    const std::vector<std::string>& command, const EnvList& settings,
+    const std::vector<std::string>& base_env,
+    const std::vector<std::vector<int>>& core_blocks);
+
 // `program_path` is options.command[0] resolved by FindExecutable;
 // `base_env` is kolorun's own environment ("K=V").
 // `usable_cores` are the CPUs kolorun may run on; each rank is bound to its

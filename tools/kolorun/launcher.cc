@@ -63,6 +63,7 @@ int Launcher::Run(const std::vector<ProcessSpec>& specs) {
     Start(spec);
   }
 
+  stop_fd_open_ = options_.stop_fd >= 0;
   std::vector<pollfd> fds;
   std::vector<Stream*> polled;
   while (AnyRunning() || AnyStreamOpen()) {
@@ -73,6 +74,8 @@ int Launcher::Run(const std::vector<ProcessSpec>& specs) {
     fds.clear();
     polled.clear();
     fds.push_back({signals_->fd(), POLLIN, 0});
+    // Polled with a negative descriptor (ignored) once it has ended.
+    fds.push_back({stop_fd_open_ ? options_.stop_fd : -1, POLLIN, 0});
     for (Process& process : processes_) {
       for (Stream* stream : {&process.out, &process.err}) {
         if (stream->fd < 0) continue;
@@ -91,10 +94,15 @@ int Launcher::Run(const std::vector<ProcessSpec>& specs) {
     }
     // Output first, so that a process's last lines come before the line
     // saying how it exited.
-    for (size_t i = 1; i < fds.size(); ++i) {
-      if (fds[i].revents != 0) Drain(polled[i - 1]);
+    for (size_t i = 2; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) Drain(polled[i - 2]);
     }
     if (fds[0].revents != 0) HandleSignals();
+    if (fds[1].revents != 0) HandleStopFd();
+  }
+  for (Process& process : processes_) {
+    if (process.stdin_fd >= 0) close(process.stdin_fd);
+    process.stdin_fd = -1;
   }
   return exit_code_;
 }
@@ -107,7 +115,9 @@ void Launcher::Start(const ProcessSpec& spec) {
     if (!where.empty()) where += ")";
     Message(spec.name + where + ": " + JoinCommand(spec.child.argv));
   }
-  StatusOr<Child> child = SpawnChild(spec.child, signals_->original_mask());
+  StatusOr<Child> child =
+      spec.started ? StatusOr<Child>(*spec.started)
+                   : SpawnChild(spec.child, signals_->original_mask());
   if (!child.ok()) {
     Message(spec.name + ": " + child.status().message());
     RecordFailure(127);
@@ -125,6 +135,7 @@ void Launcher::Start(const ProcessSpec& spec) {
   Process process;
   process.name = spec.name;
   process.pid = child->pid;
+  process.stdin_fd = child->stdin_fd;
   process.running = true;
   process.out.fd = child->stdout_fd;
   process.out.out_fd = STDOUT_FILENO;
@@ -146,15 +157,32 @@ void Launcher::HandleSignals() {
       phase_ = Phase::kKilled;
       continue;
     }
-    Message("received signal " + std::to_string(signal) + " (" +
-            strsignal(signal) + "); forwarding it to the job");
-    // A failure already recorded stays the reason kolorun exits.
-    RecordFailure(128 + signal);
-    SignalAll(signal);
-    phase_ = Phase::kTerminating;
-    deadline_ = steady_clock::now() + options_.signal_grace;
+    StopFromOutside(signal, "received signal " + std::to_string(signal) + " (" +
+                                strsignal(signal) +
+                                "); forwarding it to the job");
   }
   ReapExited();
+}
+
+void Launcher::StopFromOutside(int signal, const std::string& why) {
+  Message(why);
+  // A failure already recorded stays the reason kolorun exits.
+  RecordFailure(128 + signal);
+  SignalAll(signal);
+  phase_ = Phase::kTerminating;
+  deadline_ = steady_clock::now() + options_.signal_grace;
+}
+
+void Launcher::HandleStopFd() {
+  char buffer[4096];
+  ssize_t n;
+  do {
+    n = read(options_.stop_fd, buffer, sizeof(buffer));
+  } while (n < 0 && errno == EINTR);
+  if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) return;
+  stop_fd_open_ = false;
+  if (phase_ == Phase::kTerminating || phase_ == Phase::kKilled) return;
+  StopFromOutside(SIGTERM, options_.stop_message);
 }
 
 void Launcher::ReapExited() {
@@ -176,6 +204,8 @@ void Launcher::ReapExited() {
 
 void Launcher::OnExit(Process* process, int wait_status) {
   process->running = false;
+  if (process->stdin_fd >= 0) close(process->stdin_fd);
+  process->stdin_fd = -1;
   // Whatever it wrote is in the pipes already; relay it before its epitaph.
   Drain(&process->out);
   Drain(&process->err);

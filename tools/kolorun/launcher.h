@@ -15,6 +15,9 @@
 //    at once. kolorun then exits 128 + the signal (130, 143).
 //  - kolorun returns only when every process has been reaped, so nothing it
 //    started is left behind.
+//  - A host's agent also watches its stdin (stop_fd): at its end, the
+//    launching kolorun is gone, and the agent stops its ranks as if it had
+//    received SIGTERM.
 //
 // One poll() loop waits for output, for SIGCHLD and for kolorun's own
 // signals (all as file descriptors) and for the next deadline; nothing spins.
@@ -42,6 +45,10 @@ struct ProcessSpec {
   LineFormat format = LineFormat::kPrefix;
   std::string stdout_prefix;  // "[1]<stdout>: "
   std::string stderr_prefix;  // "[1]<stderr>: "
+  // A process started already (a host's agent, after its preflight): the
+  // launcher adopts it instead of starting `child`, and closes its stdin
+  // when it exits.
+  std::optional<Child> started;
 };
 
 struct LauncherOptions {
@@ -52,6 +59,10 @@ struct LauncherOptions {
   // How long output may still arrive after every process has exited; only a
   // grandchild that escaped its group can hold a pipe open that long.
   std::chrono::milliseconds drain_limit{1000};
+  // A descriptor whose end of file (or error) stops the job like SIGTERM;
+  // anything read from it before that is ignored. -1: none.
+  int stop_fd = -1;
+  std::string stop_message;  // said when stop_fd ends
 };
 
 class Launcher {
@@ -84,6 +95,7 @@ class Launcher {
   struct Process {
     std::string name;
     pid_t pid = -1;
+    int stdin_fd = -1;  // the write end of its stdin, if it has one
     bool running = false;
     Stream out;
     Stream err;
@@ -91,6 +103,10 @@ class Launcher {
 
   void Start(const ProcessSpec& spec);
   void HandleSignals();
+  // Reads stop_fd; at its end, stops the job as a signal would.
+  void HandleStopFd();
+  // The job is asked to stop from outside (a signal, stop_fd).
+  void StopFromOutside(int signal, const std::string& why);
   void ReapExited();
   void OnExit(Process* process, int wait_status);
   // Reads what `stream` holds now; closes it at end of file.
@@ -113,6 +129,7 @@ class Launcher {
   TimePoint deadline_{};  // of the current phase, if it has one
   std::optional<TimePoint> drain_deadline_;
   int exit_code_ = 0;
+  bool stop_fd_open_ = false;
 };
 
 // `args` joined with spaces, quoted where a shell would need it, for

@@ -13,9 +13,13 @@
 #include <thread>
 #include <vector>
 
+#include "agent.h"
+#include "cluster.h"
+#include "hosts.h"
 #include "job.h"
 #include "kolo_internal/store.h"
 #include "launcher.h"
+#include "node.h"
 #include "options.h"
 #include "output.h"
 #include "process.h"
@@ -43,36 +47,14 @@ void EnsureStandardDescriptors() {
   }
 }
 
-// 128 random bits as 32 hex digits; a new one per job, so that one job's
-// workers cannot join another's store.
-StatusOr<std::string> NewSecret() {
-  const char* kPath = "/dev/urandom";
-  int fd = open(kPath, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return Internal(std::string("cannot open ") + kPath + ": " +
-                    std::strerror(errno));
+// Whether every host of the list is this machine, under one name: then
+// kolorun needs no agents.
+bool AllHostsAreThisOne(const std::vector<HostSlots>& hosts) {
+  for (const HostSlots& host : hosts) {
+    if (!IsLocalHost(host.name) || host.name != hosts.front().name)
+      return false;
   }
-  unsigned char bytes[16];
-  size_t done = 0;
-  while (done < sizeof(bytes)) {
-    ssize_t n = read(fd, bytes + done, sizeof(bytes) - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int error = n < 0 ? errno : EIO;
-      close(fd);
-      return Internal(std::string("cannot read ") + kPath + ": " +
-                      std::strerror(error));
-    }
-    done += static_cast<size_t>(n);
-  }
-  close(fd);
-  static const char kHex[] = "0123456789abcdef";
-  std::string secret;
-  for (unsigned char byte : bytes) {
-    secret.push_back(kHex[byte >> 4]);
-    secret.push_back(kHex[byte & 0xf]);
-  }
-  return secret;
+  return true;
 }
 
 int Main(int argc, char** argv) {
@@ -87,6 +69,28 @@ int Main(int argc, char** argv) {
   if (options.help) {
     WriteAll(STDOUT_FILENO, Usage());
     return 0;
+  }
+  // -H localhost:4 is a one-host job like any other.
+  const bool beyond_this_host =
+      options.agent || options.nnodes > 0 ||
+      (!options.hosts.empty() && !AllHostsAreThisOne(options.hosts));
+  if (beyond_this_host) {
+    // A closed stdout must not kill kolorun while its workers still run.
+    signal(SIGPIPE, SIG_IGN);
+    StatusOr<SignalWatcher> signals = SignalWatcher::Create();
+    if (!signals.ok()) {
+      PrintError(signals.status().message());
+      return 1;
+    }
+    try {
+      if (options.agent) return RunAgent(&*signals);
+      if (options.nnodes > 0) return RunNode(options, &*signals);
+      return RunCluster(options, &*signals);
+    } catch (const std::exception& e) {
+      // The agents' messages are JSON; one that is malformed ends up here.
+      PrintError(std::string("internal error: ") + e.what());
+      return 1;
+    }
   }
 
   StatusOr<std::string> program = FindExecutable(options.command[0]);

@@ -1,7 +1,10 @@
 #include "options.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstddef>
+
+#include "kolo_internal/net.h"
 
 namespace kolo {
 namespace kolorun {
@@ -15,8 +18,11 @@ constexpr int64_t kMaxTimeoutSeconds = int64_t{7} * 24 * 3600;
 // kolorun takes the spelling mpirun and horovodrun users type and hands
 // CLI11 the long form.
 std::string CanonicalFlag(const std::string& arg) {
-  if (arg == "-np") return "--np";
-  if (arg.rfind("-np=", 0) == 0) return "-" + arg;
+  for (const char* flag : {"-np", "-np-per-node"}) {
+    const std::string single(flag);
+    if (arg == single) return "-" + single;
+    if (arg.rfind(single + "=", 0) == 0) return "-" + arg;
+  }
   return arg;
 }
 
@@ -29,6 +35,87 @@ StatusOr<std::pair<std::string, std::string>> ParseEnvAssignment(
   return std::make_pair(text.substr(0, eq), text.substr(eq + 1));
 }
 
+// -x NAME takes kolorun's value of NAME; -x NAME=VALUE sets it, as mpirun's
+// -x does.
+StatusOr<std::pair<std::string, std::string>> ParseForwardedVariable(
+    const std::string& text, const EnvLookup& env) {
+  if (text.empty() || text[0] == '=') {
+    return InvalidArgument("-x expects NAME or NAME=VALUE, got '" + text + "'");
+  }
+  size_t eq = text.find('=');
+  if (eq != std::string::npos) {
+    return std::make_pair(text.substr(0, eq), text.substr(eq + 1));
+  }
+  std::optional<std::string> value = env(text.c_str());
+  if (!value) {
+    return InvalidArgument("-x " + text + ": " + text +
+                           " is not set in kolorun's environment");
+  }
+  return std::make_pair(text, *value);
+}
+
+StatusOr<int32_t> ParseCount(const std::string& text, int64_t min, int64_t max,
+                             const std::string& flag) {
+  StatusOr<int64_t> value = ParseInt(text, min, max, flag);
+  if (!value.ok()) {
+    return InvalidArgument(flag + " must be an integer from " +
+                           std::to_string(min) + " to " + std::to_string(max) +
+                           ", got '" + text + "'");
+  }
+  return static_cast<int32_t>(*value);
+}
+
+// The checks of the per-node form (torchrun's model): every node runs
+// kolorun with the same --nnodes, --rendezvous and --np-per-node.
+Status CheckPerNodeOptions(const CLI::App& app, LaunchOptions* options,
+                           const std::string& np_text) {
+  for (const char* needed : {"--node-rank", "--rendezvous", "--np-per-node"}) {
+    if (app.count(needed) == 0) {
+      return InvalidArgument(std::string("--nnodes needs ") + needed +
+                             " as well (see --help)");
+    }
+  }
+  if (options->node_rank >= options->nnodes) {
+    return InvalidArgument("--node-rank " + std::to_string(options->node_rank) +
+                           " is outside the " +
+                           std::to_string(options->nnodes) +
+                           " nodes of --nnodes (0 to " +
+                           std::to_string(options->nnodes - 1) + ")");
+  }
+  std::string host;
+  int port = 0;
+  Status address = ParseHostPortInto(options->rendezvous, &host, &port);
+  if (!address.ok()) {
+    return InvalidArgument("--rendezvous expects HOST:PORT, got '" +
+                           options->rendezvous + "'");
+  }
+  if (!options->hosts.empty()) {
+    return InvalidArgument(
+        "--nnodes starts the ranks of this node only; -H and --hostfile "
+        "belong to the form where one kolorun starts every host");
+  }
+  const int64_t total =
+      int64_t{options->nnodes} * int64_t{options->np_per_node};
+  if (total > kMaxRanks) {
+    return InvalidArgument("--nnodes times --np-per-node is " +
+                           std::to_string(total) + " ranks, more than " +
+                           std::to_string(kMaxRanks));
+  }
+  if (!np_text.empty() && options->num_ranks != total) {
+    return InvalidArgument(
+        "-np " + np_text + " disagrees with --nnodes " +
+        std::to_string(options->nnodes) + " times --np-per-node " +
+        std::to_string(options->np_per_node) + " = " + std::to_string(total));
+  }
+  options->num_ranks = static_cast<int32_t>(total);
+  if (options->launcher != LauncherKind::kKolorun) {
+    return InvalidArgument(
+        "--nnodes starts the ranks with kolorun itself; it cannot run "
+        "--backend mpi or --launcher mpirun (use mpirun or srun directly)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const char* LauncherName(LauncherKind kind) {
@@ -37,13 +124,19 @@ const char* LauncherName(LauncherKind kind) {
 
 std::string Usage() {
   return "Usage: kolorun -np N [options] [--] program [args...]\n"
+         "       kolorun [-np N] -H h1:2,h2:2 | --hostfile F [options] "
+         "program...\n"
+         "       kolorun --nnodes M --node-rank I --rendezvous HOST:PORT\n"
+         "               --np-per-node K [options] program...\n"
          "\n"
-         "Starts N ranks of `program` on this host, hosts their rendezvous\n"
-         "store, and prefixes every line they print with [rank]<stdout>: or\n"
-         "[rank]<stderr>:. When one rank fails, the others are stopped.\n"
+         "Starts N ranks of `program` on this host (or on the hosts given),\n"
+         "hosts their rendezvous store, and prefixes every line they print\n"
+         "with [rank]<stdout>: or [rank]<stderr>:. When one rank fails, the\n"
+         "others are stopped.\n"
          "\n"
          "Options:\n"
-         "  -np N               number of ranks (required, >= 1)\n"
+         "  -np N               number of ranks (>= 1; required unless hosts\n"
+         "                      are given, whose slots it then fills)\n"
          "  --backend B         shm, gloo or mpi (default: $KOLO_BACKEND, "
          "else shm);\n"
          "                      shm: shared memory, gloo: TCP, mpi: MPI (its "
@@ -74,8 +167,44 @@ std::string Usage() {
          "  --mpi-args \"...\"    extra arguments for mpirun (--launcher "
          "mpirun or\n"
          "                      --backend mpi)\n"
+         "  -x NAME[=VALUE]     pass NAME (kolorun's value, or VALUE) to "
+         "every\n"
+         "                      rank, on every host (repeatable)\n"
          "  --verbose           print the store address, each rank's command\n"
          "                      and each rank's exit\n"
+         "\n"
+         "Hosts (one kolorun agent per host starts that host's ranks):\n"
+         "  -H, --hosts LIST    h1:2,h2:2 (host:slots; a host without :N has "
+         "1)\n"
+         "  --hostfile F        one host per line: `host slots=N`, # comments\n"
+         "  --ssh-port P        ssh to the hosts on port P\n"
+         "  --ssh-identity-file F  ssh with this private key\n"
+         "  --ssh-config-file F ssh with this configuration file (ssh -F)\n"
+         "  --remote-shell T    start each host's agent with the command T\n"
+         "                      instead of ssh: {host} is replaced by the "
+         "host;\n"
+         "                      {command}, if present, by the agent's command\n"
+         "                      as one shell string, else the agent's argv "
+         "is\n"
+         "                      appended (e.g. 'ip netns exec {host}')\n"
+         "  --start-timeout S   seconds for every host to answer the "
+         "preflight\n"
+         "                      (default " +
+         std::to_string(kDefaultStartTimeoutSeconds) +
+         ")\n"
+         "  --network-interface I  interface names and/or CIDR subnets, comma\n"
+         "                      separated (eth1, 10.1.0.0/24); default: the\n"
+         "                      addresses through which the hosts reach each "
+         "other\n"
+         "\n"
+         "Per node (the cluster starts one kolorun per node):\n"
+         "  --nnodes M          number of nodes\n"
+         "  --node-rank I       this node's index, 0 to M-1; node 0 hosts the\n"
+         "                      store\n"
+         "  --rendezvous H:P    where node 0's store listens\n"
+         "  -np-per-node K      ranks on each node\n"
+         "  --secret-file F     the job secret every node shares (else\n"
+         "                      $KOLO_JOB_SECRET)\n"
          "  -h, --help          print this help\n";
 }
 
@@ -104,6 +233,14 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
   std::string timeout_text;
   std::string mpi_args_text;
   std::vector<std::string> env_texts;
+  std::vector<std::string> forwarded_texts;
+  std::string hosts_text;
+  std::string hostfile;
+  std::string ssh_port_text;
+  std::string start_timeout_text;
+  std::string nnodes_text;
+  std::string node_rank_text;
+  std::string np_per_node_text;
 
   CLI::App app("kolorun", "kolorun");
   app.set_help_flag();  // kolorun prints its own usage text
@@ -118,6 +255,26 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
   app.add_option("--timeline-filename", options.timeline_path)
       ->allow_extra_args(false);
   app.add_flag("--verbose", options.verbose);
+  app.add_option("-x", forwarded_texts)->allow_extra_args(false);
+  app.add_option("-H,--hosts", hosts_text)->allow_extra_args(false);
+  app.add_option("--hostfile", hostfile)->allow_extra_args(false);
+  app.add_option("--ssh-port", ssh_port_text)->allow_extra_args(false);
+  app.add_option("--ssh-identity-file", options.ssh_identity_file)
+      ->allow_extra_args(false);
+  app.add_option("--ssh-config-file", options.ssh_config_file)
+      ->allow_extra_args(false);
+  app.add_option("--remote-shell", options.remote_shell)
+      ->allow_extra_args(false);
+  app.add_option("--start-timeout", start_timeout_text)
+      ->allow_extra_args(false);
+  app.add_option("--network-interface", options.network_interface)
+      ->allow_extra_args(false);
+  app.add_option("--nnodes", nnodes_text)->allow_extra_args(false);
+  app.add_option("--node-rank", node_rank_text)->allow_extra_args(false);
+  app.add_option("--rendezvous", options.rendezvous)->allow_extra_args(false);
+  app.add_option("--np-per-node", np_per_node_text)->allow_extra_args(false);
+  app.add_option("--secret-file", options.secret_file)->allow_extra_args(false);
+  app.add_flag("--agent", options.agent);
   // Parsing stops at the first argument that is not kolorun's: the program.
   app.prefix_command();
 
@@ -133,11 +290,12 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
     std::string flag = e.what();
     flag = flag.substr(0, flag.find(':'));
     if (flag == "--np") flag = "-np";
+    if (flag == "--np-per-node") flag = "-np-per-node";
     return InvalidArgument(flag + " expects a value");
   } catch (const CLI::ParseError& e) {
     return InvalidArgument(e.what());
   }
-  if (options.help) return options;
+  if (options.help || options.agent) return options;
 
   // CLI11 leaves unknown flags and, from the program on, everything.
   std::vector<std::string> rest = app.remaining();
@@ -151,18 +309,40 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
       argv.end() - static_cast<ptrdiff_t>(rest.size()), argv.end());
   if (!tail.empty() && tail.front() == "--") tail.erase(tail.begin());
 
+  if (!hosts_text.empty() && !hostfile.empty()) {
+    return InvalidArgument("-H and --hostfile both name the hosts; give one");
+  }
+  if (app.count("-H") > 0) {
+    KOLO_ASSIGN_OR_RETURN(options.hosts, ParseHostList(hosts_text));
+  } else if (app.count("--hostfile") > 0) {
+    if (hostfile.empty()) return InvalidArgument("--hostfile expects a file");
+    KOLO_ASSIGN_OR_RETURN(options.hosts, ReadHostfile(hostfile));
+  }
+  const bool per_node = app.count("--nnodes") > 0;
+
   if (np_text.empty()) {
     if (app.count("--np") > 0) {
       return InvalidArgument("-np must be a positive integer, got ''");
     }
-    return InvalidArgument("-np N is required (see --help)");
+    // Like mpirun, a host list without -np fills every slot.
+    if (options.hosts.empty() && !per_node) {
+      return InvalidArgument("-np N is required (see --help)");
+    }
+    int64_t slots = 0;
+    for (const HostSlots& host : options.hosts) slots += host.slots;
+    options.num_ranks = static_cast<int32_t>(std::min(slots, kMaxRanks));
+  } else {
+    StatusOr<int64_t> np = ParseInt(np_text, 1, kMaxRanks, "-np");
+    if (!np.ok()) {
+      return InvalidArgument("-np must be a positive integer, got '" + np_text +
+                             "'");
+    }
+    options.num_ranks = static_cast<int32_t>(*np);
   }
-  StatusOr<int64_t> np = ParseInt(np_text, 1, kMaxRanks, "-np");
-  if (!np.ok()) {
-    return InvalidArgument("-np must be a positive integer, got '" + np_text +
-                           "'");
+  if (!options.hosts.empty()) {
+    // Only to report a job that does not fit before anything starts.
+    KOLO_RETURN_IF_ERROR(PlaceRanks(options.hosts, options.num_ranks).status());
   }
-  options.num_ranks = static_cast<int32_t>(*np);
 
   if (backend_text.empty()) {
     std::optional<std::string> from_env = env(env::kBackend);
@@ -212,7 +392,8 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
       return InvalidArgument("--bind-to must be core or none, got '" +
                              bind_text + "'");
     }
-  } else if (options.backend == BackendKind::kGloo) {
+  } else if (options.backend == BackendKind::kGloo || !options.hosts.empty()) {
+    // Across hosts the engine is Gloo (hierarchical or flat) as well.
     // Bound, a rank's Gloo event-loop thread shares the core of the thread
     // whose sends it serves, and spins there (it polls while that thread
     // holds the connection's lock) until the scheduler preempts it: 4 KiB
@@ -223,6 +404,67 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
   for (const std::string& text : env_texts) {
     KOLO_ASSIGN_OR_RETURN(auto assignment, ParseEnvAssignment(text));
     options.env.push_back(std::move(assignment));
+  }
+  for (const std::string& text : forwarded_texts) {
+    KOLO_ASSIGN_OR_RETURN(auto assignment, ParseForwardedVariable(text, env));
+    options.forwarded_names.push_back(assignment.first);
+    options.env.push_back(std::move(assignment));
+  }
+
+  if (app.count("--ssh-port") > 0) {
+    KOLO_ASSIGN_OR_RETURN(options.ssh_port,
+                          ParseCount(ssh_port_text, 1, 65535, "--ssh-port"));
+  }
+  if (app.count("--start-timeout") > 0) {
+    StatusOr<int64_t> timeout =
+        ParseInt(start_timeout_text, 1, kMaxTimeoutSeconds, "--start-timeout");
+    if (!timeout.ok()) {
+      return InvalidArgument(
+          "--start-timeout must be a positive number of seconds, got '" +
+          start_timeout_text + "'");
+    }
+    options.start_timeout_seconds = *timeout;
+  }
+  if (app.count("--network-interface") > 0) {
+    KOLO_RETURN_IF_ERROR(
+        InterfaceSpec::Parse(options.network_interface, "--network-interface")
+            .status());
+  }
+  if (app.count("--remote-shell") > 0 &&
+      options.remote_shell.find("{host}") == std::string::npos) {
+    return InvalidArgument(
+        "--remote-shell needs {host} where the host name goes, got '" +
+        options.remote_shell + "'");
+  }
+
+  if (per_node) {
+    KOLO_ASSIGN_OR_RETURN(options.nnodes,
+                          ParseCount(nnodes_text, 1, kMaxRanks, "--nnodes"));
+    if (app.count("--node-rank") > 0) {
+      KOLO_ASSIGN_OR_RETURN(
+          options.node_rank,
+          ParseCount(node_rank_text, 0, kMaxRanks - 1, "--node-rank"));
+    }
+    if (app.count("--np-per-node") > 0) {
+      KOLO_ASSIGN_OR_RETURN(
+          options.np_per_node,
+          ParseCount(np_per_node_text, 1, kMaxRanks, "-np-per-node"));
+    }
+    KOLO_RETURN_IF_ERROR(CheckPerNodeOptions(app, &options, np_text));
+  } else {
+    for (const char* flag :
+         {"--node-rank", "--rendezvous", "--np-per-node", "--secret-file"}) {
+      if (app.count(flag) > 0) {
+        return InvalidArgument(std::string(flag) +
+                               " belongs to the per-node form: add --nnodes");
+      }
+    }
+  }
+  if (!options.hosts.empty() && options.launcher != LauncherKind::kKolorun) {
+    return InvalidArgument(
+        "-H and --hostfile start ranks through kolorun's own agents, which "
+        "cannot start --backend mpi or --launcher mpirun; give mpirun its "
+        "hosts with --mpi-args '--host ...'");
   }
 
   if (app.count("--timeout") > 0) {

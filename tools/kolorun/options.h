@@ -1,9 +1,20 @@
 // kolorun's command line:
 //
 //   kolorun -np N [--backend shm|gloo|mpi] [--launcher kolorun|mpirun]
-//           [--bind-to core|none] [--env K=V]... [--timeout S]
-//           [--timeline-filename F]
+//           [--bind-to core|none] [--env K=V]... [-x NAME[=V]]...
+//           [--timeout S] [--timeline-filename F]
 //           [--mpi-args "..."] [--verbose] [--] program args...
+//
+// Across hosts (one agent per host, started over ssh or --remote-shell):
+//
+//   kolorun [-np N] (-H h1:2,h2:2 | --hostfile F) [--ssh-port P]
+//           [--ssh-identity-file F] [--remote-shell 'CMD {host}']
+//           [--start-timeout S] [--network-interface eth1|10.1.0.0/24] ...
+//
+// Per node, when the cluster starts one kolorun on every node itself:
+//
+//   kolorun --nnodes M --node-rank I --rendezvous HOST:PORT
+//           --np-per-node K [--secret-file F] ... program args...
 //
 // The backend is what kolo's runtime runs on; the launcher is what starts
 // the ranks. They are separate because a job may want MPI's world without
@@ -21,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "hosts.h"
 #include "kolo/kolo.h"
 #include "kolo/status.h"
 #include "kolo_internal/config.h"
@@ -47,8 +59,15 @@ enum class BindTo : int32_t {
   kNone,      // anywhere, as the scheduler likes
 };
 
+// The default of --start-timeout: how long kolorun waits for every host
+// to answer its preflight.
+inline constexpr int64_t kDefaultStartTimeoutSeconds = 30;
+
 struct LaunchOptions {
   bool help = false;  // --help: print Usage() and do nothing else
+  // --agent: this kolorun serves one host of a multi-host job, told what to
+  // do on its standard input (agent.h); not for users.
+  bool agent = false;
   int32_t num_ranks = 0;
   // kolorun starts every rank on this host, where shared memory is fastest.
   BackendKind backend = BackendKind::kShm;
@@ -65,7 +84,33 @@ struct LaunchOptions {
   std::vector<std::string>
       mpi_args;                      // --mpi-args (mpirun), split on whitespace
   std::vector<std::string> command;  // program and its arguments
+
+  // -x NAME (the value kolorun has) or -x NAME=VALUE, merged into `env` in
+  // order; kept by name as well, for messages.
+  std::vector<std::string> forwarded_names;
+
+  // Hosts: from -H or --hostfile; empty means this host alone.
+  std::vector<HostSlots> hosts;
+  int32_t ssh_port = 0;  // --ssh-port; 0: ssh's own default
+  std::string ssh_identity_file;
+  std::string ssh_config_file;  // --ssh-config-file: ssh -F
+  // --remote-shell: a command template with {host}, and optionally
+  // {command}; empty: ssh.
+  std::string remote_shell;
+  int64_t start_timeout_seconds = kDefaultStartTimeoutSeconds;
+  // --network-interface, as given (names and/or CIDR subnets).
+  std::string network_interface;
+
+  // Per-node mode (--nnodes); nnodes == 0 when not in it.
+  int32_t nnodes = 0;
+  int32_t node_rank = 0;
+  std::string rendezvous;  // host:port where node 0 hosts the store
+  int32_t np_per_node = 0;
+  std::string secret_file;  // --secret-file; else $KOLO_JOB_SECRET
 };
+
+// The environment variable that may hold the job secret in per-node mode.
+inline constexpr const char* kJobSecretVariable = "KOLO_JOB_SECRET";
 
 // The text --help prints.
 std::string Usage();

@@ -58,7 +58,7 @@ struct ChildSetup {
   // execve rejects with ENOEXEC and execvp hands to the shell.
   char* const* shell_argv = nullptr;
   char* const* envp = nullptr;
-  int null_fd = -1;
+  int in_fd = -1;  // its stdin: /dev/null or the read end of a pipe
   int out_fd = -1;
   int err_fd = -1;
   int exec_error_fd = -1;  // the child writes its errno here if exec fails
@@ -79,7 +79,7 @@ struct ChildSetup {
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(errno);
   // kolorun may have died between fork and prctl; then nobody would kill us.
   if (getppid() != setup.parent) _exit(1);
-  if (dup2(setup.null_fd, STDIN_FILENO) < 0 ||
+  if (dup2(setup.in_fd, STDIN_FILENO) < 0 ||
       dup2(setup.out_fd, STDOUT_FILENO) < 0 ||
       dup2(setup.err_fd, STDERR_FILENO) < 0) {
     fail(errno);
@@ -202,14 +202,19 @@ StatusOr<Child> SpawnChild(const ChildSpec& spec, const sigset_t& child_mask) {
   int out_pipe[2] = {-1, -1};
   int err_pipe[2] = {-1, -1};
   int exec_pipe[2] = {-1, -1};
-  int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int in_pipe[2] = {-1, -1};
+  if (spec.stdin_pipe) {
+    if (pipe2(in_pipe, O_CLOEXEC) != 0) in_pipe[0] = in_pipe[1] = -1;
+  } else {
+    in_pipe[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
   auto close_all = [&] {
     for (int* fd : {&out_pipe[0], &out_pipe[1], &err_pipe[0], &err_pipe[1],
-                    &exec_pipe[0], &exec_pipe[1], &null_fd}) {
+                    &exec_pipe[0], &exec_pipe[1], &in_pipe[0], &in_pipe[1]}) {
       CloseIfOpen(fd);
     }
   };
-  if (null_fd < 0 || pipe2(out_pipe, O_CLOEXEC) != 0 ||
+  if (in_pipe[0] < 0 || pipe2(out_pipe, O_CLOEXEC) != 0 ||
       pipe2(err_pipe, O_CLOEXEC) != 0 || pipe2(exec_pipe, O_CLOEXEC) != 0) {
     int error = errno;
     close_all();
@@ -235,7 +240,7 @@ StatusOr<Child> SpawnChild(const ChildSpec& spec, const sigset_t& child_mask) {
     setup.argv = argv.data();
     setup.shell_argv = shell_argv.data();
     setup.envp = envp.data();
-    setup.null_fd = null_fd;
+    setup.in_fd = in_pipe[0];
     setup.out_fd = out_pipe[1];
     setup.err_fd = err_pipe[1];
     setup.exec_error_fd = exec_pipe[1];
@@ -250,7 +255,7 @@ StatusOr<Child> SpawnChild(const ChildSpec& spec, const sigset_t& child_mask) {
   CloseIfOpen(&out_pipe[1]);
   CloseIfOpen(&err_pipe[1]);
   CloseIfOpen(&exec_pipe[1]);
-  CloseIfOpen(&null_fd);
+  CloseIfOpen(&in_pipe[0]);
   // The pipe closes on a successful exec; before that, a failing child
   // writes its errno.
   int exec_errno = 0;
@@ -262,6 +267,7 @@ StatusOr<Child> SpawnChild(const ChildSpec& spec, const sigset_t& child_mask) {
   if (n > 0) {
     CloseIfOpen(&out_pipe[0]);
     CloseIfOpen(&err_pipe[0]);
+    CloseIfOpen(&in_pipe[1]);
     int ignored;
     while (waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {
     }
@@ -274,6 +280,7 @@ StatusOr<Child> SpawnChild(const ChildSpec& spec, const sigset_t& child_mask) {
   }
   Child child;
   child.pid = pid;
+  child.stdin_fd = in_pipe[1];
   child.stdout_fd = out_pipe[0];
   child.stderr_fd = err_pipe[0];
   return child;
@@ -300,6 +307,36 @@ int ExitCodeOf(int wait_status) {
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
   return 1;
+}
+
+StatusOr<std::string> NewSecret() {
+  const char* kPath = "/dev/urandom";
+  int fd = open(kPath, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return Internal(std::string("cannot open ") + kPath + ": " +
+                    std::strerror(errno));
+  }
+  unsigned char bytes[16];
+  size_t done = 0;
+  while (done < sizeof(bytes)) {
+    ssize_t n = read(fd, bytes + done, sizeof(bytes) - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int error = n < 0 ? errno : EIO;
+      close(fd);
+      return Internal(std::string("cannot read ") + kPath + ": " +
+                      std::strerror(error));
+    }
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  static const char kHex[] = "0123456789abcdef";
+  std::string secret;
+  for (unsigned char byte : bytes) {
+    secret.push_back(kHex[byte >> 4]);
+    secret.push_back(kHex[byte & 0xf]);
+  }
+  return secret;
 }
 
 std::vector<std::string> CurrentEnvironment() {

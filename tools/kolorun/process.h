@@ -57,17 +57,23 @@ struct ChildSpec {
   std::vector<std::string> argv;  // argv[0] included
   std::vector<std::string> env;   // "K=V", the child's whole environment
   std::vector<int> cores;         // the CPUs it may run on; empty: any
+  // Give the child a pipe as its stdin (Child::stdin_fd) instead of
+  // /dev/null: a host's agent reads its orders there, and reads the pipe's
+  // end as the sign that the launching kolorun is gone.
+  bool stdin_pipe = false;
 };
 
-// A started child. Its pipes are non-blocking and close-on-exec.
+// A started child. Its output pipes are non-blocking, and all of its pipes
+// are close-on-exec.
 struct Child {
   pid_t pid = -1;
+  int stdin_fd = -1;  // the write end of its stdin, with stdin_pipe
   int stdout_fd = -1;
   int stderr_fd = -1;
 };
 
-// Forks and execs `spec` with stdin from /dev/null and stdout/stderr on new
-// pipes. The child leads a new process group (its pgid is its pid), so that
+// Forks and execs `spec` with stdin from /dev/null (or a pipe, with
+// stdin_pipe) and stdout/stderr on new pipes. The child leads a new process group (its pgid is its pid), so that
 // signalling the group also reaches whatever the program starts, and it gets
 // SIGKILL if kolorun dies, so that no rank outlives a killed launcher.
 // Returns an error naming the program when exec fails; the child has then
@@ -82,6 +88,10 @@ void SignalGroup(pid_t pid, int signal);
 std::string DescribeWaitStatus(int wait_status);
 // The exit code a shell would report: the code, or 128 + the signal.
 int ExitCodeOf(int wait_status);
+
+// 128 random bits as 32 hex digits; a new one per job, so that one job's
+// workers cannot join another's store.
+StatusOr<std::string> NewSecret();
 
 // The environment of this process as "K=V" strings.
 std::vector<std::string> CurrentEnvironment();

@@ -128,7 +128,39 @@ TEST(ParseOptionsTest, ErrorsNameTheFlag) {
            {{"-np"}, "-np expects a value"},
            {{"-np", "1", "--what", "p"}, "unknown flag '--what' (see --help)"},
            {{"--what", "-np", "2", "p"}, "unknown flag '--what' (see --help)"},
-           {{"-x", "-np", "2", "p"}, "unknown flag '-x' (see --help)"},
+           {{"-np", "2", "-x", "KOLO_TEST_UNSET_VARIABLE", "p"},
+            "-x KOLO_TEST_UNSET_VARIABLE: KOLO_TEST_UNSET_VARIABLE is not set "
+            "in kolorun's environment"},
+           {{"-np", "2", "-x", "=v", "p"},
+            "-x expects NAME or NAME=VALUE, got '=v'"},
+           {{"-np", "2", "-H", "a:1", "--hostfile", "f", "p"},
+            "-H and --hostfile both name the hosts; give one"},
+           {{"-np", "5", "-H", "h1:2,h2:2", "p"},
+            "-np 5 is more than the 4 slots of the hosts (h1:2, h2:2)"},
+           {{"-H", "h1:2", "--remote-shell", "ip netns exec", "p"},
+            "--remote-shell needs {host} where the host name goes, got 'ip "
+            "netns exec'"},
+           {{"-np", "2", "--ssh-port", "0", "p"},
+            "--ssh-port must be an integer from 1 to 65535, got '0'"},
+           {{"-np", "2", "--start-timeout", "-1", "p"},
+            "--start-timeout must be a positive number of seconds, got '-1'"},
+           {{"-np", "2", "--rendezvous", "h:1", "p"},
+            "--rendezvous belongs to the per-node form: add --nnodes"},
+           {{"--nnodes", "2", "--node-rank", "0", "p"},
+            "--nnodes needs --rendezvous as well (see --help)"},
+           {{"--nnodes", "2", "--node-rank", "2", "--rendezvous", "h:1",
+             "-np-per-node", "2", "p"},
+            "--node-rank 2 is outside the 2 nodes of --nnodes (0 to 1)"},
+           {{"--nnodes", "2", "--node-rank", "0", "--rendezvous", "h",
+             "-np-per-node", "2", "p"},
+            "--rendezvous expects HOST:PORT, got 'h'"},
+           {{"-np", "3", "--nnodes", "2", "--node-rank", "0", "--rendezvous",
+             "h:1", "-np-per-node", "2", "p"},
+            "-np 3 disagrees with --nnodes 2 times --np-per-node 2 = 4"},
+           {{"-H", "h1:2", "--backend", "mpi", "p"},
+            "-H and --hostfile start ranks through kolorun's own agents, which "
+            "cannot start --backend mpi or --launcher mpirun; give mpirun its "
+            "hosts with --mpi-args '--host ...'"},
            {{"-np", "1", "--env", "=v", "p"}, "--env expects K=V, got '=v'"},
            {{"-np", "1", "--timeout", "soon", "p"},
             "--timeout must be a positive number of seconds, got 'soon'"},
@@ -160,6 +192,51 @@ TEST(ParseOptionsTest, BindTo) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
             "--bind-to must be core or none, got 'socket'");
+}
+
+TEST(ParseOptionsTest, Hosts) {
+  StatusOr<LaunchOptions> options =
+      Parse({"-H", "h1:2,h2:2", "--ssh-port", "2222", "--ssh-identity-file",
+             "/k/id", "--start-timeout", "7", "--network-interface",
+             "eth1,10.1.0.0/24", "-x", "A", "-x", "B=2", "prog"},
+            {{"A", "from-kolorun"}});
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  // Without -np, every slot.
+  EXPECT_EQ(options->num_ranks, 4);
+  ASSERT_EQ(options->hosts.size(), 2u);
+  EXPECT_EQ(options->hosts[1].name, "h2");
+  EXPECT_EQ(options->hosts[1].slots, 2);
+  EXPECT_EQ(options->ssh_port, 2222);
+  EXPECT_EQ(options->ssh_identity_file, "/k/id");
+  EXPECT_EQ(options->start_timeout_seconds, 7);
+  EXPECT_EQ(options->network_interface, "eth1,10.1.0.0/24");
+  using Pair = std::pair<std::string, std::string>;
+  EXPECT_EQ(options->env,
+            (std::vector<Pair>{{"A", "from-kolorun"}, {"B", "2"}}));
+  EXPECT_EQ(options->forwarded_names, (std::vector<std::string>{"A", "B"}));
+  // Across hosts the engine is Gloo: unbound unless asked.
+  EXPECT_EQ(options->bind_to, BindTo::kNone);
+  EXPECT_EQ(Parse({"-np", "3", "-H", "h1:2,h2:2", "p"})->num_ranks, 3);
+}
+
+TEST(ParseOptionsTest, PerNode) {
+  StatusOr<LaunchOptions> options = Parse(
+      {"--nnodes", "3", "--node-rank", "2", "--rendezvous", "10.1.0.1:29500",
+       "-np-per-node", "2", "--secret-file", "/s", "prog", "x"});
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->nnodes, 3);
+  EXPECT_EQ(options->node_rank, 2);
+  EXPECT_EQ(options->np_per_node, 2);
+  EXPECT_EQ(options->num_ranks, 6);
+  EXPECT_EQ(options->rendezvous, "10.1.0.1:29500");
+  EXPECT_EQ(options->secret_file, "/s");
+  EXPECT_EQ(options->command, (std::vector<std::string>{"prog", "x"}));
+}
+
+TEST(ParseOptionsTest, AgentNeedsNothingElse) {
+  StatusOr<LaunchOptions> options = Parse({"--agent"});
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_TRUE(options->agent);
 }
 
 TEST(SplitOnWhitespaceTest, DropsEmptyPieces) {

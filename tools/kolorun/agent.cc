@@ -1,0 +1,268 @@
+#include "agent.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "job.h"
+#include "kolo_internal/net.h"
+#include "launcher.h"
+#include "output.h"
+
+namespace kolo {
+namespace kolorun {
+namespace {
+
+using Json = nlohmann::json;
+
+// Reads stdin a line at a time; blocking is right here, since the driver
+// either writes or closes the pipe (ssh closes it when the connection
+// drops).
+class StdinLines {
+ public:
+  // The next line, or nullopt at the end of stdin.
+  std::optional<std::string> Next() {
+    while (true) {
+      size_t newline = buffer_.find('\n');
+      if (newline != std::string::npos) {
+        std::string line = buffer_.substr(0, newline);
+        buffer_.erase(0, newline + 1);
+        return line;
+      }
+      char chunk[65536];
+      ssize_t n = read(STDIN_FILENO, chunk, sizeof(chunk));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return std::nullopt;
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+ private:
+  std::string buffer_;
+};
+
+void Send(const Json& message) {
+  WriteAll(STDOUT_FILENO, message.dump() + "\n");
+}
+
+void Say(const std::string& text) {
+  WriteAll(STDERR_FILENO, "kolorun agent: " + text + "\n");
+}
+
+std::optional<Json> NextMessage(StdinLines* in, const std::string& type) {
+  std::optional<std::string> line = in->Next();
+  if (!line) return std::nullopt;
+  Json message = Json::parse(*line, nullptr, /*allow_exceptions=*/false);
+  if (!message.is_object() || message.value("type", "") != type) {
+    Say("expected a '" + type + "' message from the launching kolorun, got '" +
+        line->substr(0, 80) + "'");
+    return std::nullopt;
+  }
+  return message;
+}
+
+// A socket listening on `address`, port chosen by the OS, that nobody
+// accepts from: the kernel completes the probes' handshakes by itself.
+struct Listener {
+  int fd = -1;
+  int port = 0;
+};
+
+StatusOr<Listener> Listen(const std::string& address) {
+  sockaddr_in addr;
+  std::memset(&addr, 0, sizeof(addr));
+  addr.sin_family = AF_INET;
+  if (inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) {
+    return InvalidArgument("not an IPv4 address: " + address);
+  }
+  Listener listener;
+  listener.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  socklen_t length = sizeof(addr);
+  if (listener.fd < 0 ||
+      bind(listener.fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) !=
+          0 ||
+      listen(listener.fd, 64) != 0 ||
+      getsockname(listener.fd, reinterpret_cast<sockaddr*>(&addr), &length) !=
+          0) {
+    int error = errno;
+    if (listener.fd >= 0) close(listener.fd);
+    return Internal("cannot listen on " + address + ": " +
+                    std::strerror(error));
+  }
+  listener.port = ntohs(addr.sin_port);
+  return listener;
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "?";
+  return name;
+}
+
+std::string Describe(const std::vector<InterfaceAddress>& addresses) {
+  std::string text;
+  for (const InterfaceAddress& address : addresses) {
+    if (!text.empty()) text += ", ";
+    text += address.interface + " " + address.address;
+    if (!address.up) text += " (down)";
+  }
+  return text.empty() ? "none" : text;
+}
+
+// Step 1. Fills `listeners` and `program_path`; the reply says what failed.
+Json Preflight(const Json& request, std::vector<Listener>* listeners,
+               std::string* program_path) {
+  Json reply = {{"type", "preflight"}, {"hostname", HostName()}};
+  reply["addresses"] = Json::array();
+  const std::string cwd = request.value("cwd", "");
+  if (!cwd.empty() && chdir(cwd.c_str()) != 0) {
+    reply["error"] = "working directory " + cwd + " is not there (" +
+                     std::strerror(errno) + ")";
+    return reply;
+  }
+  StatusOr<std::string> program =
+      FindExecutable(request.value("program", std::string()));
+  if (!program.ok()) {
+    reply["error"] = program.status().message() + " (in " + cwd + ")";
+    return reply;
+  }
+  *program_path = *program;
+  reply["program"] = *program;
+
+  const std::string spec_text = request.value("network_interface", "");
+  StatusOr<InterfaceSpec> spec =
+      InterfaceSpec::Parse(spec_text, "--network-interface");
+  StatusOr<std::vector<InterfaceAddress>> all = ListInterfaceAddresses();
+  if (!spec.ok() || !all.ok()) {
+    reply["error"] = (!spec.ok() ? spec.status() : all.status()).message();
+    return reply;
+  }
+  std::vector<InterfaceAddress> candidates =
+      CandidateAddresses(*all, *spec, /*allow_loopback=*/false);
+  for (const InterfaceAddress& candidate : candidates) {
+    // IPv4 only, for now: Gloo and the store are given one address each.
+    if (candidate.address.find(':') != std::string::npos) continue;
+    StatusOr<Listener> listener = Listen(candidate.address);
+    if (!listener.ok()) continue;
+    listeners->push_back(*listener);
+    reply["addresses"].push_back({{"interface", candidate.interface},
+                                  {"address", candidate.address},
+                                  {"prefix", candidate.prefix_length},
+                                  {"port", listener->port}});
+  }
+  if (reply["addresses"].empty()) {
+    reply["error"] =
+        spec_text.empty()
+            ? "no interface up with an IPv4 address other than loopback "
+              "(it has: " +
+                  Describe(*all) + ")"
+            : "no interface up matches --network-interface " + spec_text +
+                  " (it has: " + Describe(*all) + ")";
+  }
+  return reply;
+}
+
+// Step 2: every target at once, so that unreachable ones cost one timeout
+// in all, not one each.
+Json Probe(const Json& request) {
+  const std::chrono::milliseconds timeout(
+      request.value("timeout_ms", int64_t{5000}));
+  const Json& targets = request["targets"];
+  std::vector<std::string> errors(targets.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const std::string address = targets[i].value("address", "");
+      Status reached =
+          ProbeTcp("", address, targets[i].value("port", 0), timeout);
+      if (reached.ok()) return;
+      errors[i] = reached.message();
+      // Name the interface the kernel would send through, which is what a
+      // user has to fix when it is the wrong one.
+      StatusOr<InterfaceAddress> route = RouteTo(address);
+      if (route.ok()) errors[i] += " (route via " + route->interface + ")";
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  Json reply = {{"type", "probe"}, {"results", Json::array()}};
+  for (size_t i = 0; i < targets.size(); ++i) {
+    reply["results"].push_back({{"host", targets[i].value("host", "")},
+                                {"address", targets[i].value("address", "")},
+                                {"error", errors[i]}});
+  }
+  return reply;
+}
+
+BindTo ParseBindTo(const std::string& text) {
+  return text == "core" ? BindTo::kCore : BindTo::kNone;
+}
+
+}  // namespace
+
+int RunAgent(SignalWatcher* signals) {
+  StdinLines in;
+  std::vector<Listener> listeners;
+  auto close_listeners = [&] {
+    for (const Listener& listener : listeners) close(listener.fd);
+    listeners.clear();
+  };
+  std::string program_path;
+  std::optional<Json> preflight = NextMessage(&in, "preflight");
+  if (!preflight) return 1;
+  Json reply = Preflight(*preflight, &listeners, &program_path);
+  Send(reply);
+  if (reply.contains("error")) {
+    close_listeners();
+    return 1;
+  }
+  std::optional<Json> probe = NextMessage(&in, "probe");
+  if (!probe) {
+    close_listeners();
+    return 1;
+  }
+  Send(Probe(*probe));
+  std::optional<Json> launch = NextMessage(&in, "launch");
+  close_listeners();
+  if (!launch) return 1;
+
+  HostRanks ranks;
+  ranks.host = launch->value("host", "");
+  const Json& place = (*launch)["ranks"];
+  ranks.first_rank = place.value("first_rank", 0);
+  ranks.local_size = place.value("local_size", 0);
+  ranks.size = place.value("size", 0);
+  ranks.cross_rank = place.value("cross_rank", 0);
+  ranks.cross_size = place.value("cross_size", 1);
+  EnvList settings;
+  for (const Json& pair : (*launch)["settings"]) {
+    settings.emplace_back(pair.at(0).get<std::string>(),
+                          pair.at(1).get<std::string>());
+  }
+  const std::vector<std::string> command =
+      (*launch)["command"].get<std::vector<std::string>>();
+  const BindTo bind_to = ParseBindTo(launch->value("bind_to", "none"));
+
+  std::vector<ProcessSpec> specs = BuildHostRanks(
+      ranks, program_path, command, settings, CurrentEnvironment(),
+      CoreBlocks(UsableCores(), ranks.local_size, bind_to));
+  LauncherOptions launcher_options;
+  launcher_options.verbose = launch->value("verbose", false);
+  launcher_options.stop_fd = STDIN_FILENO;
+  launcher_options.stop_message = "the launching kolorun is gone (" +
+                                  ranks.host +
+                                  " lost its connection); stopping the ranks";
+  Launcher launcher(launcher_options, signals);
+  return launcher.Run(specs);
+}
+
+}  // namespace kolorun
+}  // namespace kolo

@@ -1,0 +1,155 @@
+#include "node.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "job.h"
+#include "kolo_internal/config.h"
+#include "kolo_internal/net.h"
+#include "kolo_internal/store.h"
+#include "launcher.h"
+#include "output.h"
+
+namespace kolo {
+namespace kolorun {
+namespace {
+
+void Say(const std::string& text) {
+  WriteAll(STDERR_FILENO, "kolorun: " + text + "\n");
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "?";
+  return name;
+}
+
+// The address this node's ranks listen on for Gloo.
+StatusOr<std::string> NodeAddress(const LaunchOptions& options,
+                                  const std::string& rendezvous_host) {
+  if (options.network_interface.empty()) {
+    KOLO_ASSIGN_OR_RETURN(InterfaceAddress route, RouteTo(rendezvous_host));
+    return route.address;
+  }
+  KOLO_ASSIGN_OR_RETURN(
+      InterfaceSpec spec,
+      InterfaceSpec::Parse(options.network_interface, "--network-interface"));
+  KOLO_ASSIGN_OR_RETURN(std::vector<InterfaceAddress> all,
+                        ListInterfaceAddresses());
+  for (const InterfaceAddress& candidate :
+       CandidateAddresses(all, spec, /*allow_loopback=*/true)) {
+    if (candidate.address.find(':') == std::string::npos)
+      return candidate.address;
+  }
+  return InvalidArgument(
+      "no interface of this node that is up matches "
+      "--network-interface " +
+      options.network_interface);
+}
+
+}  // namespace
+
+StatusOr<std::string> ReadJobSecret(
+    const std::string& secret_file,
+    const std::optional<std::string>& from_env) {
+  std::string secret;
+  if (!secret_file.empty()) {
+    std::ifstream file(secret_file);
+    if (!file) {
+      return InvalidArgument("--secret-file " + secret_file +
+                             " cannot be read");
+    }
+    std::getline(file, secret);
+    while (!secret.empty() && (secret.back() == '\r' || secret.back() == ' '))
+      secret.pop_back();
+    if (secret.empty()) {
+      return InvalidArgument("--secret-file " + secret_file +
+                             " holds no secret on its first line");
+    }
+    return secret;
+  }
+  if (from_env && !from_env->empty()) return *from_env;
+  return InvalidArgument(
+      std::string("per-node mode needs the job secret every node shares: "
+                  "--secret-file F or ") +
+      kJobSecretVariable);
+}
+
+int RunNode(const LaunchOptions& options, SignalWatcher* signals) {
+  StatusOr<std::string> secret = ReadJobSecret(
+      options.secret_file, ProcessEnvironment()(kJobSecretVariable));
+  if (!secret.ok()) {
+    Say(secret.status().message());
+    return kUsageExitCode;
+  }
+  std::string host;
+  int port = 0;
+  (void)ParseHostPortInto(options.rendezvous, &host, &port);  // checked
+  StatusOr<std::string> address = NodeAddress(options, host);
+  if (!address.ok()) {
+    Say("node " + std::to_string(options.node_rank) + ": " +
+        address.status().message() + " (--rendezvous " + options.rendezvous +
+        ")");
+    return 1;
+  }
+
+  std::unique_ptr<TcpStoreServer> server;
+  if (options.node_rank == 0) {
+    StatusOr<std::unique_ptr<TcpStoreServer>> started =
+        TcpStoreServer::Start(host, port, *secret);
+    if (!started.ok()) {
+      Say("node 0 cannot host the store at " + options.rendezvous + ": " +
+          started.status().ToString());
+      return 1;
+    }
+    server = std::move(started).value();
+  }
+  StoreInfo store;
+  store.address = options.rendezvous;
+  store.secret = *secret;
+
+  const std::optional<std::string> user_host_id =
+      ProcessEnvironment()(env::kHostId);
+  const std::string host_id = user_host_id && !user_host_id->empty()
+                                  ? *user_host_id
+                                  : "node" + std::to_string(options.node_rank);
+  HostRanks ranks;
+  ranks.host =
+      "node " + std::to_string(options.node_rank) + " (" + HostName() + ")";
+  ranks.first_rank = options.node_rank * options.np_per_node;
+  ranks.local_size = options.np_per_node;
+  ranks.size = options.num_ranks;
+  ranks.cross_rank = options.node_rank;
+  ranks.cross_size = options.nnodes;
+  EnvList settings = JobSettings(options, store);
+  settings.insert(settings.begin(),
+                  {{env::kHostId, host_id}, {env::kGlooHostname, *address}});
+  Say("node " + std::to_string(options.node_rank) + " of " +
+      std::to_string(options.nnodes) + ": ranks " +
+      std::to_string(ranks.first_rank) + " to " +
+      std::to_string(ranks.first_rank + ranks.local_size - 1) + " on " +
+      *address + "; store at " + options.rendezvous +
+      (server ? " (hosted here)" : ""));
+
+  StatusOr<std::string> program = FindExecutable(options.command[0]);
+  if (!program.ok()) {
+    Say(program.status().message());
+    return 127;
+  }
+  std::vector<ProcessSpec> specs = BuildHostRanks(
+      ranks, *program, options.command, settings, CurrentEnvironment(),
+      CoreBlocks(UsableCores(), ranks.local_size, options.bind_to));
+  LauncherOptions launcher_options;
+  launcher_options.verbose = options.verbose;
+  Launcher launcher(launcher_options, signals);
+  int exit_code = launcher.Run(specs);
+  if (server) server->Stop();
+  return exit_code;
+}
+
+}  // namespace kolorun
+}  // namespace kolo
