@@ -1,14 +1,18 @@
 #include "process.h"
 
 #include <cstdlib>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 
 #include "collectives/backend_factory.h"
+#include "collectives/mpi/mpi_bootstrap.h"
 #include "collectives/topology.h"
 #include "common/logging.h"
 #include "common/reduce.h"
+#include "net/interfaces.h"
 #include "store/store.h"
 #include "store/tcp_store.h"
 
@@ -42,6 +46,77 @@ struct StoreConnection {
   std::unique_ptr<TcpStoreServer> server;
   std::shared_ptr<TcpStoreClient> client;  // null: no store (MPI alone, 1 rank)
 };
+
+// The address rank 0 hosts the store on when it tells the others over MPI:
+// loopback when every rank is on this host, else its first address that is
+// up and not loopback.
+StatusOr<std::string> AddressForSharedStore(const WorldInfo& world) {
+  if (world.local_size == world.size) return std::string("127.0.0.1");
+  KOLO_ASSIGN_OR_RETURN(std::vector<InterfaceAddress> all,
+                        ListInterfaceAddresses());
+  for (const InterfaceAddress& candidate :
+       CandidateAddresses(all, InterfaceSpec(), /*allow_loopback=*/false)) {
+    if (candidate.address.find(':') == std::string::npos)
+      return candidate.address;
+  }
+  return FailedPrecondition(
+      "rank 0 has no address other than loopback to host the store on; set "
+      "KOLO_STORE_ADDR");
+}
+
+StatusOr<std::string> NewStoreSecret() {
+  std::ifstream random("/dev/urandom", std::ios::binary);
+  unsigned char bytes[16];
+  if (!random.read(reinterpret_cast<char*>(bytes), sizeof(bytes))) {
+    return Internal("cannot read /dev/urandom for the store's secret");
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string secret;
+  for (unsigned char byte : bytes) {
+    secret.push_back(kHex[byte >> 4]);
+    secret.push_back(kHex[byte & 0xf]);
+  }
+  return secret;
+}
+
+// Step 2a, under mpirun, srun or PMI without KOLO_STORE_ADDR: rank 0
+// starts the store on an address and port it picks, with a fresh secret,
+// and every rank learns them over MPI. Fills in options->store (which rank 0
+// then no longer needs to host: `server` is it), and
+// options->engine.gloo_hostname where the user left it to kolo: the address
+// on this rank's route to the store.
+Status ShareStoreOverMpi(InitOptions* options,
+                         std::unique_ptr<TcpStoreServer>* server) {
+  StoreConfig& store = options->store;
+  const WorldInfo& world = options->world.ranks;
+  std::string payload;
+  if (world.rank == 0) {
+    KOLO_ASSIGN_OR_RETURN(std::string address, AddressForSharedStore(world));
+    KOLO_ASSIGN_OR_RETURN(std::string secret, NewStoreSecret());
+    StatusOr<std::unique_ptr<TcpStoreServer>> started =
+        TcpStoreServer::Start(address, 0, secret);
+    if (!started.ok()) {
+      return started.status().WithContext(
+          "rank 0 could not host the store on " + address);
+    }
+    *server = std::move(started).value();
+    payload = address + " " + std::to_string((*server)->port()) + " " + secret;
+  }
+  StatusOr<std::string> shared = BroadcastFromRankZeroOverMpi(payload);
+  if (!shared.ok()) return shared.status().WithContext("finding the store");
+  std::istringstream fields(*shared);
+  fields >> store.host >> store.port >> store.secret;
+  store.rank0_hosts = false;
+  if (options->engine.gloo_hostname.empty()) {
+    if (store.host == "127.0.0.1") {
+      options->engine.gloo_hostname = store.host;
+    } else {
+      KOLO_ASSIGN_OR_RETURN(InterfaceAddress route, RouteTo(store.host));
+      options->engine.gloo_hostname = route.address;
+    }
+  }
+  return Status::Ok();
+}
 
 // Step 2.
 StatusOr<StoreConnection> ConnectStore(const InitOptions& options) {
@@ -140,15 +215,21 @@ Process& Process::Get() {
   return *process;
 }
 
-Status Process::Init(const InitOptions& options) {
+Status Process::Init(const InitOptions& given) {
   MutexLock lock(&mutex_);
   if (membership_) return Status::Ok();
-  KOLO_RETURN_IF_ERROR(ApplyProcessSettings(options));
+  KOLO_RETURN_IF_ERROR(ApplyProcessSettings(given));
+  InitOptions options = given;
+  std::unique_ptr<TcpStoreServer> shared_server;
+  if (options.store.shared_over_mpi && options.world.ranks.size > 1) {
+    KOLO_RETURN_IF_ERROR(ShareStoreOverMpi(&options, &shared_server));
+  }
   auto membership = std::make_unique<Membership>();
   membership->options = options;
   membership->world = options.world.ranks;
 
   KOLO_ASSIGN_OR_RETURN(StoreConnection connection, ConnectStore(options));
+  if (shared_server) connection.server = std::move(shared_server);
   std::shared_ptr<TcpStoreClient> client = connection.client;
   // Leaves the store politely on every failure below, so that the store
   // does not report this rank as dead.

@@ -66,6 +66,10 @@ struct StoreConfig {
   int32_t port = 0;
   std::string secret;        // KOLO_STORE_SECRET
   bool rank0_hosts = false;  // rank 0 serves it (unless KOLO_STORE_HOSTED)
+  // No KOLO_STORE_ADDR under mpirun, srun or PMI with an engine other than
+  // mpi: rank 0 hosts the store on an address of its own and hands the
+  // address and a fresh secret to the others over MPI's bootstrap.
+  bool shared_over_mpi = false;
 };
 
 // The engine that moves the data.

@@ -293,14 +293,21 @@ StatusOr<InitOptions> ReadInitOptions(const EnvLookup& env) {
 
   const bool needs_store =
       options.world.ranks.size > 1 && engine.backend != BackendKind::kMpi;
-  if (needs_store && !store_addr) {
+  const bool mpi_launched = options.world.launcher == "mpirun" ||
+                            options.world.launcher == "slurm" ||
+                            options.world.launcher == "pmi";
+  if (needs_store && !store_addr && mpi_launched) {
+    // Rank 0 tells the others where it hosts the store (mpi_bootstrap.h).
+    store.shared_over_mpi = true;
+    store.rank0_hosts = true;
+  } else if (needs_store && !store_addr) {
     return InvalidArgument(
         std::string(env::kStoreAddr) + " is not set: a " +
         std::to_string(options.world.ranks.size) + "-rank " +
         BackendName(engine.backend) + " job started by " +
         options.world.launcher +
         " needs the rendezvous address host:port of rank 0 (kolorun sets it "
-        "for you; under mpirun you may also use KOLO_BACKEND=mpi)");
+        "for you; under mpirun, srun or PMI rank 0 hands it out over MPI)");
   }
 
   KOLO_RETURN_IF_ERROR(ReadRuntimeSettings(env, &options));
@@ -335,6 +342,9 @@ StatusOr<InitOptions> ReadInitOptions(const EnvLookup& env) {
 
   if (std::optional<std::string> hostname = env(env::kGlooHostname)) {
     engine.gloo_hostname = *hostname;
+  } else if (store.shared_over_mpi) {
+    // Init picks it once it knows where the store is.
+    engine.gloo_hostname.clear();
   } else if (store.host.empty() || store.host == "127.0.0.1" ||
              store.host == "localhost" || store.host == "::1") {
     engine.gloo_hostname = "127.0.0.1";

@@ -121,8 +121,33 @@ TEST(ConfigTest, BadValuesNameTheVariable) {
   EXPECT_THAT(message({{"KOLO_TIMEOUT_S", "0"}}), HasSubstr("KOLO_TIMEOUT_S"));
   EXPECT_THAT(message({{"KOLO_STORE_ADDR", "nohost"}}),
               HasSubstr("KOLO_STORE_ADDR"));
-  EXPECT_THAT(message({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}),
+  EXPECT_THAT(message({{"KOLO_RANK", "0"}, {"KOLO_SIZE", "2"}}),
               HasSubstr("KOLO_STORE_ADDR is not set"));
+}
+
+// srun, mpirun and PMI launchers have MPI's bootstrap to hand rank 0's
+// store address around (collectives/mpi/mpi_bootstrap.h).
+TEST(ConfigTest, MpiLaunchersWithoutAStoreAddressShareItOverMpi) {
+  for (const auto& launcher : std::vector<std::map<std::string, std::string>>{
+           {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}},
+           {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}},
+           {{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}}}) {
+    std::map<std::string, std::string> vars = launcher;
+    vars["KOLO_BACKEND"] = "gloo";
+    StatusOr<InitOptions> c = ReadInitOptions(Env(vars));
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_TRUE(c->store.shared_over_mpi) << c->world.launcher;
+    EXPECT_TRUE(c->store.host.empty());
+    // Init takes the address on the route to the store.
+    EXPECT_TRUE(c->engine.gloo_hostname.empty());
+  }
+  StatusOr<InitOptions> given =
+      ReadInitOptions(Env({{"SLURM_PROCID", "1"},
+                           {"SLURM_NTASKS", "2"},
+                           {"KOLO_BACKEND", "gloo"},
+                           {"KOLO_STORE_ADDR", "10.0.0.1:29500"}}));
+  ASSERT_TRUE(given.ok()) << given.status().ToString();
+  EXPECT_FALSE(given->store.shared_over_mpi);
 }
 
 TEST(ConfigTest, ShmBackendAndAreaSize) {
@@ -133,8 +158,8 @@ TEST(ConfigTest, ShmBackendAndAreaSize) {
   EXPECT_EQ(c->engine.shm_area_bytes, 256 << 10);
   // Like gloo, a multi-rank shm job rendezvouses through the store.
   EXPECT_THAT(ReadInitOptions(Env({{"KOLO_BACKEND", "shm"},
-                                   {"SLURM_PROCID", "0"},
-                                   {"SLURM_NTASKS", "2"}}))
+                                   {"KOLO_RANK", "0"},
+                                   {"KOLO_SIZE", "2"}}))
                   .status()
                   .message(),
               HasSubstr("2-rank shm job"));

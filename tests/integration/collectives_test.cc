@@ -245,6 +245,9 @@ TEST(JobFailureTest, MpiJobEndsWhenARankDies) {
                  std::chrono::seconds(60));
   EXPECT_NE(r.exit_code, 0) << Describe(r);
   EXPECT_LT(r.seconds, 20) << Describe(r);
+  // mpirun's own notice, in kolorun's words.
+  EXPECT_THAT(r.err, HasSubstr("kolorun: rank 1 on "));
+  EXPECT_THAT(r.err, HasSubstr(" was killed by signal 9")) << Describe(r);
 }
 
 // Rank 1 never makes the call rank 0 waits in: it sleeps or is stopped.
@@ -354,6 +357,23 @@ TEST(CollectivesLauncherTest, MpirunWithGlooHasRankZeroHostTheStore) {
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   EXPECT_EQ(CountMatches(r.out, "\\(gloo\\): all collectives correct"), 2)
       << Describe(r);
+}
+
+// Without KOLO_STORE_ADDR, rank 0 hosts the store where it likes and tells
+// the others over MPI (collectives/mpi/mpi_bootstrap.h).
+TEST(CollectivesLauncherTest, MpirunWithoutAStoreAddressSharesItOverMpi) {
+  for (const char* backend : {"gloo", "shm"}) {
+    RunResult r =
+        RunProgram({MPIEXEC_PATH, "--allow-run-as-root", "--oversubscribe",
+                    "-np", "3", "-x", std::string("KOLO_BACKEND=") + backend,
+                    kWorker, "matrix", "0", "7", "1000"},
+                   {}, std::chrono::seconds(120));
+    ASSERT_EQ(r.exit_code, 0) << backend << ": " << Describe(r);
+    EXPECT_EQ(CountMatches(r.out, std::string("\\(") + backend +
+                                      "\\): all collectives correct"),
+              3)
+        << Describe(r);
+  }
 }
 
 TEST(CollectivesLauncherTest, PlainMpirunUsesTheMpiBackend) {

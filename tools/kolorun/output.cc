@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <iterator>
+#include <regex>
 #include <utility>
 
 namespace kolo {
@@ -92,11 +93,26 @@ std::string LineSplitter::Finish() {
 void LineSplitter::FormatLine(const std::string& line, std::string* out) {
   if (format_ == LineFormat::kMpiTagged) {
     out->append(mpi_.Rewrite(line));
+    if (std::optional<std::string> said = TranslateMpirunNotice(line))
+      out->append("kolorun: " + *said + "\n");
     return;
   }
   out->append(prefix_);
   out->append(line);
   out->push_back('\n');
+}
+
+std::optional<std::string> TranslateMpirunNotice(const std::string& line) {
+  // Open MPI's words, one line of its boxed notice.
+  static const std::regex kNotice(
+      "mpirun noticed that process rank ([0-9]+) with PID [0-9]+ on node "
+      "(\\S+) exited on signal ([0-9]+)( \\(([^)]*)\\))?\\.?\\s*");
+  std::smatch match;
+  if (!std::regex_match(line, match, kNotice)) return std::nullopt;
+  std::string text = "rank " + match[1].str() + " on " + match[2].str() +
+                     " was killed by signal " + match[3].str();
+  if (match[5].matched) text += " (" + match[5].str() + ")";
+  return text;
 }
 
 MpiLineJoiner::MpiLineJoiner(std::string untagged_prefix)

@@ -14,6 +14,7 @@
 #define KOLO_TOOLS_KOLORUN_OUTPUT_H_
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,13 @@ void WriteAll(int fd, const std::string& text);
 // cut there, so that a program that never prints '\n' cannot make kolorun
 // hold its whole output.
 inline constexpr size_t kMaxLineBytes = size_t{1} << 20;
+
+// mpirun's notice that a rank died, "mpirun noticed that process rank 1
+// with PID 4242 on node vm exited on signal 9 (Killed).", in kolorun's words:
+// "rank 1 on vm was killed by signal 9 (Killed)"; nullopt for other lines.
+// kolorun adds it after mpirun's box, so that a job's failure reads the
+// same on every launcher.
+std::optional<std::string> TranslateMpirunNotice(const std::string& line);
 
 enum class LineFormat {
   kPrefix,     // put a fixed tag in front of every line

@@ -90,6 +90,31 @@ TEST(LineSplitterTest, MpiTaggedFormatRewritesEachLine) {
   EXPECT_EQ(splitter.Finish(), "[0]<stdout>: partial\n");
 }
 
+TEST(TranslateMpirunNoticeTest, NamesTheRankTheHostAndTheSignal) {
+  EXPECT_EQ(TranslateMpirunNotice("mpirun noticed that process rank 1 with "
+                                  "PID 4242 on node vm exited on signal 9 "
+                                  "(Killed)."),
+            "rank 1 on vm was killed by signal 9 (Killed)");
+  EXPECT_EQ(TranslateMpirunNotice("mpirun noticed that process rank 12 with "
+                                  "PID 0 on node h2.example exited on signal "
+                                  "15."),
+            "rank 12 on h2.example was killed by signal 15");
+  EXPECT_EQ(TranslateMpirunNotice("[0]<stdout>: mpirun noticed that"),
+            std::nullopt);
+  EXPECT_EQ(TranslateMpirunNotice(""), std::nullopt);
+}
+
+TEST(LineSplitterTest, MpiTaggedFormatAddsKolorunsWordsAfterTheNotice) {
+  LineSplitter splitter(LineFormat::kMpiTagged, "");
+  std::string out = splitter.Append(
+      "mpirun noticed that process rank 1 with PID 7 on node vm exited on "
+      "signal 9 (Killed).\n",
+      86);
+  EXPECT_NE(out.find("kolorun: rank 1 on vm was killed by signal 9 (Killed)\n"),
+            std::string::npos)
+      << out;
+}
+
 }  // namespace
 }  // namespace kolorun
 }  // namespace kolo
