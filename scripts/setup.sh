@@ -11,6 +11,8 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libtorch-dev dataset-fashion-mnist
+  # OpenSSL's libcrypto: HMAC-SHA256 authenticates the TCP store's messages.
+  libssl-dev
   # The PyTorch DDP peer of kolo-bench train (bench/peers/torch_ddp.py).
   python3-torch
   # Headless rendering of kolo-bench report's page in its tests.

@@ -11,14 +11,27 @@
 namespace kolo {
 namespace {
 
-constexpr char kMagic[] = "KOLO-STORE-1";
+// The protocol's name and version; part of every proof, so a client and a
+// server of different versions refuse each other instead of misreading.
+constexpr char kMagic[] = "KOLO-STORE-2";
 constexpr uint32_t kMaxMessageBytes = 64u << 20;
 constexpr std::chrono::seconds kHelloTimeout{10};
 // Slack on top of a server-side wait, for the request and response to travel.
 constexpr std::chrono::seconds kIoSlack{10};
 const Deadline kNoDeadline = Clock::time_point::max();
 
-enum class Command : uint8_t { kHello = 1, kSet, kGet, kAdd, kWait, kGoodbye };
+enum class Command : uint8_t {
+  kHello = 1,
+  kSet,
+  kGet,
+  kAdd,
+  kWait,
+  kGoodbye,
+  kChallenge,
+};
+// Addresses whose refusals are logged; beyond this many a scan of the
+// cluster is under way and the counter tells the rest.
+constexpr size_t kMaxRefusedHostsLogged = 1024;
 
 // Builds a message body field by field.
 class Writer {
@@ -108,16 +121,10 @@ std::string Response(const Status& status, const std::string& value = "") {
       .body();
 }
 
-bool SecretsEqual(const std::string& a, const std::string& b) {
-  // Constant time in the content, so timing does not reveal a prefix.
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  const std::string& longer = a.size() >= b.size() ? a : b;
-  for (size_t i = 0; i < longer.size(); ++i) {
-    unsigned char x = i < a.size() ? a[i] : 0;
-    unsigned char y = i < b.size() ? b[i] : 0;
-    diff |= x ^ y;
-  }
-  return diff == 0;
+// "10.1.0.3:51234" -> "10.1.0.3" (and "::1:51234" -> "::1").
+std::string HostOf(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  return colon == std::string::npos ? peer : peer.substr(0, colon);
 }
 
 std::chrono::milliseconds Millis(int64_t ms) {
@@ -163,64 +170,128 @@ void TcpStoreServer::AcceptLoop() {
 
 void TcpStoreServer::ServeClient(Socket client) {
   const std::string peer = client.PeerAddress();
-  StatusOr<int32_t> rank = Authenticate(client, peer);
-  if (!rank.ok()) {
+  StatusOr<Session> session = Authenticate(client, peer);
+  if (!session.ok()) {
     client.Shutdown();
     return;
   }
+  const int32_t rank = session->rank;
+  MessageAuthenticator& auth = session->auth;
   // A rank's connection that ends without a goodbye: its process died.
   auto dropped = [&] {
-    if (*rank >= 0 && !stopping_.load()) RecordFailure(*rank);
+    if (rank >= 0 && !stopping_.load()) RecordFailure(rank);
   };
   while (!stopping_.load()) {
-    StatusOr<std::string> request = ReceiveMessage(client, kNoDeadline);
-    if (!request.ok()) return dropped();
+    StatusOr<std::string> sealed = ReceiveMessage(client, kNoDeadline);
+    if (!sealed.ok()) return dropped();
+    StatusOr<std::string> request = auth.Open(*sealed);
+    if (!request.ok()) {
+      // Nothing read from this stream can be trusted any more; say why
+      // (sealed, so the client can believe it) and close.
+      const std::string who =
+          rank >= 0 ? "rank " + std::to_string(rank) : std::string("a client");
+      if (!stopping_.load()) {
+        KOLO_LOG(WARNING) << "store: closed the connection of " << who
+                          << " from " << peer << ": "
+                          << request.status().message();
+      }
+      (void)SendMessage(
+          client,
+          auth.Seal(Response(Unauthenticated(request.status().message()))),
+          DeadlineAfter(std::chrono::seconds(1)));
+      return dropped();
+    }
     if (!request->empty() &&
         static_cast<Command>((*request)[0]) == Command::kGoodbye) {
-      (void)SendMessage(client, Response(Status::Ok()),
+      (void)SendMessage(client, auth.Seal(Response(Status::Ok())),
                         DeadlineAfter(std::chrono::seconds(1)));
       return;
     }
-    if (!SendMessage(client, Answer(*request), DeadlineAfter(kIoSlack)).ok()) {
+    if (!SendMessage(client, auth.Seal(Answer(*request)),
+                     DeadlineAfter(kIoSlack))
+             .ok()) {
       return dropped();
     }
   }
 }
 
-StatusOr<int32_t> TcpStoreServer::Authenticate(Socket& client,
-                                               const std::string& peer) {
-  // The hello must come quickly and carry the job's secret.
-  StatusOr<std::string> hello =
-      ReceiveMessage(client, DeadlineAfter(kHelloTimeout));
-  int32_t rank = -1;
-  Status verdict = Status::Ok();
+StatusOr<TcpStoreServer::Session> TcpStoreServer::Authenticate(
+    Socket& client, const std::string& peer) {
+  // The whole handshake must be quick: a silent connection must not hold a
+  // thread for long.
+  const Deadline deadline = DeadlineAfter(kHelloTimeout);
+  StatusOr<std::string> server_nonce = RandomNonce();
+  if (!server_nonce.ok()) {
+    KOLO_LOG(ERROR) << "store: cannot challenge the client from " << peer
+                    << ": " << server_nonce.status().message();
+    return server_nonce.status();
+  }
+  HandshakeTranscript transcript;
+  transcript.magic = kMagic;
+  transcript.server_nonce = *server_nonce;
+  Status challenged =
+      SendMessage(client,
+                  Writer()
+                      .U8(static_cast<uint8_t>(Command::kChallenge))
+                      .Str(kMagic)
+                      .Str(transcript.server_nonce)
+                      .body(),
+                  deadline);
+  StatusOr<std::string> hello = challenged.ok()
+                                    ? ReceiveMessage(client, deadline)
+                                    : StatusOr<std::string>(challenged);
+  std::string reason;  // why the client is refused; empty when it is not
   if (!hello.ok()) {
-    verdict = Unauthenticated("no valid hello from " + peer + ": " +
-                              hello.status().message());
+    reason = "no valid hello: " + hello.status().message();
   } else {
     Reader r(*hello);
     const auto command = static_cast<Command>(r.U8());
     const std::string magic = r.Str();
-    const std::string secret = r.Str();
-    rank = static_cast<int32_t>(r.I64());
-    if (!r.ok() || command != Command::kHello || magic != kMagic) {
-      verdict = Unauthenticated("malformed hello from " + peer);
-    } else if (!SecretsEqual(secret, secret_)) {
-      verdict = Unauthenticated("wrong job secret from " + peer);
+    transcript.client_nonce = r.Str();
+    transcript.rank = r.I64();
+    const std::string proof = r.Str();
+    if (!r.ok() || command != Command::kHello || magic != kMagic ||
+        transcript.client_nonce.size() != kStoreNonceBytes ||
+        transcript.rank < -1 || transcript.rank > INT32_MAX) {
+      reason = "malformed hello";
+    } else if (!ConstantTimeEqual(proof, ClientProof(secret_, transcript))) {
+      reason = "wrong job secret";
     }
   }
-  if (!verdict.ok()) {
-    rejected_.fetch_add(1);
-    if (!stopping_.load()) {
-      KOLO_LOG(WARNING) << "store rejected a connection: " << verdict.message();
-    }
-    (void)SendMessage(client, Response(verdict),
-                      DeadlineAfter(std::chrono::seconds(1)));
-    return verdict;
+  if (!reason.empty()) {
+    Refuse(client, peer, reason);
+    return Unauthenticated("refused the client from " + peer + ": " + reason);
   }
-  (void)SendMessage(client, Response(Status::Ok()),
-                    DeadlineAfter(kHelloTimeout));
-  return rank;
+  // A client that vanishes before it reads this is noticed by ServeClient's
+  // first receive, like any rank that dies.
+  (void)SendMessage(client,
+                    Response(Status::Ok(), ServerProof(secret_, transcript)),
+                    deadline);
+  return Session{static_cast<int32_t>(transcript.rank),
+                 MessageAuthenticator(SessionKey(secret_, transcript),
+                                      Direction::kServerToClient)};
+}
+
+void TcpStoreServer::Refuse(Socket& client, const std::string& peer,
+                            const std::string& reason) {
+  rejected_.fetch_add(1);
+  bool first_from_host = false;
+  {
+    MutexLock lock(&mutex_);
+    if (refused_hosts_.size() < kMaxRefusedHostsLogged) {
+      first_from_host = refused_hosts_.insert(HostOf(peer)).second;
+    }
+  }
+  // Logged before the client hears the verdict, so that a test (or an
+  // operator) who sees the refusal also finds its line.
+  if (first_from_host && !stopping_.load()) {
+    KOLO_LOG(WARNING) << "store: refused a client from " << peer << ": "
+                      << reason
+                      << " (later refusals from this address are counted, "
+                         "not logged)";
+  }
+  (void)SendMessage(client, Response(Unauthenticated(reason)),
+                    DeadlineAfter(std::chrono::seconds(1)));
 }
 
 std::string TcpStoreServer::Answer(const std::string& request) {
@@ -308,32 +379,8 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(
   while (true) {
     StatusOr<Socket> socket = Socket::Connect(host, port, deadline);
     if (socket.ok()) {
-      const std::string hello = Writer()
-                                    .U8(static_cast<uint8_t>(Command::kHello))
-                                    .Str(kMagic)
-                                    .Str(secret)
-                                    .I64(rank)
-                                    .body();
-      KOLO_RETURN_IF_ERROR(SendMessage(*socket, hello, deadline)
-                               .WithContext("store at " + server));
-      StatusOr<std::string> answer = ReceiveMessage(*socket, deadline);
-      if (!answer.ok()) {
-        return Unauthenticated("store at " + server +
-                               " closed the connection during the hello (wrong "
-                               "secret?): " +
-                               answer.status().message());
-      }
-      Reader r(*answer);
-      const auto code = static_cast<StatusCode>(r.U8());
-      const std::string message = r.Str();
-      if (!r.ok())
-        return Internal("malformed hello answer from store at " + server);
-      if (code != StatusCode::kOk) {
-        return Status(code, "store at " + server + " refused rank " +
-                                std::to_string(rank) + ": " + message);
-      }
-      return std::unique_ptr<TcpStoreClient>(
-          new TcpStoreClient(std::move(socket).value(), server));
+      return Handshake(std::move(socket).value(), server, secret, rank,
+                       deadline);
     }
     last = socket.status();
     if (last.code() == StatusCode::kInvalidArgument) return last;
@@ -345,8 +392,80 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(
                  std::to_string(timeout.count()) + " ms: " + last.message());
 }
 
-TcpStoreClient::TcpStoreClient(Socket socket, std::string server)
-    : socket_(std::move(socket)), server_(std::move(server)) {}
+StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Handshake(
+    Socket socket, const std::string& server, const std::string& secret,
+    int32_t rank, Deadline deadline) {
+  const std::string self =
+      rank >= 0 ? "rank " + std::to_string(rank) : std::string("this process");
+  StatusOr<std::string> challenge = ReceiveMessage(socket, deadline);
+  if (!challenge.ok()) {
+    return Status(challenge.status().code(),
+                  "no challenge from the store at " + server +
+                      " (is a kolo store of this version listening there?): " +
+                      challenge.status().message());
+  }
+  HandshakeTranscript transcript;
+  transcript.rank = rank;
+  {
+    Reader r(*challenge);
+    const auto command = static_cast<Command>(r.U8());
+    transcript.magic = r.Str();
+    transcript.server_nonce = r.Str();
+    if (!r.ok() || command != Command::kChallenge ||
+        transcript.magic != kMagic ||
+        transcript.server_nonce.size() != kStoreNonceBytes) {
+      return Unauthenticated("the store at " + server +
+                             " does not speak the store protocol " + kMagic +
+                             " (another program, or another kolo version)");
+    }
+  }
+  KOLO_ASSIGN_OR_RETURN(transcript.client_nonce, RandomNonce());
+  const std::string hello = Writer()
+                                .U8(static_cast<uint8_t>(Command::kHello))
+                                .Str(kMagic)
+                                .Str(transcript.client_nonce)
+                                .I64(rank)
+                                .Str(ClientProof(secret, transcript))
+                                .body();
+  KOLO_RETURN_IF_ERROR(
+      SendMessage(socket, hello, deadline).WithContext("store at " + server));
+  StatusOr<std::string> answer = ReceiveMessage(socket, deadline);
+  if (!answer.ok()) {
+    return Unauthenticated("the store at " + server +
+                           " closed the connection during the handshake "
+                           "(wrong job secret?): " +
+                           answer.status().message());
+  }
+  Reader r(*answer);
+  const auto code = static_cast<StatusCode>(r.U8());
+  const std::string message = r.Str();
+  const std::string proof = r.Str();
+  if (!r.ok()) {
+    return Internal("malformed handshake answer from the store at " + server);
+  }
+  if (code != StatusCode::kOk) {
+    return Status(code, "the store at " + server + " refused " + self + ": " +
+                            message + " (KOLO_STORE_SECRET)");
+  }
+  // Mutual: a store that cannot prove it holds the secret gets none of this
+  // process's requests (nor its data, nor its trust in the answers).
+  if (!ConstantTimeEqual(proof, ServerProof(secret, transcript))) {
+    return Unauthenticated("the store at " + server +
+                           " could not prove it holds the job secret: an "
+                           "impostor, or a store of another job "
+                           "(KOLO_STORE_SECRET)");
+  }
+  return std::unique_ptr<TcpStoreClient>(
+      new TcpStoreClient(std::move(socket), server,
+                         MessageAuthenticator(SessionKey(secret, transcript),
+                                              Direction::kClientToServer)));
+}
+
+TcpStoreClient::TcpStoreClient(Socket socket, std::string server,
+                               MessageAuthenticator auth)
+    : socket_(std::move(socket)),
+      auth_(std::move(auth)),
+      server_(std::move(server)) {}
 
 TcpStoreClient::~TcpStoreClient() = default;
 
@@ -356,9 +475,10 @@ StatusOr<std::string> TcpStoreClient::Request(
   if (!socket_.valid())
     return Aborted("store client for " + server_ + " is closed");
   const Deadline deadline = DeadlineAfter(server_wait + kIoSlack);
-  Status sent = SendMessage(socket_, body, deadline);
-  StatusOr<std::string> answer = sent.ok() ? ReceiveMessage(socket_, deadline)
+  Status sent = SendMessage(socket_, auth_.Seal(body), deadline);
+  StatusOr<std::string> sealed = sent.ok() ? ReceiveMessage(socket_, deadline)
                                            : StatusOr<std::string>(sent);
+  StatusOr<std::string> answer = sealed.ok() ? auth_.Open(*sealed) : sealed;
   if (!answer.ok()) {
     socket_.Close();  // the stream is out of step now; fail fast from here on
     return Status(answer.status().code(), "lost the store at " + server_ +
@@ -369,6 +489,13 @@ StatusOr<std::string> TcpStoreClient::Request(
   const std::string message = r.Str();
   std::string value = r.Str();
   if (!r.ok()) return Internal("malformed answer from the store at " + server_);
+  if (code == StatusCode::kUnauthenticated) {
+    // The server found one of this connection's requests forged or altered
+    // and has closed it.
+    socket_.Close();
+    return Status(
+        code, "the store at " + server_ + " dropped this client: " + message);
+  }
   if (code != StatusCode::kOk) return Status(code, message);
   return value;
 }

@@ -4,7 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
+#include <mutex>
+#include <optional>
 #include <thread>
+
+#include "common/logging.h"
+#include "store/message_auth.h"
 
 namespace kolo {
 namespace {
@@ -60,7 +66,10 @@ TEST(TcpStoreTest, WrongSecretIsRejected) {
       "127.0.0.1", server->port(), "not-the-secret", 0, milliseconds(5000));
   ASSERT_FALSE(intruder.ok());
   EXPECT_EQ(intruder.status().code(), StatusCode::kUnauthenticated);
-  EXPECT_THAT(intruder.status().message(), HasSubstr("wrong job secret"));
+  EXPECT_THAT(
+      intruder.status().message(),
+      HasSubstr("the store at 127.0.0.1:" + std::to_string(server->port()) +
+                " refused rank 0: wrong job secret"));
   EXPECT_EQ(server->rejected_connections(), 1);
   // The server keeps serving honest clients.
   auto honest = Connect(*server, 0);
@@ -130,6 +139,8 @@ TEST(TcpStoreTest, ServerStopWakesBlockedClients) {
 
 // A client speaking the wire format by hand (tcp_store.h): a 4-byte
 // length and a body of fields, a string being a 4-byte length and bytes.
+// Hello runs the handshake with message_auth.h's proofs; from then on Ask
+// seals each request and opens each answer, as TcpStoreClient does.
 class RawClient {
  public:
   explicit RawClient(Socket socket) : socket_(std::move(socket)) {}
@@ -145,27 +156,97 @@ class RawClient {
     return std::string(reinterpret_cast<char*>(&n), 4) + text;
   }
 
-  // Sends one message and returns the answer's status (code and message).
-  Status Ask(const std::string& body) {
+  Status Send(const std::string& body) {
     uint32_t length = static_cast<uint32_t>(body.size());
     const Deadline deadline = DeadlineAfter(milliseconds(5000));
     KOLO_RETURN_IF_ERROR(socket_.SendAll(&length, 4, deadline));
-    KOLO_RETURN_IF_ERROR(socket_.SendAll(body.data(), body.size(), deadline));
+    return socket_.SendAll(body.data(), body.size(), deadline);
+  }
+
+  StatusOr<std::string> Receive() {
+    uint32_t length = 0;
+    const Deadline deadline = DeadlineAfter(milliseconds(5000));
     KOLO_RETURN_IF_ERROR(socket_.RecvAll(&length, 4, deadline));
-    std::string answer(length, '\0');
-    KOLO_RETURN_IF_ERROR(socket_.RecvAll(answer.data(), length, deadline));
+    std::string body(length, '\0');
+    KOLO_RETURN_IF_ERROR(socket_.RecvAll(body.data(), length, deadline));
+    return body;
+  }
+
+  // The status an answer carries (a code, then the message as a string).
+  static Status AnswerStatus(const std::string& answer) {
     uint32_t message_length = 0;
     std::memcpy(&message_length, answer.data() + 1, 4);
     return Status(static_cast<StatusCode>(answer[0]),
                   answer.substr(5, message_length));
   }
 
-  Status Hello(const std::string& secret, int64_t rank) {
-    return Ask(U8(1) + Str("KOLO-STORE-1") + Str(secret) + I64(rank));
+  // Reads the server's challenge (command 7, the magic, a nonce) and
+  // returns its nonce.
+  StatusOr<std::string> Challenge() {
+    KOLO_ASSIGN_OR_RETURN(std::string challenge, Receive());
+    if (challenge.size() != 1 + 4 + 12 + 4 + kStoreNonceBytes ||
+        challenge[0] != 7 || challenge.substr(5, 12) != "KOLO-STORE-2") {
+      return Internal("unexpected challenge");
+    }
+    return challenge.substr(challenge.size() - kStoreNonceBytes);
   }
+
+  // The hello a client holding `secret` sends for this challenge, and the
+  // transcript both ends then share.
+  static std::string HelloFor(const std::string& secret,
+                              const std::string& server_nonce, int64_t rank,
+                              HandshakeTranscript* transcript) {
+    transcript->magic = "KOLO-STORE-2";
+    transcript->server_nonce = server_nonce;
+    transcript->client_nonce = std::string(kStoreNonceBytes, 'n');
+    transcript->rank = rank;
+    return U8(1) + Str(transcript->magic) + Str(transcript->client_nonce) +
+           I64(rank) + Str(ClientProof(secret, *transcript));
+  }
+
+  // The whole handshake; afterwards Ask seals and opens.
+  Status Hello(const std::string& secret, int64_t rank) {
+    KOLO_ASSIGN_OR_RETURN(std::string server_nonce, Challenge());
+    HandshakeTranscript transcript;
+    KOLO_RETURN_IF_ERROR(
+        Send(HelloFor(secret, server_nonce, rank, &transcript)));
+    KOLO_ASSIGN_OR_RETURN(std::string answer, Receive());
+    KOLO_RETURN_IF_ERROR(AnswerStatus(answer));
+    if (answer.size() < kStoreTagBytes ||
+        answer.substr(answer.size() - kStoreTagBytes) !=
+            ServerProof(secret, transcript)) {
+      return Unauthenticated("the server's proof is wrong");
+    }
+    auth_.emplace(SessionKey(secret, transcript), Direction::kClientToServer);
+    return Status::Ok();
+  }
+
+  // Sends one request (sealed once Hello succeeded) and returns the
+  // answer's status.
+  Status Ask(const std::string& body) {
+    KOLO_RETURN_IF_ERROR(Send(auth_ ? auth_->Seal(body) : body));
+    KOLO_ASSIGN_OR_RETURN(std::string answer, Receive());
+    if (auth_) {
+      KOLO_ASSIGN_OR_RETURN(answer, auth_->Open(answer));
+    }
+    return AnswerStatus(answer);
+  }
+
+  // Reads until the server closes the connection: kPeerFailure then, or
+  // kTimeout if it is still open after 5 s.
+  Status ReadUntilClosed() {
+    const Deadline deadline = DeadlineAfter(milliseconds(5000));
+    while (true) {
+      char c = 0;
+      KOLO_RETURN_IF_ERROR(socket_.RecvAll(&c, 1, deadline));
+    }
+  }
+
+  Socket& socket() { return socket_; }
 
  private:
   Socket socket_;
+  std::optional<MessageAuthenticator> auth_;
 };
 
 RawClient ConnectRaw(const TcpStoreServer& server) {
@@ -241,16 +322,344 @@ TEST(TcpStoreTest, OnlyARankThatVanishesWithoutAGoodbyeIsAFailure) {
   EXPECT_EQ(server->FailedRanks(), std::vector<int32_t>{5});
 }
 
-// A hello with the right secret but the wrong magic is refused like a
+// A hello with the right proof but the wrong magic is refused like a
 // wrong secret: counted, answered kUnauthenticated, closed.
 TEST(TcpStoreTest, AHelloWithTheWrongMagicIsRefused) {
   auto server = StartServer();
   RawClient raw = ConnectRaw(*server);
-  Status s = raw.Ask(RawClient::U8(1) + RawClient::Str("OTHER-STORE-9") +
-                     RawClient::Str(kSecret) + RawClient::I64(0));
+  StatusOr<std::string> nonce = raw.Challenge();
+  ASSERT_TRUE(nonce.ok()) << nonce.status().ToString();
+  HandshakeTranscript transcript;
+  transcript.magic = "OTHER-STORE-9";
+  transcript.server_nonce = *nonce;
+  transcript.client_nonce = std::string(kStoreNonceBytes, 'n');
+  transcript.rank = 0;
+  Status s =
+      raw.Ask(RawClient::U8(1) + RawClient::Str(transcript.magic) +
+              RawClient::Str(transcript.client_nonce) + RawClient::I64(0) +
+              RawClient::Str(ClientProof(kSecret, transcript)));
   EXPECT_EQ(s.code(), StatusCode::kUnauthenticated);
-  EXPECT_THAT(s.message(), HasSubstr("malformed hello from 127.0.0.1:"));
+  EXPECT_EQ(s.message(), "malformed hello");
   EXPECT_EQ(server->rejected_connections(), 1);
+}
+
+// The secret never travels: the hello carries a proof, and nothing in the
+// handshake contains the secret's bytes.
+TEST(TcpStoreTest, TheSecretIsNotSentInTheHello) {
+  auto server = StartServer();
+  RawClient raw = ConnectRaw(*server);
+  StatusOr<std::string> nonce = raw.Challenge();
+  ASSERT_TRUE(nonce.ok()) << nonce.status().ToString();
+  HandshakeTranscript transcript;
+  const std::string hello =
+      RawClient::HelloFor(kSecret, *nonce, 0, &transcript);
+  EXPECT_EQ(hello.find(kSecret), std::string::npos);
+  ASSERT_TRUE(raw.Send(hello).ok());
+  StatusOr<std::string> answer = raw.Receive();
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  EXPECT_TRUE(RawClient::AnswerStatus(*answer).ok());
+  EXPECT_EQ(answer->find(kSecret), std::string::npos);
+}
+
+// A client without the secret cannot read or write a key, even when it
+// sends its requests right behind its hello without waiting for the
+// verdict, sealed with the key its wrong secret gives.
+TEST(TcpStoreTest, AWrongSecretNeverReachesTheData) {
+  auto server = StartServer();
+  auto honest = Connect(*server, 0);
+  ASSERT_TRUE(honest);
+  ASSERT_TRUE(honest->Set("kept", "honest").ok());
+
+  RawClient intruder = ConnectRaw(*server);
+  StatusOr<std::string> nonce = intruder.Challenge();
+  ASSERT_TRUE(nonce.ok()) << nonce.status().ToString();
+  HandshakeTranscript transcript;
+  const std::string hello =
+      RawClient::HelloFor("not-the-secret", *nonce, 0, &transcript);
+  MessageAuthenticator wrong(SessionKey("not-the-secret", transcript),
+                             Direction::kClientToServer);
+  // One write, so that all of it is on its way before the server answers.
+  std::string frames;
+  for (const std::string& body :
+       {hello,
+        wrong.Seal(RawClient::U8(2) + RawClient::Str("planted") +
+                   RawClient::Str("by the intruder")),
+        wrong.Seal(RawClient::U8(2) + RawClient::Str("kept") +
+                   RawClient::Str("overwritten"))}) {
+    const uint32_t length = static_cast<uint32_t>(body.size());
+    frames.append(reinterpret_cast<const char*>(&length), 4);
+    frames += body;
+  }
+  ASSERT_TRUE(intruder.socket()
+                  .SendAll(frames.data(), frames.size(),
+                           DeadlineAfter(milliseconds(5000)))
+                  .ok());
+  StatusOr<std::string> verdict = intruder.Receive();
+  ASSERT_TRUE(verdict.ok()) << verdict.status().ToString();
+  Status refusal = RawClient::AnswerStatus(*verdict);
+  EXPECT_EQ(refusal.code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(refusal.message(), "wrong job secret");
+  EXPECT_EQ(intruder.ReadUntilClosed().code(),
+            StatusCode::kPeerFailure);  // closed, nothing else
+  EXPECT_EQ(server->rejected_connections(), 1);
+
+  EXPECT_EQ(honest->Get("planted", milliseconds(100)).status().code(),
+            StatusCode::kTimeout);
+  EXPECT_EQ(*honest->Get("kept", milliseconds(100)), "honest");
+}
+
+// Each refusal is counted, but only the first from an address is logged:
+// a job's worker retrying with a stale secret must not flood the log.
+TEST(TcpStoreTest, RefusalsAreLoggedOncePerAddress) {
+  SetMinLogLevel(LogLevel::kInfo);
+  auto server = StartServer();
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 3; ++i) {
+    StatusOr<std::unique_ptr<TcpStoreClient>> intruder =
+        TcpStoreClient::Connect("127.0.0.1", server->port(), "stale", 0,
+                                milliseconds(5000));
+    EXPECT_EQ(intruder.status().code(), StatusCode::kUnauthenticated);
+  }
+  RawClient garbage = ConnectRaw(*server);  // another reason, same address
+  EXPECT_TRUE(garbage.Send("junk").ok());
+  EXPECT_EQ(garbage.ReadUntilClosed().code(), StatusCode::kPeerFailure);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(server->rejected_connections(), 4);
+  const std::string line = "store: refused a client from 127.0.0.1:";
+  const size_t first = log.find(line);
+  ASSERT_NE(first, std::string::npos) << log;
+  EXPECT_THAT(log.substr(first), HasSubstr(": wrong job secret"));
+  EXPECT_EQ(log.find(line, first + 1), std::string::npos) << log;
+}
+
+// A store that cannot prove it holds the secret gets no requests: here a
+// fake one that challenges properly but answers with a made-up proof.
+TEST(TcpStoreTest, AClientRefusesAStoreWithoutTheSecret) {
+  StatusOr<Socket> listener = Socket::Listen("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok());
+  const int port = listener->LocalPort();
+  Status after_answer = Status::Ok();
+  std::thread impostor([&] {
+    StatusOr<Socket> accepted =
+        listener->Accept(DeadlineAfter(milliseconds(5000)));
+    if (!accepted.ok()) return;
+    RawClient peer(std::move(accepted).value());
+    Status sent = peer.Send(RawClient::U8(7) + RawClient::Str("KOLO-STORE-2") +
+                            RawClient::Str(std::string(kStoreNonceBytes, 'x')));
+    StatusOr<std::string> hello = sent.ok() ? peer.Receive() : sent;
+    if (!hello.ok()) return;
+    (void)peer.Send(RawClient::U8(0) + RawClient::Str("") +
+                    RawClient::Str(std::string(kStoreTagBytes, '\0')));
+    // The client must hang up rather than send a request.
+    after_answer = peer.Receive().status();
+  });
+  StatusOr<std::unique_ptr<TcpStoreClient>> client = TcpStoreClient::Connect(
+      "127.0.0.1", port, kSecret, 0, milliseconds(5000));
+  impostor.join();
+  EXPECT_EQ(client.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_THAT(client.status().message(),
+              HasSubstr("could not prove it holds the job secret"));
+  EXPECT_EQ(after_answer.code(), StatusCode::kPeerFailure);
+}
+
+// A man in the middle for the tests: accepts one client, connects it to the
+// server and relays whole messages (a 4-byte length and a body) both ways.
+// It records what the client sent, and lets a test alter or repeat any
+// message on its way: the meddler sees each message (upstream: from the
+// client; index counts from 0 per direction) and returns how many copies to
+// forward.
+class Proxy {
+ public:
+  using Meddler =
+      std::function<int(bool upstream, int index, std::string& body)>;
+
+  Proxy(int server_port, Meddler meddler)
+      : server_port_(server_port), meddler_(std::move(meddler)) {
+    StatusOr<Socket> listener = Socket::Listen("127.0.0.1", 0);
+    EXPECT_TRUE(listener.ok()) << listener.status().ToString();
+    listener_ = std::move(listener).value();
+    port_ = listener_.LocalPort();
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~Proxy() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+      client_.Shutdown();
+      server_.Shutdown();
+    }
+    thread_.join();
+  }
+
+  int port() const { return port_; }
+  // Every byte the client sent, as it was on the wire.
+  std::string upstream_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return upstream_bytes_;
+  }
+
+ private:
+  void Run() {
+    StatusOr<Socket> client = Timeout("no client yet");
+    const Deadline deadline = DeadlineAfter(milliseconds(10000));
+    do {
+      client = listener_.Accept(DeadlineAfter(milliseconds(50)));
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) return;
+    } while (!client.ok() && Clock::now() < deadline);
+    if (!client.ok()) return;
+    StatusOr<Socket> server =
+        Socket::Connect("127.0.0.1", server_port_, deadline);
+    if (!server.ok()) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) return;
+      client_ = std::move(client).value();
+      server_ = std::move(server).value();
+    }
+    // SendAll and RecvAll keep no state in the Socket, so one thread reading
+    // and another writing the same socket is safe.
+    std::thread downstream([this] { Relay(server_, client_, false); });
+    Relay(client_, server_, true);
+    downstream.join();
+  }
+
+  void Relay(Socket& from, Socket& to, bool upstream) {
+    for (int index = 0;; ++index) {
+      const Deadline deadline = DeadlineAfter(milliseconds(20000));
+      uint32_t length = 0;
+      if (!from.RecvAll(&length, 4, deadline).ok()) break;
+      std::string body(length, '\0');
+      if (!from.RecvAll(body.data(), length, deadline).ok()) break;
+      if (upstream) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        upstream_bytes_.append(reinterpret_cast<char*>(&length), 4);
+        upstream_bytes_ += body;
+      }
+      const int copies = meddler_ ? meddler_(upstream, index, body) : 1;
+      bool sent = true;
+      for (int i = 0; sent && i < copies; ++i) {
+        sent = to.SendAll(&length, 4, deadline).ok() &&
+               to.SendAll(body.data(), body.size(), deadline).ok();
+      }
+      if (!sent) break;
+    }
+    // One side hung up: hang up the other, which ends the other relay too.
+    from.Shutdown();
+    to.Shutdown();
+  }
+
+  const int server_port_;
+  const Meddler meddler_;
+  Socket listener_;
+  int port_ = 0;
+  std::mutex mutex_;
+  bool stopping_ = false;  // guarded by mutex_
+  Socket client_;          // set under mutex_ before the relays start
+  Socket server_;
+  std::string upstream_bytes_;  // guarded by mutex_
+  std::thread thread_;
+};
+
+// Flips the last byte of a sealed message's body (the byte before its tag).
+void FlipLastBodyByte(std::string& body) {
+  ASSERT_GT(body.size(), kStoreTagBytes);
+  body[body.size() - kStoreTagBytes - 1] ^= 0x01;
+}
+
+StatusOr<std::unique_ptr<TcpStoreClient>> ConnectThrough(const Proxy& proxy,
+                                                         int32_t rank) {
+  return TcpStoreClient::Connect("127.0.0.1", proxy.port(), kSecret, rank,
+                                 milliseconds(5000));
+}
+
+// Everything an honest client sent on one connection, replayed byte for
+// byte into a new one, is refused: the server's new nonce makes the
+// recorded proof worthless, and the recorded requests never run.
+TEST(TcpStoreTest, ARecordedConnectionReplayedIntoANewOneIsRefused) {
+  auto server = StartServer();
+  std::string recorded;
+  {
+    Proxy proxy(server->port(), nullptr);
+    StatusOr<std::unique_ptr<TcpStoreClient>> client = ConnectThrough(proxy, 0);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    ASSERT_TRUE((*client)->Set("replayed", "from the recording").ok());
+    EXPECT_EQ(*(*client)->Add("replayed counter", 1), 1);
+    ASSERT_TRUE((*client)->Close().ok());
+    recorded = proxy.upstream_bytes();
+  }
+  auto honest = Connect(*server, 1);
+  ASSERT_TRUE(honest);
+  ASSERT_TRUE(honest->Set("replayed", "current").ok());
+
+  RawClient replay = ConnectRaw(*server);
+  ASSERT_TRUE(replay.socket()
+                  .SendAll(recorded.data(), recorded.size(),
+                           DeadlineAfter(milliseconds(5000)))
+                  .ok());
+  EXPECT_EQ(replay.ReadUntilClosed().code(), StatusCode::kPeerFailure);
+  EXPECT_EQ(server->rejected_connections(), 1);
+  EXPECT_EQ(*honest->Get("replayed", milliseconds(100)), "current");
+  EXPECT_EQ(*honest->Add("replayed counter", 0), 1);
+}
+
+// A request repeated within its own connection fails its tag (its sequence
+// number has passed), so the add runs once.
+TEST(TcpStoreTest, ARequestReplayedWithinItsConnectionRunsOnce) {
+  auto server = StartServer();
+  Proxy proxy(server->port(), [](bool upstream, int index, std::string&) {
+    return upstream && index == 1 ? 2 : 1;  // 0 is the hello
+  });
+  StatusOr<std::unique_ptr<TcpStoreClient>> client = ConnectThrough(proxy, 0);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  EXPECT_EQ(*(*client)->Add("counter", 1), 1);
+  EXPECT_FALSE((*client)->Add("counter", 1).ok());  // the server hung up
+  auto honest = Connect(*server, 1);
+  ASSERT_TRUE(honest);
+  EXPECT_EQ(*honest->Add("counter", 0), 1);
+}
+
+// One flipped byte in a request's body: the server refuses the request,
+// says why, and closes the connection.
+TEST(TcpStoreTest, ATamperedRequestClosesTheConnection) {
+  auto server = StartServer();
+  Proxy proxy(server->port(), [](bool upstream, int index, std::string& body) {
+    if (upstream && index == 1) FlipLastBodyByte(body);
+    return 1;
+  });
+  StatusOr<std::unique_ptr<TcpStoreClient>> client = ConnectThrough(proxy, 0);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  Status set = (*client)->Set("tampered", "value");
+  EXPECT_EQ(set.code(), StatusCode::kUnauthenticated);
+  EXPECT_THAT(set.message(), HasSubstr("dropped this client: message 0 from "
+                                       "the client failed authentication"));
+  EXPECT_EQ((*client)->Set("after", "x").code(), StatusCode::kAborted);
+  auto honest = Connect(*server, 1);
+  ASSERT_TRUE(honest);
+  EXPECT_EQ(honest->Get("tampered", milliseconds(100)).status().code(),
+            StatusCode::kTimeout);
+}
+
+// One flipped byte in a response: the client does not believe it, and
+// closes the connection.
+TEST(TcpStoreTest, ATamperedResponseClosesTheConnection) {
+  auto server = StartServer();
+  auto writer = Connect(*server, 1);
+  ASSERT_TRUE(writer);
+  ASSERT_TRUE(writer->Set("key", "true value").ok());
+  // Downstream 0 is the challenge, 1 the verdict, 2 the first response.
+  Proxy proxy(server->port(), [](bool upstream, int index, std::string& body) {
+    if (!upstream && index == 2) FlipLastBodyByte(body);
+    return 1;
+  });
+  StatusOr<std::unique_ptr<TcpStoreClient>> client = ConnectThrough(proxy, 0);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  StatusOr<std::string> value = (*client)->Get("key", milliseconds(1000));
+  EXPECT_EQ(value.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_THAT(value.status().message(),
+              HasSubstr("message 0 from the server failed authentication"));
+  EXPECT_EQ((*client)->Get("key", milliseconds(100)).status().code(),
+            StatusCode::kAborted);
 }
 
 }  // namespace
