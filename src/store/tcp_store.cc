@@ -177,6 +177,15 @@ void TcpStoreServer::ServeClient(Socket client) {
   }
   const int32_t rank = session->rank;
   MessageAuthenticator& auth = session->auth;
+  if (rank >= 0) open_ranks_.fetch_add(1);
+  // However the connection ends, the rank is no longer connected.
+  struct Leaving {
+    std::atomic<int32_t>* open_ranks;
+    bool is_rank;
+    ~Leaving() {
+      if (is_rank) open_ranks->fetch_sub(1);
+    }
+  } leaving{&open_ranks_, rank >= 0};
   // A rank's connection that ends without a goodbye: its process died.
   auto dropped = [&] {
     if (rank >= 0 && !stopping_.load()) RecordFailure(rank);

@@ -75,6 +75,9 @@ class TcpStoreServer {
   // missing hello). A connection closed later because a message failed its
   // tag is logged but not counted here.
   int64_t rejected_connections() const { return rejected_.load(); }
+  // Ranks connected now (authenticated, not yet gone): a store that must
+  // outlive its job waits for this to reach 0 before it stops.
+  int32_t connected_ranks() const { return open_ranks_.load(); }
   // Stops accepting, disconnects every client and joins the threads.
   void Stop();
 
@@ -109,6 +112,7 @@ class TcpStoreServer {
   MemoryStore data_;
   std::atomic<bool> stopping_{false};
   std::atomic<int64_t> rejected_{0};
+  std::atomic<int32_t> open_ranks_{0};
   std::thread accept_thread_;
   Mutex mutex_;
   std::vector<std::thread> client_threads_ KOLO_GUARDED_BY(mutex_);

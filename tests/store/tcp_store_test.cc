@@ -107,6 +107,25 @@ TEST(TcpStoreTest, ClientThatVanishesIsRecordedAsFailed) {
   EXPECT_EQ(server->FailedRanks(), std::vector<int32_t>{3});
 }
 
+// Per-node mode's node 0 keeps its store until every rank has left.
+TEST(TcpStoreTest, CountsTheRanksStillConnected) {
+  auto server = StartServer();
+  auto wait_for = [&](int32_t expected) {
+    for (int i = 0; i < 500 && server->connected_ranks() != expected; ++i)
+      std::this_thread::sleep_for(milliseconds(10));
+    return server->connected_ranks();
+  };
+  auto a = Connect(*server, 0);
+  auto b = Connect(*server, 1);
+  auto observer = Connect(*server, -1);  // not a rank: not counted
+  ASSERT_TRUE(a && b && observer);
+  EXPECT_EQ(wait_for(2), 2);
+  EXPECT_TRUE(a->Close().ok());
+  EXPECT_EQ(wait_for(1), 1);
+  b.reset();  // a drop counts as leaving too
+  EXPECT_EQ(wait_for(0), 0);
+}
+
 TEST(TcpStoreTest, ConnectWaitsForALateServerThenTimesOut) {
   // Reserve a port, free it, and connect to it with nobody listening.
   int port = 0;

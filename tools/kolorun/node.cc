@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "job.h"
 #include "kolo_internal/config.h"
@@ -147,6 +149,17 @@ int RunNode(const LaunchOptions& options, SignalWatcher* signals) {
   launcher_options.verbose = options.verbose;
   Launcher launcher(launcher_options, signals);
   int exit_code = launcher.Run(specs);
+  if (server && exit_code == 0) {
+    // The other nodes' ranks may still be leaving; their store must stay
+    // until they have, or their goodbye would fail. Bounded by the timeout.
+    // (After a failure it closes at once, which tells them sooner.)
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::seconds(options.timeout_seconds);
+    while (server->connected_ranks() > 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
   if (server) server->Stop();
   return exit_code;
 }
