@@ -25,6 +25,7 @@ if(TARGET kolorun)
   set(KOLORUN_UNIT_TEST_DIR ${PROJECT_SOURCE_DIR}/tests/tools/kolorun)
   add_executable(kolorun_unit_test
     ${KOLORUN_UNIT_TEST_DIR}/hosts_test.cc
+    ${KOLORUN_UNIT_TEST_DIR}/remote_test.cc
     ${KOLORUN_UNIT_TEST_DIR}/job_test.cc
     ${KOLORUN_UNIT_TEST_DIR}/options_test.cc
     ${KOLORUN_UNIT_TEST_DIR}/output_test.cc)
