@@ -6,11 +6,15 @@
 //   hang                rank 1 never makes the call (its process stays alive)
 //   freeze              rank 1 stops altogether (SIGSTOP)
 //   reinit              Init, allreduce, Shutdown, three times over
+//   loop SECONDS        allreduces of 64 KiB for SECONDS, each checked; prints
+//                       "rank R: looping" after the first correct one
 // Exit codes: 0 as expected, 1 wrong result or unexpected error, 2 bad
-// usage, 3 the expected error was reported (die, hang).
+// usage, 3 the expected error was reported (die, hang), or any error in
+// loop (a peer lost mid-job).
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -123,6 +127,47 @@ int Hang(bool freeze, bool after_a_call) {
   return s.ok() ? 1 : 3;
 }
 
+// Allreduces a 64 KiB float buffer until `seconds` have passed, so that a
+// test can break the job while it runs (cut a host's link). Step n sums
+// rank + (i + n) % 13 over the ranks: S(S-1)/2 + S((i + n) % 13), exact in
+// float, and different in every step, so a stale buffer cannot pass.
+int Loop(int seconds) {
+  const int32_t rank = kolo::Rank();
+  const int32_t size = kolo::Size();
+  const auto end =
+      std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  std::vector<float> data(64 * 1024 / sizeof(float));
+  for (int64_t step = 0; std::chrono::steady_clock::now() < end; ++step) {
+    for (size_t i = 0; i < data.size(); ++i)
+      data[i] = static_cast<float>(rank + (i + step) % 13);
+    kolo::Status s =
+        kolo::Allreduce(data.data(), data.data(), data.size(),
+                        kolo::DataType::kFloat32, kolo::ReduceOp::kSum);
+    if (!s.ok()) {
+      std::fprintf(stderr, "rank %d: step %lld: %s\n", rank,
+                   static_cast<long long>(step), s.ToString().c_str());
+      return 3;
+    }
+    for (size_t i = 0; i < data.size(); ++i) {
+      const float expected =
+          static_cast<float>(size * (size - 1) / 2 + size * ((i + step) % 13));
+      if (data[i] != expected) {
+        std::fprintf(stderr, "rank %d: step %lld: element %zu is %g, not %g\n",
+                     rank, static_cast<long long>(step), i, data[i], expected);
+        return 1;
+      }
+    }
+    if (step == 0) {
+      std::printf("rank %d: looping\n", rank);
+      std::fflush(stdout);
+    }
+    // A breath between steps, so that four looping ranks leave the
+    // machine's cores to the rest of the test.
+    usleep(1000);
+  }
+  return 0;
+}
+
 int Reinit() {
   for (int round = 0; round < 3; ++round) {
     if (round > 0) {
@@ -156,7 +201,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: collectives_worker matrix|mismatch|die|hang|freeze|"
                  "hang-after-a-call|freeze-after-a-call|die-between-calls|"
-                 "reinit [counts...]\n");
+                 "reinit [counts...] | loop SECONDS\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -177,6 +222,8 @@ int main(int argc, char** argv) {
     code = Die();
   } else if (scenario == "reinit") {
     code = Reinit();
+  } else if (scenario == "loop" && argc == 3) {
+    code = Loop(std::atoi(argv[2]));
   } else if (scenario == "hang" || scenario == "freeze") {
     code = Hang(scenario == "freeze", false);
   } else if (scenario == "die-between-calls") {
