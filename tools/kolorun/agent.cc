@@ -257,6 +257,7 @@ int RunAgent(SignalWatcher* signals) {
   LauncherOptions launcher_options;
   launcher_options.verbose = launch->value("verbose", false);
   launcher_options.stop_fd = STDIN_FILENO;
+  launcher_options.host = ranks.host;
   launcher_options.stop_message = "the launching kolorun is gone (" +
                                   ranks.host +
                                   " lost its connection); stopping the ranks";

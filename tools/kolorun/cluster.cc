@@ -508,6 +508,7 @@ int RunCluster(const LaunchOptions& options, SignalWatcher* signals) {
 
   LauncherOptions launcher_options;
   launcher_options.verbose = options.verbose;
+  launcher_options.failure_in_line = AgentReportedFailure;
   Launcher launcher(launcher_options, signals);
   int exit_code = launcher.Run(specs);
   (*server)->Stop();

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <regex>
 #include <utility>
 
 namespace kolo {
@@ -113,7 +114,9 @@ void Launcher::Start(const ProcessSpec& spec) {
     for (int core : spec.child.cores)
       where += (where.empty() ? " (cores " : ",") + std::to_string(core);
     if (!where.empty()) where += ")";
-    Message(spec.name + where + ": " + JoinCommand(spec.child.argv));
+    Message(spec.name + where + ": " +
+            (spec.started ? "pid " + std::to_string(spec.started->pid)
+                          : JoinCommand(spec.child.argv)));
   }
   StatusOr<Child> child =
       spec.started ? StatusOr<Child>(*spec.started)
@@ -157,9 +160,14 @@ void Launcher::HandleSignals() {
       phase_ = Phase::kKilled;
       continue;
     }
-    StopFromOutside(signal, "received signal " + std::to_string(signal) + " (" +
-                                strsignal(signal) +
-                                "); forwarding it to the job");
+    // An agent is signalled by the launching kolorun, which has said why.
+    StopFromOutside(signal, options_.host.empty()
+                                ? "received signal " + std::to_string(signal) +
+                                      " (" + strsignal(signal) +
+                                      "); forwarding it to the job"
+                                : "stopping the ranks on " + options_.host +
+                                      " (signal " + std::to_string(signal) +
+                                      ", " + strsignal(signal) + ")");
   }
   ReapExited();
 }
@@ -234,8 +242,10 @@ void Launcher::Drain(Stream* stream) {
   for (int reads = 0; reads < kMaxReads; ++reads) {
     ssize_t n = read(stream->fd, buffer, sizeof(buffer));
     if (n > 0) {
-      WriteAll(stream->out_fd,
-               stream->splitter->Append(buffer, static_cast<size_t>(n)));
+      const std::string text =
+          stream->splitter->Append(buffer, static_cast<size_t>(n));
+      WriteAll(stream->out_fd, text);
+      if (options_.failure_in_line) NoticeReportedFailures(text);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -244,6 +254,33 @@ void Launcher::Drain(Stream* stream) {
     CloseStream(stream);
     return;
   }
+}
+
+void Launcher::NoticeReportedFailures(const std::string& text) {
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    std::optional<int> code =
+        options_.failure_in_line(text.substr(begin, end - begin));
+    begin = end + 1;
+    if (!code || phase_ != Phase::kRunning) continue;
+    RecordFailure(*code);
+    phase_ = Phase::kFailureGrace;
+    deadline_ = steady_clock::now() + options_.failure_grace;
+  }
+}
+
+std::optional<int> AgentReportedFailure(const std::string& line) {
+  static const std::regex kReport(
+      "kolorun: rank [0-9]+ on \\S+ (was killed by signal ([0-9]+)|exited "
+      "with code ([0-9]+)).*");
+  std::smatch match;
+  if (!std::regex_match(line, match, kReport)) return std::nullopt;
+  if (match[2].matched) return 128 + std::stoi(match[2].str());
+  const int code = std::stoi(match[3].str());
+  if (code == 0) return std::nullopt;
+  return code;
 }
 
 void Launcher::CloseStream(Stream* stream) {

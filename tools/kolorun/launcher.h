@@ -28,6 +28,7 @@
 #define KOLO_TOOLS_KOLORUN_LAUNCHER_H_
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,7 +64,23 @@ struct LauncherOptions {
   // anything read from it before that is ignored. -1: none.
   int stop_fd = -1;
   std::string stop_message;  // said when stop_fd ends
+  // The host an agent serves: a signal it forwards is reported as this
+  // host's, not as if the user had signalled kolorun.
+  std::string host;
+  // Reads a line a process printed (as relayed, with its tag) and returns
+  // the exit code of a failure it reports, if it reports one. The driver of
+  // a multi-host job learns from its agents' "rank 5 on h2 was killed by
+  // signal 9" that a rank failed, when it fails rather than when the
+  // agent exits, so the first failure anywhere decides kolorun's exit
+  // status and starts the failure grace.
+  std::function<std::optional<int>(const std::string& line)> failure_in_line;
 };
+
+// The failure a line of a host's agent reports ("kolorun: rank 5 on h2 was
+// killed by signal 9 (Killed)", "kolorun: rank 2 on h1 exited with code
+// 3"), as the exit code a shell would show (137, 3); nullopt for any other
+// line. Lines a rank prints carry its tag and never match.
+std::optional<int> AgentReportedFailure(const std::string& line);
 
 class Launcher {
  public:
@@ -117,6 +134,9 @@ class Launcher {
   // The last resort when the loop cannot go on.
   void KillAndReapAll();
   void RecordFailure(int exit_code);
+  // A failure reported in output (failure_in_line): as if a process had
+  // failed.
+  void NoticeReportedFailures(const std::string& text);
   bool AnyRunning() const;
   bool AnyStreamOpen() const;
   int PollTimeoutMs(TimePoint now) const;

@@ -110,6 +110,25 @@ int RunNode(const LaunchOptions& options, SignalWatcher* signals) {
     }
     server = std::move(started).value();
   }
+  // Before any rank starts: the store answers, and takes this node's
+  // secret (a rank would only say KOLO_STORE_SECRET, which the user never
+  // set here).
+  StatusOr<std::unique_ptr<TcpStoreClient>> check =
+      TcpStoreClient::Connect(host, port, *secret, /*rank=*/-1,
+                              std::chrono::seconds(options.timeout_seconds));
+  if (!check.ok()) {
+    const bool refused = check.status().code() == StatusCode::kUnauthenticated;
+    Say("node " + std::to_string(options.node_rank) + ": " +
+        (refused ? "the store at " + options.rendezvous +
+                       " refused this node's job secret (--secret-file or " +
+                       kJobSecretVariable + " must be the same on every node)"
+                 : "cannot reach the store at " + options.rendezvous +
+                       " (--rendezvous): " + check.status().message()));
+    if (server) server->Stop();
+    return 1;
+  }
+  (void)(*check)->Close();
+
   StoreInfo store;
   store.address = options.rendezvous;
   store.secret = *secret;

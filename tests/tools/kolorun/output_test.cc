@@ -3,6 +3,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "launcher.h"
 
 namespace kolo {
 namespace kolorun {
@@ -113,6 +114,24 @@ TEST(LineSplitterTest, MpiTaggedFormatAddsKolorunsWordsAfterTheNotice) {
   EXPECT_NE(out.find("kolorun: rank 1 on vm was killed by signal 9 (Killed)\n"),
             std::string::npos)
       << out;
+}
+
+TEST(AgentReportedFailureTest, ReadsTheAgentsOwnLinesOnly) {
+  EXPECT_EQ(AgentReportedFailure(
+                "kolorun: rank 5 on h2 was killed by signal 9 (Killed)"),
+            137);
+  EXPECT_EQ(AgentReportedFailure("kolorun: rank 2 on h1 exited with code 3"),
+            3);
+  EXPECT_EQ(AgentReportedFailure("kolorun: rank 2 on h1 exited with code 0"),
+            std::nullopt);
+  // A rank's own line carries its tag; kolorun's other messages are not
+  // failures.
+  EXPECT_EQ(AgentReportedFailure(
+                "[3]<stderr>: kolorun: rank 5 on h2 was killed by signal 9"),
+            std::nullopt);
+  EXPECT_EQ(AgentReportedFailure("kolorun: stopping the ranks on h2 (signal "
+                                 "15, Terminated)"),
+            std::nullopt);
 }
 
 }  // namespace
