@@ -54,7 +54,10 @@ excluded='^InstallAndFindPackage$'
 # matrices), where TSan watches both sides of every exchange; and the
 # other multi-process tests (launch, failures, random order). ASan runs
 # the matrices in full.
-excluded_under_thread='CollectivesMatrixTest|HierarchicalTest\.TwoHosts'
+# Likewise the jobs on clusters of network namespaces (multihost., netns.):
+# kolorun, its agents and the ranks are all separate processes, and ASan
+# runs them.
+excluded_under_thread='CollectivesMatrixTest|HierarchicalTest\.TwoHosts|^multihost\.|^netns\.'
 
 for sanitizer in "${sanitizers[@]}"; do
   case "$sanitizer" in

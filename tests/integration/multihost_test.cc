@@ -860,8 +860,11 @@ TEST_F(MultihostTest, DefaultSshPathRunsEveryCollective) {
 // test set, to a few images (measured: loss 1.847999 and 1.847960, test
 // accuracy 58.47% and 58.52%).
 TEST_F(MultihostTest, KoloTrainAcrossHostsMatchesOneHost) {
-  KOLO_REQUIRE_OR_SKIP(std::string(kKoloTrain) != "",
-                       "kolo-train (a build with LibTorch)");
+  // A build without LibTorch (the sanitizer builds) has no kolo-train by
+  // choice, not by a missing package: a skip even under CI.
+  if (std::string(kKoloTrain).empty()) {
+    GTEST_SKIP() << "this build has no kolo-train (KOLO_WITH_TORCH=OFF)";
+  }
   KOLO_REQUIRE_OR_SKIP(HaveFashionMnist(), "Fashion-MNIST at "
                                                << kFashionMnistDir
                                                << " (dataset-fashion-mnist)");
