@@ -173,10 +173,9 @@ StatusOr<Engines> BuildEngines(const InitOptions& options,
   backend_options.timeout = options.engine.timeout;
   backend_options.gloo_hostname = options.engine.gloo_hostname;
   backend_options.shm_area_bytes = options.engine.shm_area_bytes;
-  backend_options.store_prefix = engines.plan.hierarchical ? "hierarchical"
-                                 : engines.plan.backend == BackendKind::kShm
-                                     ? "shm"
-                                     : "gloo";
+  backend_options.store_prefix = engines.plan.hierarchical
+                                     ? "hierarchical"
+                                     : BackendName(engines.plan.backend);
   KOLO_ASSIGN_OR_RETURN(
       engines.backend,
       CreateBackend(engines.plan, backend_options, round_store, hosts));

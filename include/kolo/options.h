@@ -39,9 +39,10 @@ struct WorldInfo {
 };
 
 // gloo: Gloo over TCP; mpi: the MPI library; shm: POSIX shared memory
-// between the processes of one host (kolorun's default on one host).
-enum class BackendKind : int32_t { kGloo = 0, kMpi, kShm };
-// "gloo", "mpi" or "shm".
+// between the processes of one host (kolorun's default on one host); tcp:
+// kolo's own engine over TCP (src/collectives/tcp/).
+enum class BackendKind : int32_t { kGloo = 0, kMpi, kShm, kTcp };
+// "gloo", "mpi", "shm" or "tcp".
 const char* BackendName(BackendKind kind);
 // The inverse of BackendName; an error names the accepted values, or the
 // CMake option when the backend was not built.

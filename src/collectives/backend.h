@@ -1,4 +1,5 @@
-// Backend: the seam between kolo's collectives and an engine (Gloo, MPI).
+// Backend: the seam between kolo's collectives and an engine (kolo's own
+// TCP and shared-memory engines, Gloo, MPI).
 // A backend moves data and nothing else: argument checks, averaging, empty
 // buffers, sticky errors and naming dead peers happen once, above it, in
 // Communicator.
@@ -55,6 +56,8 @@ class Backend {
 struct BackendOptions {
   WorldInfo world;
   std::chrono::milliseconds timeout{30000};
+  // The address the network engines (gloo and tcp) listen on
+  // (KOLO_GLOO_HOSTNAME).
   std::string gloo_hostname = "127.0.0.1";
   // Namespace in the store for this backend's rendezvous keys.
   std::string store_prefix = "gloo";
@@ -66,6 +69,10 @@ struct BackendOptions {
 // Each returns kInvalidArgument naming the CMake option when the backend was
 // not compiled in.
 StatusOr<std::unique_ptr<Backend>> CreateGlooBackend(
+    const BackendOptions& options, std::shared_ptr<Store> store);
+// kolo's own engine over TCP, one connection per pair of ranks; see
+// tcp/tcp_backend.cc. Always built.
+StatusOr<std::unique_ptr<Backend>> CreateTcpBackend(
     const BackendOptions& options, std::shared_ptr<Store> store);
 StatusOr<std::unique_ptr<Backend>> CreateMpiBackend(
     const BackendOptions& options);

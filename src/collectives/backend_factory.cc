@@ -49,9 +49,11 @@ StatusOr<std::unique_ptr<Backend>> CreateBackend(const EnginePlan& plan,
   }
   if (plan.backend == BackendKind::kMpi) return CreateMpiBackend(options);
   if (options.world.size == 1) return std::unique_ptr<Backend>();
-  if (plan.backend == BackendKind::kShm)
-    return CreateShmBackend(options, std::move(store));
-  return CreateGlooBackend(options, std::move(store));
+  switch (plan.backend) {
+    case BackendKind::kShm: return CreateShmBackend(options, std::move(store));
+    case BackendKind::kTcp: return CreateTcpBackend(options, std::move(store));
+    default: return CreateGlooBackend(options, std::move(store));
+  }
 }
 
 }  // namespace kolo

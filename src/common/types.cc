@@ -172,6 +172,7 @@ const char* BackendName(BackendKind kind) {
   switch (kind) {
     case BackendKind::kMpi: return "mpi";
     case BackendKind::kShm: return "shm";
+    case BackendKind::kTcp: return "tcp";
     default: return "gloo";
   }
 }
@@ -186,6 +187,7 @@ StatusOr<BackendKind> ParseBackend(const std::string& name) {
 #endif
   }
   if (name == "shm") return BackendKind::kShm;
+  if (name == "tcp") return BackendKind::kTcp;
   if (name == "mpi") {
 #ifdef KOLO_WITH_MPI
     return BackendKind::kMpi;
@@ -195,7 +197,7 @@ StatusOr<BackendKind> ParseBackend(const std::string& name) {
 #endif
   }
   return InvalidArgument("unknown backend '" + name +
-                         "' (expected gloo, mpi or shm)");
+                         "' (expected gloo, mpi, shm or tcp)");
 }
 
 }  // namespace kolo

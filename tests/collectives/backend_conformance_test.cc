@@ -23,7 +23,7 @@
 //
 // MPI cannot run ranks as threads (one MPI_COMM_WORLD per process), so it
 // is not here: tests/integration/collectives_test.cc runs the same closed
-// forms (RunCollectiveMatrix) with MPI, Gloo and shm in real processes.
+// forms (RunCollectiveMatrix) with MPI, Gloo, tcp and shm in real processes.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -60,11 +60,13 @@ struct BackendUnderTest {
 const BackendUnderTest kBackends[] = {
     {"shm", &CreateShmBackend},
     {"gloo", &CreateGlooBackend},
+    {"tcp", &CreateTcpBackend},
 };
 
 constexpr int64_t kOdd = 37;
-// Large enough to take many rounds of the shm areas set below and several
-// of Gloo's chunks, odd so that no block divides evenly.
+// Large enough to take many rounds of the shm areas set below, several of
+// Gloo's chunks and several of the tcp engine's reduction pieces in every
+// ring block, odd so that no block divides evenly.
 constexpr int64_t kLarge = 65539;
 
 constexpr ReduceOp kBackendOps[] = {ReduceOp::kSum, ReduceOp::kMin,

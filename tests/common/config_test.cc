@@ -257,11 +257,13 @@ TEST(ConfigTest, EveryBadValueNamesItsVariable) {
 }
 
 TEST(ConfigTest, BackendNamesRoundTrip) {
-  for (BackendKind kind : {BackendKind::kGloo, BackendKind::kShm}) {
+  for (BackendKind kind :
+       {BackendKind::kGloo, BackendKind::kShm, BackendKind::kTcp}) {
     EXPECT_EQ(*ParseBackend(BackendName(kind)), kind);
   }
-  EXPECT_THAT(ParseBackend("nccl").status().message(),
-              HasSubstr("unknown backend 'nccl' (expected gloo, mpi or shm)"));
+  EXPECT_THAT(
+      ParseBackend("nccl").status().message(),
+      HasSubstr("unknown backend 'nccl' (expected gloo, mpi, shm or tcp)"));
 }
 
 TEST(ConfigTest, ByteSizes) {

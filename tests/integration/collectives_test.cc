@@ -1,6 +1,6 @@
 // Collectives in real processes over real transports: kolorun starts the
-// ranks, Gloo talks TCP over loopback, MPI uses OpenMPI's own transports,
-// shm maps the ranks' segments in /dev/shm.
+// ranks, kolo's tcp engine and Gloo talk TCP over loopback, MPI uses
+// OpenMPI's own transports, shm maps the ranks' segments in /dev/shm.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -71,7 +71,9 @@ INSTANTIATE_TEST_SUITE_P(
                       MatrixCase{"mpi", 1}, MatrixCase{"mpi", 2},
                       MatrixCase{"mpi", 3}, MatrixCase{"mpi", 4},
                       MatrixCase{"shm", 1}, MatrixCase{"shm", 2},
-                      MatrixCase{"shm", 3}, MatrixCase{"shm", 4}),
+                      MatrixCase{"shm", 3}, MatrixCase{"shm", 4},
+                      MatrixCase{"tcp", 1}, MatrixCase{"tcp", 2},
+                      MatrixCase{"tcp", 3}, MatrixCase{"tcp", 4}),
     [](const ::testing::TestParamInfo<MatrixCase>& info) {
       return std::string(info.param.backend) + "_np" +
              std::to_string(info.param.np);
@@ -123,7 +125,7 @@ TEST_P(HierarchicalTest, TwoHostsOfTwoRanksGetEveryCollectiveRight) {
 INSTANTIATE_TEST_SUITE_P(
     TwoHosts, HierarchicalTest,
     ::testing::Values(HierarchicalCase{"shm", ""}, HierarchicalCase{"gloo", ""},
-                      HierarchicalCase{"mpi", ""},
+                      HierarchicalCase{"mpi", ""}, HierarchicalCase{"tcp", ""},
                       HierarchicalCase{"shm", "0"}),
     [](const ::testing::TestParamInfo<HierarchicalCase>& info) {
       return std::string(info.param.backend) +
@@ -160,7 +162,7 @@ TEST_P(CollectivesErrorTest, InitAfterShutdownStartsAFreshJob) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, CollectivesErrorTest,
-                         ::testing::Values("gloo", "mpi", "shm"));
+                         ::testing::Values("gloo", "mpi", "shm", "tcp"));
 
 // The /dev/shm entries named like kolo's segments (/kolo-<creator pid>-...)
 // whose creator no longer exists: what a job that died would leak.
@@ -303,6 +305,7 @@ TEST_P(StalledPeerTest, RankThatNeverCallsIsReportedAsAStall) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, StalledPeerTest,
     ::testing::Values(StuckPeerCase{"gloo", "hang", "#1", false},
+                      StuckPeerCase{"tcp", "hang", "#1", false},
                       StuckPeerCase{"shm", "hang-after-a-call", "#2", true}),
     StuckPeerName);
 
@@ -333,12 +336,13 @@ TEST_P(FrozenPeerTest, FrozenPeerTimesOutInsteadOfHanging) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, FrozenPeerTest,
     ::testing::Values(StuckPeerCase{"gloo", "freeze", "#1", false},
+                      StuckPeerCase{"tcp", "freeze", "#1", false},
                       StuckPeerCase{"shm", "freeze", "#1", false},
                       StuckPeerCase{"shm", "freeze-after-a-call", "#2", true}),
     StuckPeerName);
 
 INSTANTIATE_TEST_SUITE_P(Backends, CollectivesFailureTest,
-                         ::testing::Values("gloo", "shm"));
+                         ::testing::Values("gloo", "shm", "tcp"));
 
 // A free port for the tests that must name one up front (KOLO_STORE_ADDR
 // without kolorun); the OS picks it.

@@ -440,7 +440,7 @@ INSTANTIATE_TEST_SUITE_P(
                        "--env expects K=V, got 'NOEQUALS'",
                        2},
         BadCommandLine{{"-np", "1", "--backend", "nccl", "WORKER"},
-                       "--backend must be shm, gloo or mpi, got 'nccl'",
+                       "--backend must be shm, tcp, gloo or mpi, got 'nccl'",
                        2},
         BadCommandLine{
             {"-np", "1", "--timeout", "0", "WORKER"},
@@ -455,13 +455,13 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(KolorunTest, BadBackendInEnvironmentIsNamed) {
   RunResult r =
-      RunKolorun({"-np", "1", kWorker, "rank"}, {{"KOLO_BACKEND", "tcp"}});
+      RunKolorun({"-np", "1", kWorker, "rank"}, {{"KOLO_BACKEND", "ucx"}});
   ASSERT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(Lines(r.err),
-            (std::vector<std::string>{"kolorun: environment variable "
-                                      "KOLO_BACKEND must be shm, gloo or mpi, "
-                                      "got 'tcp'"}));
+  EXPECT_EQ(Lines(r.err), (std::vector<std::string>{
+                              "kolorun: environment variable "
+                              "KOLO_BACKEND must be shm, tcp, gloo or mpi, "
+                              "got 'ucx'"}));
 }
 
 TEST(KolorunTest, HelpPrintsUsage) {

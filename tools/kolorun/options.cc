@@ -351,14 +351,14 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
       if (!kind.ok()) {
         return InvalidArgument(
             std::string("environment variable ") + env::kBackend +
-            " must be shm, gloo or mpi, got '" + *from_env + "'");
+            " must be shm, tcp, gloo or mpi, got '" + *from_env + "'");
       }
       options.backend = *kind;
     }
   } else {
     StatusOr<BackendKind> kind = ParseBackend(backend_text);
     if (!kind.ok()) {
-      return InvalidArgument("--backend must be shm, gloo or mpi, got '" +
+      return InvalidArgument("--backend must be shm, tcp, gloo or mpi, got '" +
                              backend_text + "'");
     }
     options.backend = *kind;

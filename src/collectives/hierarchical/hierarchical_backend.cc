@@ -9,7 +9,7 @@
 //      from their segments, so reaching every rank costs no more than
 //      reaching one);
 //   2. allreduce across hosts, one leader per host (the host's lowest
-//      rank), over the network engine (Gloo or MPI): the only stage that
+//      rank), over the network engine (tcp, Gloo or MPI): the only stage that
 //      touches the network, and it carries one buffer per host instead of
 //      one per rank;
 //   3. broadcast inside each host over shm, from the leader.
@@ -101,8 +101,11 @@ class HierarchicalBackend : public Backend {
 StatusOr<std::unique_ptr<Backend>> CreateNetworkBackend(
     const BackendOptions& options, std::shared_ptr<Store> store,
     BackendKind network) {
-  if (network == BackendKind::kMpi) return CreateMpiBackend(options);
-  return CreateGlooBackend(options, std::move(store));
+  switch (network) {
+    case BackendKind::kMpi: return CreateMpiBackend(options);
+    case BackendKind::kTcp: return CreateTcpBackend(options, std::move(store));
+    default: return CreateGlooBackend(options, std::move(store));
+  }
 }
 
 }  // namespace
@@ -112,7 +115,8 @@ StatusOr<std::unique_ptr<Backend>> CreateHierarchicalBackend(
     const HostTopology& topology, BackendKind network) {
   if (network == BackendKind::kShm) {
     return InvalidArgument(
-        "hierarchical allreduce needs a network engine (gloo or mpi), not shm");
+        "hierarchical allreduce needs a network engine (tcp, gloo or mpi), "
+        "not shm");
   }
   if (!store) return InvalidArgument("hierarchical allreduce needs the store");
   const WorldInfo& world = topology.world;
@@ -134,7 +138,8 @@ StatusOr<std::unique_ptr<Backend>> CreateHierarchicalBackend(
     // Collective over every rank, leader or not.
     KOLO_ASSIGN_OR_RETURN(cross, CreateMpiSubBackend(cross_options, leader));
   } else if (leader) {
-    KOLO_ASSIGN_OR_RETURN(cross, CreateGlooBackend(cross_options, store));
+    KOLO_ASSIGN_OR_RETURN(cross,
+                          CreateNetworkBackend(cross_options, store, network));
   }
 
   std::unique_ptr<Backend> local;

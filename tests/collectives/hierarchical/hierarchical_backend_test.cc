@@ -125,7 +125,7 @@ TEST(HierarchicalBackendErrorTest, ShmIsNotANetworkEngine) {
       options, std::make_shared<MemoryStore>(), topology, BackendKind::kShm);
   ASSERT_FALSE(backend.ok());
   EXPECT_THAT(backend.status().ToString(),
-              ::testing::HasSubstr("network engine (gloo or mpi)"));
+              ::testing::HasSubstr("network engine (tcp, gloo or mpi)"));
 }
 
 }  // namespace

@@ -1,0 +1,528 @@
+#include "transport/tcp_mesh.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "common/config.h"
+#include "common/logging.h"
+
+namespace kolo {
+namespace {
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+constexpr char kTokenKey[] = "token";
+constexpr char kMagic[8] = {'k', 'o', 'l', 'o', '-', 't', 'c', 'p'};
+constexpr size_t kTokenBytes = 16;
+// magic, sender's rank, the rank it meant to reach, token.
+constexpr size_t kHelloBytes = sizeof(kMagic) + 4 + 4 + kTokenBytes;
+// Between connection attempts to a listener that refused.
+constexpr milliseconds kConnectRetry{20};
+
+using Token = std::array<unsigned char, kTokenBytes>;
+using Hello = std::array<unsigned char, kHelloBytes>;
+
+std::string AddressKey(int32_t rank) { return "addr/" + std::to_string(rank); }
+
+std::string Hex(const Token& token) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string text;
+  for (unsigned char byte : token) {
+    text.push_back(kDigits[byte >> 4]);
+    text.push_back(kDigits[byte & 0xf]);
+  }
+  return text;
+}
+
+bool FromHex(const std::string& text, Token* token) {
+  if (text.size() != 2 * kTokenBytes) return false;
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < kTokenBytes; ++i) {
+    const int high = digit(text[2 * i]), low = digit(text[2 * i + 1]);
+    if (high < 0 || low < 0) return false;
+    (*token)[i] = static_cast<unsigned char>(high << 4 | low);
+  }
+  return true;
+}
+
+StatusOr<Token> NewToken() {
+  Token token;
+  size_t got = 0;
+  while (got < token.size()) {
+    const ssize_t n = ::getrandom(token.data() + got, token.size() - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return Internal(std::string("cannot draw the mesh token: getrandom: ") +
+                      std::strerror(errno));
+    }
+    got += static_cast<size_t>(n);
+  }
+  return token;
+}
+
+Hello MakeHello(int32_t from, int32_t to, const Token& token) {
+  Hello hello{};
+  std::memcpy(hello.data(), kMagic, sizeof(kMagic));
+  const uint32_t from_net = htonl(static_cast<uint32_t>(from));
+  const uint32_t to_net = htonl(static_cast<uint32_t>(to));
+  std::memcpy(hello.data() + 8, &from_net, 4);
+  std::memcpy(hello.data() + 12, &to_net, 4);
+  std::memcpy(hello.data() + 16, token.data(), kTokenBytes);
+  return hello;
+}
+
+// Reads the ranks out of a hello; the reason it is not one of this round's
+// (wrong magic or token), or "" when it is. The token is compared in
+// constant time.
+std::string ReadHello(const Hello& hello, const Token& token, int64_t* from,
+                      int64_t* to) {
+  if (std::memcmp(hello.data(), kMagic, sizeof(kMagic)) != 0)
+    return "not a kolo tcp hello";
+  unsigned char difference = 0;
+  for (size_t i = 0; i < kTokenBytes; ++i)
+    difference |= hello[16 + i] ^ token[i];
+  if (difference != 0) return "wrong token";
+  uint32_t from_net = 0, to_net = 0;
+  std::memcpy(&from_net, hello.data() + 8, 4);
+  std::memcpy(&to_net, hello.data() + 12, 4);
+  *from = static_cast<int32_t>(ntohl(from_net));
+  *to = static_cast<int32_t>(ntohl(to_net));
+  return "";
+}
+
+// "10.1.0.2:41234" or "[fe80::1]:41234": where `fd` is bound.
+std::string LocalAddress(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0)
+    return "";
+  char host[INET6_ADDRSTRLEN] = {};
+  if (address.ss_family == AF_INET) {
+    auto* in = reinterpret_cast<sockaddr_in*>(&address);
+    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+    return std::string(host) + ":" + std::to_string(ntohs(in->sin_port));
+  }
+  auto* in6 = reinterpret_cast<sockaddr_in6*>(&address);
+  ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+  return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
+}
+
+milliseconds Left(Deadline deadline) {
+  return std::max(milliseconds(0),
+                  duration_cast<milliseconds>(deadline - Clock::now()));
+}
+
+int PollMillis(Deadline deadline) {
+  // Rounded up, so that a wait never ends just before its deadline and
+  // spins through a series of zero-timeout polls.
+  const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now());
+  return static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30));
+}
+
+std::string Ranks(const std::vector<int32_t>& ranks) {
+  std::string text;
+  for (int32_t r : ranks) text += (text.empty() ? "" : ",") + std::to_string(r);
+  return text;
+}
+
+// Connection attempts to `host`:`port` until one succeeds or `deadline`
+// passes: a listener that refuses now may be one whose backlog is full.
+StatusOr<Socket> ConnectWithRetries(const std::string& host, int port,
+                                    Deadline deadline) {
+  while (true) {
+    StatusOr<Socket> socket = Socket::Connect(host, port, deadline);
+    if (socket.ok() || socket.status().code() == StatusCode::kInvalidArgument)
+      return socket;
+    if (Clock::now() + kConnectRetry >= deadline) return socket.status();
+    std::this_thread::sleep_for(kConnectRetry);
+  }
+}
+
+// Rank `me` connects to lower rank `peer` and says hello; the answer is
+// read later (AwaitAdmission), once `me` has accepted its own higher peers.
+StatusOr<Socket> ConnectDown(int32_t me, int32_t peer, const Token& token,
+                             const std::string& address, Deadline deadline,
+                             milliseconds timeout) {
+  std::string host;
+  int port = 0;
+  Status parsed = ParseHostPortInto(address, &host, &port);
+  if (!parsed.ok()) {
+    return Internal("rank " + std::to_string(peer) +
+                    " published a bad address: " + parsed.message());
+  }
+  StatusOr<Socket> socket = ConnectWithRetries(host, port, deadline);
+  if (!socket.ok()) {
+    return Status(socket.status().code(),
+                  "rank " + std::to_string(me) + " could not connect to rank " +
+                      std::to_string(peer) + " at " + address + " within " +
+                      std::to_string(timeout.count()) +
+                      " ms: " + socket.status().message());
+  }
+  const Hello hello = MakeHello(me, peer, token);
+  Status sent = socket->SendAll(hello.data(), hello.size(), deadline);
+  if (!sent.ok()) {
+    return sent.WithContext("rank " + std::to_string(me) +
+                            " introducing itself to rank " +
+                            std::to_string(peer) + " at " + address);
+  }
+  return socket;
+}
+
+Status AwaitAdmission(int32_t me, int32_t peer, const Token& token,
+                      Socket* socket, const std::string& address,
+                      Deadline deadline) {
+  Hello answer{};
+  Status received = socket->RecvAll(answer.data(), answer.size(), deadline);
+  if (!received.ok()) {
+    return Status(received.code(),
+                  "rank " + std::to_string(peer) + " (" + address +
+                      ") did not admit rank " + std::to_string(me) +
+                      " (a listener of another job, or a token that does not "
+                      "match?): " +
+                      received.message());
+  }
+  int64_t from = -1, to = -1;
+  std::string wrong = ReadHello(answer, token, &from, &to);
+  if (wrong.empty() && (from != peer || to != me)) {
+    wrong = "the answer of rank " + std::to_string(from) + " to rank " +
+            std::to_string(to);
+  }
+  if (!wrong.empty()) {
+    return PeerFailure("rank " + std::to_string(me) + " reached " + address +
+                       ", which is not this job's rank " +
+                       std::to_string(peer) + ": " + wrong);
+  }
+  return Status::Ok();
+}
+
+// An accepted connection whose hello has not fully arrived.
+struct Pending {
+  Socket socket;
+  std::string address;
+  Hello hello{};
+  size_t got = 0;
+};
+
+}  // namespace
+
+TcpMesh::TcpMesh(const Options& options, std::vector<Peer> peers,
+                 int32_t refused)
+    : rank_(options.rank),
+      size_(options.size),
+      timeout_(options.timeout),
+      peers_(std::move(peers)),
+      refused_(refused) {}
+
+StatusOr<std::unique_ptr<TcpMesh>> TcpMesh::Connect(const Options& options,
+                                                    Store* store) {
+  const int32_t me = options.rank;
+  const int32_t size = options.size;
+  const std::string self = "rank " + std::to_string(me);
+  std::vector<Peer> peers(size);
+  if (size == 1) {
+    return std::unique_ptr<TcpMesh>(new TcpMesh(options, std::move(peers), 0));
+  }
+  const Deadline deadline = DeadlineAfter(options.timeout);
+
+  StatusOr<Socket> listener = Socket::Listen(options.hostname, 0);
+  if (!listener.ok()) {
+    return listener.status().WithContext(
+        self + " cannot listen on " + options.hostname +
+        " (KOLO_GLOO_HOSTNAME names the address the engine listens on)");
+  }
+  const std::string address = LocalAddress(listener->fd());
+
+  Token token;
+  if (me == 0) {
+    KOLO_ASSIGN_OR_RETURN(token, NewToken());
+    KOLO_RETURN_IF_ERROR(store->Set(kTokenKey, Hex(token)));
+  } else {
+    StatusOr<std::string> text = store->Get(kTokenKey, Left(deadline));
+    if (!text.ok())
+      return text.status().WithContext(self + " waiting for rank 0's token");
+    if (!FromHex(*text, &token))
+      return Internal(self + ": the mesh token in the store is malformed");
+  }
+  KOLO_RETURN_IF_ERROR(store->Set(AddressKey(me), address));
+
+  // Down: the lower ranks, which accept.
+  for (int32_t peer = 0; peer < me; ++peer) {
+    StatusOr<std::string> peer_address =
+        store->Get(AddressKey(peer), Left(deadline));
+    if (!peer_address.ok()) {
+      return peer_address.status().WithContext(
+          self + " waiting for rank " + std::to_string(peer) + "'s address");
+    }
+    KOLO_ASSIGN_OR_RETURN(
+        peers[peer].socket,
+        ConnectDown(me, peer, token, *peer_address, deadline, options.timeout));
+    peers[peer].address = *peer_address;
+  }
+
+  // Up: the higher ranks connect here. Every pending hello is read under
+  // one poll, so a connection that says nothing holds up no one.
+  std::vector<bool> admitted(size, false);
+  int32_t waiting_for = size - 1 - me;
+  int32_t refused = 0;
+  std::vector<Pending> pending;
+  auto refuse = [&](const Pending& p, const std::string& why) {
+    ++refused;
+    KOLO_LOG(WARNING) << self << " refused a connection from " << p.address
+                      << ": " << why;
+  };
+  while (waiting_for > 0) {
+    std::vector<pollfd> fds;
+    fds.push_back({listener->fd(), POLLIN, 0});
+    for (const Pending& p : pending) fds.push_back({p.socket.fd(), POLLIN, 0});
+    const int ready = ::poll(fds.data(), fds.size(), PollMillis(deadline));
+    if (ready < 0 && errno != EINTR)
+      return Internal(self + ": poll: " + std::strerror(errno));
+    if (ready == 0 && Clock::now() >= deadline) {
+      std::vector<int32_t> missing;
+      for (int32_t r = me + 1; r < size; ++r)
+        if (!admitted[r]) missing.push_back(r);
+      return Timeout(
+          self + " (" + address + ") waited " +
+          std::to_string(options.timeout.count()) + " ms for rank" +
+          (missing.size() > 1 ? "s " : " ") + Ranks(missing) + " to connect" +
+          (refused > 0
+               ? " (refused " + std::to_string(refused) + " other connections)"
+               : ""));
+    }
+    // Hellos first: `fds` indexes the pending list as it was.
+    for (size_t i = pending.size(); i-- > 0;) {
+      if (fds[i + 1].revents == 0) continue;
+      Pending& p = pending[i];
+      const ssize_t n = ::recv(p.socket.fd(), p.hello.data() + p.got,
+                               p.hello.size() - p.got, MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        continue;
+      if (n <= 0) {
+        refuse(p, "closed before its hello was complete");
+        pending.erase(pending.begin() + i);
+        continue;
+      }
+      p.got += static_cast<size_t>(n);
+      if (p.got < p.hello.size()) continue;
+      int64_t from = -1, to = -1;
+      std::string wrong = ReadHello(p.hello, token, &from, &to);
+      if (wrong.empty() && to != me) {
+        wrong = "meant for rank " + std::to_string(to);
+      } else if (wrong.empty() && (from <= me || from >= size)) {
+        wrong = "unexpected rank " + std::to_string(from);
+      } else if (wrong.empty() && admitted[from]) {
+        wrong = "rank " + std::to_string(from) + " is already connected";
+      }
+      if (!wrong.empty()) {
+        refuse(p, wrong);
+        pending.erase(pending.begin() + i);
+        continue;
+      }
+      const Hello answer = MakeHello(me, static_cast<int32_t>(from), token);
+      Status answered =
+          p.socket.SendAll(answer.data(), answer.size(), deadline);
+      if (!answered.ok()) {
+        return answered.WithContext(self + " admitting rank " +
+                                    std::to_string(from) + " (" + p.address +
+                                    ")");
+      }
+      admitted[from] = true;
+      --waiting_for;
+      peers[from].socket = std::move(p.socket);
+      peers[from].address = p.address;
+      pending.erase(pending.begin() + i);
+    }
+    if (fds[0].revents != 0) {
+      while (true) {
+        const int fd = ::accept4(listener->fd(), nullptr, nullptr,
+                                 SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) break;  // EAGAIN, or an aborted connection: poll again
+        Pending p;
+        p.socket = Socket(fd);
+        p.address = p.socket.PeerAddress();
+        int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        pending.push_back(std::move(p));
+      }
+    }
+  }
+  // Connections still silent are strays: the peers are all here.
+  for (const Pending& p : pending) refuse(p, "no hello before the mesh formed");
+  listener->Close();
+
+  for (int32_t peer = 0; peer < me; ++peer) {
+    KOLO_RETURN_IF_ERROR(AwaitAdmission(me, peer, token, &peers[peer].socket,
+                                        peers[peer].address, deadline));
+  }
+  return std::unique_ptr<TcpMesh>(
+      new TcpMesh(options, std::move(peers), refused));
+}
+
+std::string TcpMesh::Describe(int32_t peer) const {
+  return "rank " + std::to_string(peer) + " (" + peers_[peer].address + ")";
+}
+
+Status TcpMesh::Fail(Status status) {
+  error_ = std::move(status);
+  for (Peer& peer : peers_) peer.socket.Shutdown();
+  return error_;
+}
+
+Status TcpMesh::Run(const Transfer& transfer, const char* what) {
+  if (!error_.ok()) return error_;
+  int64_t send_total = 0, recv_total = 0;
+  if (transfer.to >= 0) {
+    for (const SendSpan& span : transfer.send) send_total += span.bytes;
+  }
+  if (transfer.from >= 0) {
+    for (const RecvSpan& span : transfer.recv) recv_total += span.bytes;
+  }
+  const int out = send_total > 0 ? peers_[transfer.to].socket.fd() : -1;
+  const int in = recv_total > 0 ? peers_[transfer.from].socket.fd() : -1;
+
+  int64_t sent = 0, received = 0;
+  size_t send_span = 0, recv_span = 0;
+  int64_t send_offset = 0, recv_offset = 0;
+  Limits limits = transfer.progress ? transfer.progress(0, 0) : Limits();
+  int64_t send_limit = std::min(limits.send, send_total);
+  int64_t recv_limit = std::min(limits.recv, recv_total);
+  Clock::time_point last_moved = Clock::now();
+  while (sent < send_total || received < recv_total) {
+    bool moved = false;
+    // Send what the algorithm allows until the socket's buffer is full.
+    while (sent < send_limit) {
+      const SendSpan& span = transfer.send[send_span];
+      if (send_offset == span.bytes) {
+        ++send_span;
+        send_offset = 0;
+        continue;
+      }
+      const int64_t want =
+          std::min(span.bytes - send_offset, send_limit - sent);
+      const ssize_t n =
+          ::send(out, static_cast<const char*>(span.data) + send_offset, want,
+                 MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        sent += n;
+        send_offset += n;
+        moved = true;
+        if (n < want) break;
+        continue;
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return Fail(PeerFailure(
+          Describe(transfer.to) +
+          (errno == EPIPE || errno == ECONNRESET
+               ? " closed the connection"
+               : std::string(" failed: send: ") + std::strerror(errno)) +
+          " during " + what));
+    }
+    // Receive until the socket is empty or a span is full: the progress
+    // callback sees each full span before the next one is written.
+    while (received < recv_limit) {
+      while (recv_offset == transfer.recv[recv_span].bytes) {
+        ++recv_span;
+        recv_offset = 0;
+      }
+      const RecvSpan& span = transfer.recv[recv_span];
+      const int64_t want =
+          std::min(span.bytes - recv_offset, recv_limit - received);
+      const ssize_t n = ::recv(in, static_cast<char*>(span.data) + recv_offset,
+                               want, MSG_DONTWAIT);
+      if (n > 0) {
+        received += n;
+        recv_offset += n;
+        moved = true;
+        if (n < want || recv_offset == span.bytes) break;
+        continue;
+      }
+      if (n == 0) {
+        return Fail(PeerFailure(Describe(transfer.from) +
+                                " closed the connection during " + what));
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      // A reset is a close with data still unread on the peer's side.
+      return Fail(PeerFailure(
+          Describe(transfer.from) +
+          (errno == ECONNRESET
+               ? " closed the connection"
+               : std::string(" failed: recv: ") + std::strerror(errno)) +
+          " during " + what));
+    }
+    if (moved) {
+      if (transfer.progress) {
+        limits = transfer.progress(sent, received);
+        send_limit = std::min(limits.send, send_total);
+        recv_limit = std::min(limits.recv, recv_total);
+      }
+      last_moved = Clock::now();
+      continue;
+    }
+
+    // Nothing moved: sleep until a socket is ready or the peer has been
+    // silent for the timeout.
+    const bool want_send = sent < send_limit;
+    const bool want_recv = received < recv_limit;
+    if (!want_send && !want_recv) {
+      return Fail(Internal(
+          std::string("tcp ") + what + ": the algorithm holds the send at " +
+          std::to_string(sent) + " of " + std::to_string(send_total) +
+          " bytes and the receive at " + std::to_string(received) + " of " +
+          std::to_string(recv_total)));
+    }
+    pollfd fds[2];
+    nfds_t count = 0;
+    if (want_send && want_recv && out == in) {
+      fds[count++] = {out, POLLIN | POLLOUT, 0};
+    } else {
+      if (want_send) fds[count++] = {out, POLLOUT, 0};
+      if (want_recv) fds[count++] = {in, POLLIN, 0};
+    }
+    // A peer already on its way answers within microseconds, sooner than
+    // a sleeping thread is woken: spin briefly first (common/spin_wait.h).
+    // The spin yields the core at every turn, since the peer (or the
+    // kernel's network processing) may need it.
+    const Clock::time_point began = Clock::now();
+    if (spin_.Spin([&] { return ::poll(fds, count, 0) != 0; },
+                   SpinStyle::kYield, began)) {
+      spin_.Finished(began);
+      continue;
+    }
+    const int ready = ::poll(fds, count, PollMillis(last_moved + timeout_));
+    spin_.Finished(began);
+    if (ready < 0 && errno != EINTR) {
+      return Fail(Internal(std::string("tcp ") + what +
+                           ": poll: " + std::strerror(errno)));
+    }
+    if (ready == 0 && Clock::now() >= last_moved + timeout_) {
+      const std::string silence =
+          " for " + std::to_string(timeout_.count()) + " ms during " + what;
+      return Fail(
+          want_recv
+              ? Timeout(Describe(transfer.from) + " sent nothing" + silence)
+              : Timeout(Describe(transfer.to) + " took no data" + silence));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace kolo
