@@ -40,7 +40,8 @@ struct WorldInfo {
 
 // gloo: Gloo over TCP; mpi: the MPI library; shm: POSIX shared memory
 // between the processes of one host (kolorun's default on one host); tcp:
-// kolo's own engine over TCP (src/collectives/tcp/).
+// kolo's own engine over TCP (the default between hosts when shm was asked
+// for, src/collectives/tcp/).
 enum class BackendKind : int32_t { kGloo = 0, kMpi, kShm, kTcp };
 // "gloo", "mpi", "shm" or "tcp".
 const char* BackendName(BackendKind kind);
@@ -75,12 +76,14 @@ struct StoreConfig {
 
 // The engine that moves the data.
 struct EngineConfig {
-  // KOLO_BACKEND=gloo|mpi|shm; default gloo, or mpi under mpirun without a
-  // store address.
+  // KOLO_BACKEND=gloo|mpi|shm|tcp; default gloo, or mpi under mpirun
+  // without a store address. A job that asks for shm and spans hosts runs
+  // on tcp between them.
   BackendKind backend = BackendKind::kGloo;
   // KOLO_TIMEOUT_S (default 30): how long any rank waits for another.
   std::chrono::milliseconds timeout{30000};
-  // KOLO_GLOO_HOSTNAME: the address Gloo listens on; default 127.0.0.1
+  // KOLO_GLOO_HOSTNAME: the address the network engines (gloo and tcp)
+  // listen on; the name is Gloo's, from before tcp. Default 127.0.0.1
   // when the store is on loopback, else this host's name.
   std::string gloo_hostname = "127.0.0.1";
   // KOLO_SHM_AREA_BYTES (default 1M, a multiple of 4K up to 1G): the most

@@ -33,7 +33,7 @@ EnginePlan PlanEngine(const EngineConfig& engine,
   if (!plan.spans_hosts) return plan;
   plan.hierarchical =
       engine.hierarchical_allreduce.value_or(topology->LargestHost() > 1);
-  if (plan.backend == BackendKind::kShm) plan.backend = BackendKind::kGloo;
+  if (plan.backend == BackendKind::kShm) plan.backend = BackendKind::kTcp;
   return plan;
 }
 

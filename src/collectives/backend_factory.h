@@ -18,8 +18,9 @@ namespace kolo {
 // What a job runs on once the hosts are known.
 struct EnginePlan {
   // The flat engine, or the network engine between hosts when
-  // hierarchical. A job asked to run on shm that spans hosts runs on Gloo
-  // between them.
+  // hierarchical. A job asked to run on shm that spans hosts runs on kolo's
+  // TCP engine between them (Gloo only when asked for by name: its small
+  // collectives cost milliseconds, tcp/tcp_backend.cc says why).
   BackendKind backend = BackendKind::kGloo;
   // Allreduce in three stages: shm inside each host, `backend` between one
   // leader per host.
@@ -33,8 +34,8 @@ struct EnginePlan {
 EnginePlan PlanEngine(const EngineConfig& engine, const HostTopology* topology);
 
 // Builds the engine `plan` names for `options.world`; null for a world of
-// one rank (nothing to move). `store` carries the rendezvous of gloo, shm
-// and hierarchical engines under options.store_prefix; `topology` is
+// one rank (nothing to move). `store` carries the rendezvous of tcp, gloo,
+// shm and hierarchical engines under options.store_prefix; `topology` is
 // needed when plan.hierarchical. An engine that was not built is an
 // InvalidArgument naming its CMake option.
 StatusOr<std::unique_ptr<Backend>> CreateBackend(const EnginePlan& plan,

@@ -28,10 +28,11 @@
 // Process: KOLO_LOG_LEVEL (debug|info|warning|error), KOLO_REDUCE_ISA
 // (portable|avx2|avx512).
 //
-// Settings for every launcher: KOLO_BACKEND (gloo|mpi; default gloo, or mpi
-// under mpirun when no store address is given), KOLO_TIMEOUT_S (default 30),
-// KOLO_GLOO_HOSTNAME (the address Gloo listens on; default 127.0.0.1 when
-// the store is on loopback, else this host's name).
+// Settings for every launcher: KOLO_BACKEND (gloo|mpi|shm|tcp; default gloo,
+// or mpi under mpirun when no store address is given), KOLO_TIMEOUT_S
+// (default 30), KOLO_GLOO_HOSTNAME (the address the network engines, gloo
+// and tcp, listen on; default 127.0.0.1 when the store is on loopback, else
+// this host's name).
 //
 // Hosts: ranks that share a host identity share memory. The identity is the
 // hostname unless KOLO_HOST_ID overrides it (so one machine can play several

@@ -137,9 +137,11 @@ std::string Usage() {
          "Options:\n"
          "  -np N               number of ranks (>= 1; required unless hosts\n"
          "                      are given, whose slots it then fills)\n"
-         "  --backend B         shm, gloo or mpi (default: $KOLO_BACKEND, "
+         "  --backend B         shm, tcp, gloo or mpi (default: $KOLO_BACKEND, "
          "else shm);\n"
-         "                      shm: shared memory, gloo: TCP, mpi: MPI (its "
+         "                      shm: shared memory (tcp between hosts), tcp: "
+         "kolo's\n"
+         "                      TCP engine, gloo: Gloo's TCP, mpi: MPI (its "
          "ranks\n"
          "                      are always started by mpirun)\n"
          "  --launcher L        kolorun or mpirun: what starts the ranks "
@@ -393,7 +395,8 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
                              bind_text + "'");
     }
   } else if (options.backend == BackendKind::kGloo || !options.hosts.empty()) {
-    // Across hosts the engine is Gloo (hierarchical or flat) as well.
+    // Across hosts as well: binding has not been measured there with kolo's
+    // tcp engine, the default between hosts, and Gloo may be asked for.
     // Bound, a rank's Gloo event-loop thread shares the core of the thread
     // whose sends it serves, and spins there (it polls while that thread
     // holds the connection's lock) until the scheduler preempts it: 4 KiB

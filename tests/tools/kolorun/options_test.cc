@@ -214,7 +214,7 @@ TEST(ParseOptionsTest, Hosts) {
   EXPECT_EQ(options->env,
             (std::vector<Pair>{{"A", "from-kolorun"}, {"B", "2"}}));
   EXPECT_EQ(options->forwarded_names, (std::vector<std::string>{"A", "B"}));
-  // Across hosts the engine is Gloo: unbound unless asked.
+  // Across hosts: unbound unless asked.
   EXPECT_EQ(options->bind_to, BindTo::kNone);
   EXPECT_EQ(Parse({"-np", "3", "-H", "h1:2,h2:2", "p"})->num_ranks, 3);
 }
