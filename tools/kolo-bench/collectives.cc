@@ -1057,8 +1057,8 @@ CLI::App* AddCollectivesCommand(CLI::App& parent, CollectivesFlags* flags) {
   command->add_option(
       "--peer", flags->peers,
       "Also time every row straight on these engines, without kolo's runtime: "
-      "mpi,gloo,shm (comma-separated; mpi needs kolorun --launcher mpirun). "
-      "Adds a 2-thread memcpy line and a comparison table");
+      "mpi,gloo,shm,tcp (comma-separated; mpi needs kolorun --launcher "
+      "mpirun). Adds a 2-thread memcpy line and a comparison table");
   command->add_option("--json", flags->json_path,
                       "Append the results as a JSON record to the array in "
                       "this file (rank 0)");

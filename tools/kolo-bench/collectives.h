@@ -25,7 +25,7 @@
 // the checked call and no expected value is zero, so a call that writes
 // nothing cannot pass.
 //
-// Peers. --peer mpi,gloo,shm also times every row straight on those
+// Peers. --peer mpi,gloo,shm,tcp also times every row straight on those
 // engines, without kolo's runtime, interleaved with kolo's own rows, and
 // compares; peers.h says how.
 //

@@ -38,9 +38,10 @@ StatusOr<std::vector<BackendKind>> ParsePeerList(const std::string& text) {
   for (const std::string& item : SplitList(text)) {
     StatusOr<BackendKind> kind = ParseBackend(item);
     if (!kind.ok()) {
-      return InvalidArgument(fmt::format(
-          "--peer: unknown engine '{}' in '{}' (expected mpi, gloo or shm)",
-          item, text));
+      return InvalidArgument(
+          fmt::format("--peer: unknown engine '{}' in '{}' (expected mpi, "
+                      "gloo, shm or tcp)",
+                      item, text));
     }
     if (std::find(peers.begin(), peers.end(), *kind) == peers.end()) {
       peers.push_back(*kind);

@@ -12,6 +12,8 @@
 //         alltoall plus a local reduction; Gloo's option API has none)
 //   shm   kolo's shared-memory engine, so "raw shm at 4 KiB against MPI"
 //         separates the engine from the runtime's overhead
+//   tcp   kolo's TCP engine (src/collectives/tcp/), the default between
+//         hosts: beside gloo it compares the two network engines alone
 // A peer makes the call kolo.h defines with what the runtime's executor
 // adds around an engine call and nothing more: an average is a sum divided
 // once, and an out-of-place broadcast copies the root's input into its

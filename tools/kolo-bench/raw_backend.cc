@@ -36,9 +36,11 @@ StatusOr<std::unique_ptr<Backend>> CreateRawMpiBackend() {
 
 StatusOr<std::unique_ptr<Backend>> CreateRawStoreBackend(
     BackendKind kind, const std::string& store_prefix) {
-  if (kind != BackendKind::kGloo && kind != BackendKind::kShm) {
+  if (kind != BackendKind::kGloo && kind != BackendKind::kShm &&
+      kind != BackendKind::kTcp) {
     return InvalidArgument(fmt::format(
-        "a {} engine does not rendezvous through the store (gloo or shm do)",
+        "a {} engine does not rendezvous through the store (tcp, gloo or shm "
+        "do)",
         BackendName(kind)));
   }
   KOLO_ASSIGN_OR_RETURN(InitOptions config, InitOptions::FromEnvironment());

@@ -10,9 +10,9 @@
 //    engine kolo's runtime runs on. It needs ranks started by mpirun (or
 //    another MPI launcher): CreateRawMpiBackend refuses ranks that kolorun
 //    started itself, naming how to start them instead.
-//  - Gloo and shm: while kolo is initialized, since they rendezvous through
-//    the job's store, which rank 0 hosts inside kolo::Init() when kolorun
-//    does not host it. Each needs its own store prefix.
+//  - tcp, Gloo and shm: while kolo is initialized, since they rendezvous
+//    through the job's store, which rank 0 hosts inside kolo::Init() when
+//    kolorun does not host it. Each needs its own store prefix.
 //
 // Thread-safety: call from the thread that calls kolo::Init().
 #ifndef KOLO_TOOLS_KOLO_BENCH_RAW_BACKEND_H_
@@ -30,9 +30,9 @@ namespace kolo::bench {
 // not started by an MPI launcher or MPI was not compiled in.
 StatusOr<std::unique_ptr<Backend>> CreateRawMpiBackend();
 
-// A gloo or shm backend over this job's world; kolo must be initialized.
-// Rendezvous keys go under `store_prefix`, which must be the same on every
-// rank and differ from every other backend's of the job.
+// A tcp, gloo or shm backend over this job's world; kolo must be
+// initialized. Rendezvous keys go under `store_prefix`, which must be the
+// same on every rank and differ from every other backend's of the job.
 StatusOr<std::unique_ptr<Backend>> CreateRawStoreBackend(
     BackendKind kind, const std::string& store_prefix);
 
