@@ -9,6 +9,7 @@
 
 #include "collectives.h"
 #include "fusion.h"
+#include "link.h"
 #include "report.h"
 #include "study.h"
 #include "train.h"
@@ -22,6 +23,8 @@ int main(int argc, char** argv) {
       kolo::bench::AddCollectivesCommand(app, &collectives_flags);
   kolo::bench::FusionFlags fusion_flags;
   CLI::App* fusion = kolo::bench::AddFusionCommand(app, &fusion_flags);
+  kolo::bench::LinkFlags link_flags;
+  CLI::App* link = kolo::bench::AddLinkCommand(app, &link_flags);
   kolo::bench::TrainFlags train_flags;
   CLI::App* train = kolo::bench::AddTrainCommand(app, &train_flags);
   kolo::bench::StudyFlags study_flags;
@@ -45,6 +48,9 @@ int main(int argc, char** argv) {
     }
     if (fusion->parsed()) {
       return kolo::bench::RunFusionCommand(fusion_flags);
+    }
+    if (link->parsed()) {
+      return kolo::bench::RunLinkCommand(link_flags);
     }
     if (train->parsed()) {
       return kolo::bench::RunTrainCommand(train_flags);

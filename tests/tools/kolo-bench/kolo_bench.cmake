@@ -1,9 +1,10 @@
 # kolo-bench's pure pieces (size sweep, bus-bandwidth factors, expected
 # values, table formatting; fusion's model table and checks; --peer's list,
-# memcpy line, comparison and JSON; the report's charts and reading), fusion
-# and collectives --peer run end to end under kolorun, and the report end to
-# end and in a browser. Included from tests/CMakeLists.txt; a build without
-# tools/kolo-bench has no kolo_bench_lib and skips it. Every test's name
+# memcpy line, comparison and JSON; link's statistics; the report's charts
+# and reading), fusion, collectives --peer and link run end to end under
+# kolorun, and the report end to end and in a browser. Included from
+# tests/CMakeLists.txt; a build without tools/kolo-bench has no
+# kolo_bench_lib and skips it. Every test's name
 # starts with kolo_bench., so `ctest -R kolo_bench` runs them all.
 if(TARGET kolo_bench_lib)
   find_package(GTest REQUIRED)
@@ -11,6 +12,7 @@ if(TARGET kolo_bench_lib)
   add_executable(kolo_bench_test
     ${CMAKE_CURRENT_LIST_DIR}/collectives_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/fusion_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/link_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/peers_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/report_test.cc)
   target_link_libraries(kolo_bench_test PRIVATE kolo_bench_lib GTest::gmock
@@ -42,6 +44,24 @@ if(TARGET kolo_bench_lib)
     gtest_discover_tests(kolo_bench_peers_run_test TEST_PREFIX kolo_bench.
       DISCOVERY_TIMEOUT 60
       PROPERTIES TIMEOUT 200)
+
+    # link on loopback under kolorun; on a namespace cluster (root only,
+    # skipped elsewhere), which like every netns test runs alone.
+    add_executable(kolo_bench_link_run_test
+      ${CMAKE_CURRENT_LIST_DIR}/link_run_test.cc)
+    target_link_libraries(kolo_bench_link_run_test PRIVATE
+      kolo_testing nlohmann_json::nlohmann_json GTest::gmock
+      GTest::gtest_main)
+    target_compile_definitions(kolo_bench_link_run_test PRIVATE
+      KOLORUN_PATH="$<TARGET_FILE:kolorun>"
+      KOLO_BENCH_PATH="$<TARGET_FILE:kolo-bench>")
+    add_dependencies(kolo_bench_link_run_test kolorun kolo-bench)
+    gtest_discover_tests(kolo_bench_link_run_test TEST_PREFIX kolo_bench.
+      TEST_FILTER "LinkRunTest.*" DISCOVERY_TIMEOUT 60
+      PROPERTIES TIMEOUT 120)
+    gtest_discover_tests(kolo_bench_link_run_test TEST_PREFIX kolo_bench.
+      TEST_FILTER "LinkNetnsTest.*" DISCOVERY_TIMEOUT 60
+      PROPERTIES TIMEOUT 120 LABELS netns RUN_SERIAL TRUE)
   endif()
 
   if(TARGET kolorun AND TARGET kolo-train AND TARGET kolo_testing)
