@@ -20,9 +20,12 @@
 # qdisc on each host's eth1, which shapes what the host sends. --sshd starts
 # an sshd inside each host namespace on A.B.C.I:22 that lets root in with a
 # key made for this cluster; ssh -F /tmp/NAME-ssh/ssh_config NAME-h2 reaches
-# it from inside any host namespace. Name resolution: ip netns exec mounts
-# /etc/netns/NS/hosts over /etc/hosts, so inside the cluster NAME-hI resolves
-# to its address (in processes started with ip netns exec, not with ip -n).
+# it from inside any host namespace. Each sshd runs in a UTS namespace of its
+# own whose hostname is NAME-hI, so ssh sessions see their host's name (what
+# ip netns exec starts keeps the machine's hostname). Name resolution: ip
+# netns exec mounts /etc/netns/NS/hosts over /etc/hosts, so inside the
+# cluster NAME-hI resolves to its address (in processes started with ip
+# netns exec, not with ip -n).
 #
 # up prints one line per host, "NAME-hI A.B.C.I"; status prints the same
 # two columns followed by the link state, the shaping and sshd. up on a NAME
@@ -143,6 +146,8 @@ start_sshd() {
     die "--sshd: /usr/sbin/sshd is missing: install openssh-server (apt-get install openssh-server)"
   command -v ssh-keygen >/dev/null ||
     die "--sshd: ssh-keygen is missing: install openssh-client"
+  command -v unshare >/dev/null ||
+    die "--sshd: unshare is missing: install util-linux"
   # With UsePAM no, sshd refuses even key logins to an account whose
   # password field is locked with '!'.
   if grep -q '^root:!' /etc/shadow 2>/dev/null; then
@@ -180,7 +185,12 @@ MaxStartups 200
 MaxSessions 200
 $sftp
 EOF
-    run ip netns exec "$host" /usr/sbin/sshd -f "$config" -E "$dir/sshd.h$i.log" ||
+    # Each sshd gets a UTS namespace of its own named after its host, so a
+    # session (and whatever a launcher starts through it) sees the host's
+    # name: without it every host would share the machine's hostname, and
+    # mpirun or kolo would take ranks on different hosts for neighbours.
+    run ip netns exec "$host" unshare --uts sh -c 'hostname "$0" && exec /usr/sbin/sshd -f "$1" -E "$2"' \
+      "$host" "$config" "$dir/sshd.h$i.log" ||
       die "sshd did not start in $host: $(tail -n 3 "$dir/sshd.h$i.log" 2>/dev/null)"
   done
   {
