@@ -74,6 +74,25 @@ The launcher starts the workers itself and rendezvouses them through a
 TCPStore on 127.0.0.1 at a port the OS picks. If a worker fails, the launcher
 stops the others and exits non-zero; workers also die with the launcher.
 Exit status: 0 on success, 2 for bad flags or data, 1 for any other failure.
+
+Across hosts, --from-env makes this process one worker of a world that
+torchrun started: the rank, world size and rendezvous come from RANK,
+WORLD_SIZE, MASTER_ADDR and MASTER_PORT, --np defaults to WORLD_SIZE (and
+must equal it if given), --threads to the cores over LOCAL_WORLD_SIZE, and
+gloo's interface from GLOO_SOCKET_IFNAME as torch reads it. On each host:
+
+  GLOO_SOCKET_IFNAME=eth1 python3 -m torch.distributed.run --nnodes 2 \\
+      --node_rank I --nproc_per_node 2 --master_addr H1 --master_port P \\
+      --redirects 1 --tee 1 bench/peers/torch_ddp.py --from-env ...
+
+(torch 1.13's torchrun spells its flags with underscores, and under Python
+3.11 it fails unless --redirects and --tee are 1 or 2: it cannot parse 0
+or 3 there.)
+
+--compression fp16 registers DDP's own fp16_compress_hook, which sends
+gradients in half precision the way kolo-train --compression fp16 does;
+none (the default) leaves DDP as it is. There is no bf16: torch 1.13's DDP
+refuses its bf16 hook without CUDA 11 and NCCL 2.10.
 """
 
 import argparse
@@ -98,10 +117,14 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler
 
 NUM_CLASSES = 10
+# --compression: DDP's hook that allreduces gradients in half precision
+# (its bf16 hook needs CUDA and NCCL).
+COMPRESSION_HOOKS = {"fp16": default_hooks.fp16_compress_hook}
 
 # kolo's normalisation constants (include/kolo/data.h): per-channel mean and
 # std of the training pixels scaled to [0, 1].
@@ -708,12 +731,18 @@ def train(rank, args, paths, port):
                           args.test_subset, "--test-subset", "test",
                           paths["test"])
     timeout = datetime.timedelta(seconds=args.timeout)
-    store = dist.TCPStore("127.0.0.1", port, args.np, False, timeout)
-    dist.init_process_group("gloo", store=store, rank=rank,
-                            world_size=args.np, timeout=timeout)
+    if port is None:  # --from-env: torchrun's MASTER_ADDR and MASTER_PORT
+        dist.init_process_group("gloo", init_method="env://", rank=rank,
+                                world_size=args.np, timeout=timeout)
+    else:
+        store = dist.TCPStore("127.0.0.1", port, args.np, False, timeout)
+        dist.init_process_group("gloo", store=store, rank=rank,
+                                world_size=args.np, timeout=timeout)
     torch.manual_seed(args.seed)  # same initial weights on every rank
     model = DistributedDataParallel(
         MODELS[args.model](NUM_CLASSES, images.shape[1]))
+    if args.compression != "none":
+        model.register_comm_hook(None, COMPRESSION_HOOKS[args.compression])
     torch.manual_seed(args.seed + rank)  # different dropout masks per rank
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * args.np,
                                 momentum=0.9, nesterov=True,
@@ -794,6 +823,7 @@ def report(args, parameters, per_rank, train_images, test_images):
             "batch_size": args.batch_size, "threads": args.threads,
             "warmup": args.warmup, "iters": args.iters, "lr": args.lr,
             "scaled_lr": args.lr * args.np, "seed": args.seed,
+            "compression": args.compression,
             "parameters": parameters, "torch_version": torch.__version__,
         }
         write_json(args.json,
@@ -950,8 +980,17 @@ def parse_args(argv):
     parser.add_argument("--data-dir",
                         help="directory of the dataset's files "
                              "(default /usr/share/datasets/<dataset>)")
-    parser.add_argument("--np", type=positive_int, default=1,
-                        help="worker processes (default 1)")
+    parser.add_argument("--np", type=positive_int,
+                        help="worker processes (default 1; with --from-env "
+                             "WORLD_SIZE)")
+    parser.add_argument("--from-env", action="store_true",
+                        help="be one worker of a world torchrun started "
+                             "(RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) "
+                             "instead of starting --np workers here")
+    parser.add_argument("--compression", choices=("none", *COMPRESSION_HOOKS),
+                        default="none",
+                        help="send gradients in fp16 through DDP's "
+                             "compression hook (default none)")
     parser.add_argument("--batch-size", type=positive_int, default=128,
                         help="batch size per worker (default 128)")
     parser.add_argument("--threads", type=non_negative_int, default=0,
@@ -1003,8 +1042,23 @@ def parse_args(argv):
     if args.json and not os.path.isdir(os.path.dirname(
             os.path.abspath(args.json))):
         parser.error(f"--json {args.json}: no such directory")
+    local_workers = args.np or 1
+    if args.from_env:
+        missing = [name for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR",
+                                     "MASTER_PORT") if name not in os.environ]
+        if missing:
+            parser.error(f"--from-env: {', '.join(missing)} not set; start "
+                         "it with torchrun (python3 -m torch.distributed.run)")
+        world_size = int(os.environ["WORLD_SIZE"])
+        if args.np is not None and args.np != world_size:
+            parser.error(f"--np {args.np} differs from WORLD_SIZE "
+                         f"{world_size}")
+        args.np = world_size
+        local_workers = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+    elif args.np is None:
+        args.np = 1
     if args.threads == 0:
-        args.threads = max(1, (os.cpu_count() or 1) // args.np)
+        args.threads = max(1, (os.cpu_count() or 1) // local_workers)
     return args
 
 
@@ -1025,6 +1079,8 @@ def main(argv=None):
         print(f"torch_ddp: {args.model} differs from kolo's; not measuring",
               file=sys.stderr)
         return 1
+    if args.from_env:  # torchrun started this worker; it reports or fails
+        worker(int(os.environ["RANK"]), args, paths, None, os.getppid())
     # Turn SIGINT and SIGTERM into an exit, whose `finally` stops the workers.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda number, frame: sys.exit(128 + number))
