@@ -175,7 +175,7 @@ void Launcher::HandleSignals() {
 void Launcher::StopFromOutside(int signal, const std::string& why) {
   Message(why);
   // A failure already recorded stays the reason kolorun exits.
-  RecordFailure(128 + signal);
+  RecordFailure(128 + signal, /*killed=*/true);
   SignalAll(signal);
   phase_ = Phase::kTerminating;
   deadline_ = steady_clock::now() + options_.signal_grace;
@@ -225,7 +225,7 @@ void Launcher::OnExit(Process* process, int wait_status) {
     Message(process->name + " " + DescribeWaitStatus(wait_status));
   }
   if (!failed || expected) return;
-  RecordFailure(ExitCodeOf(wait_status));
+  RecordFailure(ExitCodeOf(wait_status), WIFSIGNALED(wait_status));
   if (phase_ == Phase::kRunning) {
     phase_ = Phase::kFailureGrace;
     deadline_ = steady_clock::now() + options_.failure_grace;
@@ -264,10 +264,17 @@ void Launcher::NoticeReportedFailures(const std::string& text) {
     std::optional<int> code =
         options_.failure_in_line(text.substr(begin, end - begin));
     begin = end + 1;
-    if (!code || phase_ != Phase::kRunning) continue;
-    RecordFailure(*code);
-    phase_ = Phase::kFailureGrace;
-    deadline_ = steady_clock::now() + options_.failure_grace;
+    // Once kolorun stops the job, what the agents report is its doing.
+    if (!code ||
+        (phase_ != Phase::kRunning && phase_ != Phase::kFailureGrace)) {
+      continue;
+    }
+    // The agents report deaths by signal as 128 + the signal.
+    RecordFailure(*code, /*killed=*/*code > 128);
+    if (phase_ == Phase::kRunning) {
+      phase_ = Phase::kFailureGrace;
+      deadline_ = steady_clock::now() + options_.failure_grace;
+    }
   }
 }
 
@@ -337,8 +344,10 @@ void Launcher::KillAndReapAll() {
   }
 }
 
-void Launcher::RecordFailure(int exit_code) {
-  if (exit_code_ == 0) exit_code_ = exit_code == 0 ? 1 : exit_code;
+void Launcher::RecordFailure(int exit_code, bool killed) {
+  if (exit_code_ != 0 && (exit_code_from_signal_ || !killed)) return;
+  exit_code_ = exit_code == 0 ? 1 : exit_code;
+  exit_code_from_signal_ = killed;
 }
 
 bool Launcher::AnyRunning() const {

@@ -9,7 +9,12 @@
 //    failure_grace to exit on their own, long enough to print their own
 //    error naming the dead rank. Then it sends SIGTERM to each remaining
 //    process group and, term_grace later, SIGKILL. kolorun's exit status is
-//    the first failure's: its exit code, or 128 + the signal that killed it.
+//    the first failure's: its exit code, or 128 + the signal that killed it;
+//    but a process killed by a signal (that kolorun did not send) outranks
+//    one that exited with an error before it was noticed. The ranks that
+//    fail because a peer died exit with codes of their own, and across hosts
+//    their exits can reach kolorun before the killed rank's: the death is
+//    the cause, the exit codes its consequences.
 //  - SIGINT or SIGTERM sent to kolorun is forwarded to every process group;
 //    signal_grace later whatever is left gets SIGKILL. A second signal kills
 //    at once. kolorun then exits 128 + the signal (130, 143).
@@ -133,7 +138,8 @@ class Launcher {
   void SignalAll(int signal);
   // The last resort when the loop cannot go on.
   void KillAndReapAll();
-  void RecordFailure(int exit_code);
+  // `killed`: by a signal, which outranks an exit code recorded earlier.
+  void RecordFailure(int exit_code, bool killed = false);
   // A failure reported in output (failure_in_line): as if a process had
   // failed.
   void NoticeReportedFailures(const std::string& text);
@@ -149,6 +155,7 @@ class Launcher {
   TimePoint deadline_{};  // of the current phase, if it has one
   std::optional<TimePoint> drain_deadline_;
   int exit_code_ = 0;
+  bool exit_code_from_signal_ = false;
   bool stop_fd_open_ = false;
 };
 
