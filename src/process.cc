@@ -1,7 +1,6 @@
 #include "process.h"
 
 #include <cstdlib>
-#include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -13,6 +12,7 @@
 #include "common/logging.h"
 #include "common/reduce.h"
 #include "net/interfaces.h"
+#include "store/message_auth.h"
 #include "store/store.h"
 #include "store/tcp_store.h"
 
@@ -64,21 +64,6 @@ StatusOr<std::string> AddressForSharedStore(const WorldInfo& world) {
       "KOLO_STORE_ADDR");
 }
 
-StatusOr<std::string> NewStoreSecret() {
-  std::ifstream random("/dev/urandom", std::ios::binary);
-  unsigned char bytes[16];
-  if (!random.read(reinterpret_cast<char*>(bytes), sizeof(bytes))) {
-    return Internal("cannot read /dev/urandom for the store's secret");
-  }
-  static const char kHex[] = "0123456789abcdef";
-  std::string secret;
-  for (unsigned char byte : bytes) {
-    secret.push_back(kHex[byte >> 4]);
-    secret.push_back(kHex[byte & 0xf]);
-  }
-  return secret;
-}
-
 // Step 2a, under mpirun, srun or PMI without KOLO_STORE_ADDR: rank 0
 // starts the store on an address and port it picks, with a fresh secret,
 // and every rank learns them over MPI. Fills in options->store (which rank 0
@@ -92,7 +77,7 @@ Status ShareStoreOverMpi(InitOptions* options,
   std::string payload;
   if (world.rank == 0) {
     KOLO_ASSIGN_OR_RETURN(std::string address, AddressForSharedStore(world));
-    KOLO_ASSIGN_OR_RETURN(std::string secret, NewStoreSecret());
+    KOLO_ASSIGN_OR_RETURN(std::string secret, NewJobSecret());
     StatusOr<std::unique_ptr<TcpStoreServer>> started =
         TcpStoreServer::Start(address, 0, secret);
     if (!started.ok()) {

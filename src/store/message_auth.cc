@@ -50,6 +50,22 @@ StatusOr<std::string> RandomNonce() {
   return nonce;
 }
 
+StatusOr<std::string> NewJobSecret() {
+  unsigned char bytes[16];
+  if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
+    return Internal(
+        "OpenSSL's RAND_bytes could not draw 16 random bytes for a job "
+        "secret");
+  }
+  static const char kDigits[] = "0123456789abcdef";
+  std::string secret;
+  for (unsigned char byte : bytes) {
+    secret.push_back(kDigits[byte >> 4]);
+    secret.push_back(kDigits[byte & 0xf]);
+  }
+  return secret;
+}
+
 std::string HmacSha256(const std::string& key, const std::string& data) {
   unsigned char tag[EVP_MAX_MD_SIZE];
   unsigned int length = 0;

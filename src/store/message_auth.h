@@ -45,6 +45,12 @@ inline constexpr size_t kStoreTagBytes = 32;  // one SHA-256
 // `kStoreNonceBytes` bytes from OpenSSL's CSPRNG; kInternal if it has none.
 StatusOr<std::string> RandomNonce();
 
+// A new job secret: 128 random bits from OpenSSL's CSPRNG as 32 hex
+// digits, printable so that it can travel in an environment variable or a
+// file. kolorun draws one per job, and rank 0 one when it hands the store's
+// address out over MPI.
+StatusOr<std::string> NewJobSecret();
+
 // HMAC-SHA256 of `data` under `key`; kStoreTagBytes bytes.
 std::string HmacSha256(const std::string& key, const std::string& data);
 

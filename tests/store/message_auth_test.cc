@@ -51,6 +51,15 @@ TEST(MessageAuthTest, NoncesAreFreshAndFullLength) {
   EXPECT_EQ(seen.size(), 100u);
 }
 
+TEST(MessageAuthTest, JobSecretsAreFreshHexOf128Bits) {
+  StatusOr<std::string> a = NewJobSecret();
+  StatusOr<std::string> b = NewJobSecret();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->size(), 32u);
+  EXPECT_EQ(a->find_first_not_of("0123456789abcdef"), std::string::npos) << *a;
+  EXPECT_NE(*a, *b);
+}
+
 TEST(MessageAuthTest, ConstantTimeEqualComparesContentAndLength) {
   EXPECT_TRUE(ConstantTimeEqual("abc", "abc"));
   EXPECT_TRUE(ConstantTimeEqual("", ""));

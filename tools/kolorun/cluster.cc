@@ -275,7 +275,9 @@ int RunCluster(const LaunchOptions& options, SignalWatcher* signals) {
     return kUsageExitCode;
   }
   StatusOr<std::string> self = SelfPath();
-  StatusOr<std::string> secret = NewSecret();
+  // A new one per job, so that one job's workers cannot join another's
+  // store.
+  StatusOr<std::string> secret = NewJobSecret();
   if (!self.ok() || !secret.ok()) {
     Say((!self.ok() ? self.status() : secret.status()).message());
     return 1;

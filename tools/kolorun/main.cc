@@ -132,7 +132,9 @@ int Main(int argc, char** argv) {
     return 1;
   }
 
-  StatusOr<std::string> secret = NewSecret();
+  // A new one per job, so that one job's workers cannot join another's
+  // store.
+  StatusOr<std::string> secret = NewJobSecret();
   if (!secret.ok()) {
     PrintError(secret.status().message());
     return 1;

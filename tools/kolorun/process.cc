@@ -309,36 +309,6 @@ int ExitCodeOf(int wait_status) {
   return 1;
 }
 
-StatusOr<std::string> NewSecret() {
-  const char* kPath = "/dev/urandom";
-  int fd = open(kPath, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return Internal(std::string("cannot open ") + kPath + ": " +
-                    std::strerror(errno));
-  }
-  unsigned char bytes[16];
-  size_t done = 0;
-  while (done < sizeof(bytes)) {
-    ssize_t n = read(fd, bytes + done, sizeof(bytes) - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int error = n < 0 ? errno : EIO;
-      close(fd);
-      return Internal(std::string("cannot read ") + kPath + ": " +
-                      std::strerror(error));
-    }
-    done += static_cast<size_t>(n);
-  }
-  close(fd);
-  static const char kHex[] = "0123456789abcdef";
-  std::string secret;
-  for (unsigned char byte : bytes) {
-    secret.push_back(kHex[byte >> 4]);
-    secret.push_back(kHex[byte & 0xf]);
-  }
-  return secret;
-}
-
 std::vector<std::string> CurrentEnvironment() {
   std::vector<std::string> vars;
   for (char** var = environ; var != nullptr && *var != nullptr; ++var) {

@@ -89,10 +89,6 @@ std::string DescribeWaitStatus(int wait_status);
 // The exit code a shell would report: the code, or 128 + the signal.
 int ExitCodeOf(int wait_status);
 
-// 128 random bits as 32 hex digits; a new one per job, so that one job's
-// workers cannot join another's store.
-StatusOr<std::string> NewSecret();
-
 // The environment of this process as "K=V" strings.
 std::vector<std::string> CurrentEnvironment();
 
