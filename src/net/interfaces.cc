@@ -145,15 +145,6 @@ StatusOr<AddrInfoPtr> Resolve(const std::string& host, int port,
   return AddrInfoPtr(result, &::freeaddrinfo);
 }
 
-// Milliseconds left until `deadline`, at least 0, for poll().
-int MillisUntil(Deadline deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - Clock::now());
-  if (left.count() <= 0) return 0;
-  if (left.count() > 1 << 30) return 1 << 30;
-  return static_cast<int>(left.count());
-}
-
 // Turns the errno of a failed connect into words a user can act on.
 Status ConnectError(int error, const std::string& target,
                     const std::string& from) {
@@ -199,7 +190,7 @@ Status ProbeOnce(const addrinfo& peer, const addrinfo* local,
   if (errno != EINPROGRESS) return ConnectError(errno, target, from);
   while (true) {
     pollfd p{s.fd(), POLLOUT, 0};
-    const int n = ::poll(&p, 1, MillisUntil(deadline));
+    const int n = ::poll(&p, 1, PollTimeoutMs(deadline));
     if (n > 0) break;
     if (n == 0) {
       return Timeout("timed out after " + std::to_string(timeout.count()) +

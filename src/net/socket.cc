@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -19,20 +20,11 @@ std::string Errno(const std::string& what) {
   return what + ": " + std::strerror(errno);
 }
 
-// Milliseconds left until `deadline`, at least 0, for poll().
-int MillisUntil(Deadline deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - Clock::now());
-  if (left.count() <= 0) return 0;
-  if (left.count() > 1 << 30) return 1 << 30;
-  return static_cast<int>(left.count());
-}
-
 // Waits until fd is ready for `events` or the deadline passes.
 Status PollFor(int fd, short events, Deadline deadline, const char* what) {
   while (true) {
     pollfd p{fd, events, 0};
-    int n = ::poll(&p, 1, MillisUntil(deadline));
+    int n = ::poll(&p, 1, PollTimeoutMs(deadline));
     if (n > 0) return Status::Ok();
     if (n == 0) return Timeout(std::string("timed out waiting to ") + what);
     if (errno != EINTR) return Internal(Errno(std::string("poll to ") + what));
@@ -66,6 +58,12 @@ void SetNonBlocking(int fd) {
 }
 
 }  // namespace
+
+int PollTimeoutMs(Deadline deadline) {
+  const auto left =
+      std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+  return static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30));
+}
 
 Socket::~Socket() { Close(); }
 

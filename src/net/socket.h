@@ -27,6 +27,11 @@ inline Deadline DeadlineAfter(std::chrono::milliseconds timeout) {
   return Clock::now() + timeout;
 }
 
+// poll()'s timeout for a wait that ends at `deadline`: the milliseconds
+// left, at least 0, rounded up so that a wait never ends just before its
+// deadline and spins through a series of zero-timeout polls.
+int PollTimeoutMs(Deadline deadline);
+
 class Socket {
  public:
   Socket() = default;

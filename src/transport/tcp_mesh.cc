@@ -129,13 +129,6 @@ milliseconds Left(Deadline deadline) {
                   duration_cast<milliseconds>(deadline - Clock::now()));
 }
 
-int PollMillis(Deadline deadline) {
-  // Rounded up, so that a wait never ends just before its deadline and
-  // spins through a series of zero-timeout polls.
-  const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now());
-  return static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30));
-}
-
 std::string Ranks(const std::vector<int32_t>& ranks) {
   std::string text;
   for (int32_t r : ranks) text += (text.empty() ? "" : ",") + std::to_string(r);
@@ -291,7 +284,7 @@ StatusOr<std::unique_ptr<TcpMesh>> TcpMesh::Connect(const Options& options,
     std::vector<pollfd> fds;
     fds.push_back({listener->fd(), POLLIN, 0});
     for (const Pending& p : pending) fds.push_back({p.socket.fd(), POLLIN, 0});
-    const int ready = ::poll(fds.data(), fds.size(), PollMillis(deadline));
+    const int ready = ::poll(fds.data(), fds.size(), PollTimeoutMs(deadline));
     if (ready < 0 && errno != EINTR)
       return Internal(self + ": poll: " + std::strerror(errno));
     if (ready == 0 && Clock::now() >= deadline) {
@@ -507,7 +500,7 @@ Status TcpMesh::Run(const Transfer& transfer, const char* what) {
       spin_.Finished(began);
       continue;
     }
-    const int ready = ::poll(fds, count, PollMillis(last_moved + timeout_));
+    const int ready = ::poll(fds, count, PollTimeoutMs(last_moved + timeout_));
     spin_.Finished(began);
     if (ready < 0 && errno != EINTR) {
       return Fail(Internal(std::string("tcp ") + what +
