@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "hosts.h"
 #include "job.h"
 #include "kolo_internal/net.h"
 #include "launcher.h"
@@ -102,12 +103,6 @@ StatusOr<Listener> Listen(const std::string& address) {
   return listener;
 }
 
-std::string HostName() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "?";
-  return name;
-}
-
 std::string Describe(const std::vector<InterfaceAddress>& addresses) {
   std::string text;
   for (const InterfaceAddress& address : addresses) {
@@ -121,7 +116,7 @@ std::string Describe(const std::vector<InterfaceAddress>& addresses) {
 // Step 1. Fills `listeners` and `program_path`; the reply says what failed.
 Json Preflight(const Json& request, std::vector<Listener>* listeners,
                std::string* program_path) {
-  Json reply = {{"type", "preflight"}, {"hostname", HostName()}};
+  Json reply = {{"type", "preflight"}, {"hostname", ThisHostName("?")}};
   reply["addresses"] = Json::array();
   const std::string cwd = request.value("cwd", "");
   if (!cwd.empty() && chdir(cwd.c_str()) != 0) {

@@ -414,6 +414,13 @@ StatusOr<std::vector<HostAssignment>> PlaceRanks(
   return placement;
 }
 
+std::string ThisHostName(const std::string& if_unknown) {
+  char buffer[HOST_NAME_MAX + 1] = {};
+  // One byte short of the buffer, so that a cut name still ends in '\0'.
+  if (::gethostname(buffer, sizeof(buffer) - 1) != 0) return if_unknown;
+  return buffer;
+}
+
 bool IsLocalHost(const std::string& host) {
   auto lower = [](std::string text) {
     for (char& c : text) {
@@ -423,10 +430,7 @@ bool IsLocalHost(const std::string& host) {
   };
   const std::string name = lower(host);
   if (name == "localhost" || name == "127.0.0.1" || name == "::1") return true;
-  char buffer[HOST_NAME_MAX + 1] = {};
-  // One byte short of the buffer, so that a cut name still ends in '\0'.
-  if (::gethostname(buffer, sizeof(buffer) - 1) != 0) return false;
-  const std::string self = lower(buffer);
+  const std::string self = lower(ThisHostName());
   if (name.empty() || self.empty()) return false;
   if (name == self) return true;
   // An address's first '.' ends no name: "10.0.0.1" is not the host "10".

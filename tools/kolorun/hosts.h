@@ -98,6 +98,9 @@ StatusOr<std::vector<HostAssignment>> PlaceRanks(
 // start this machine's ranks without ssh.
 bool IsLocalHost(const std::string& host);
 
+// This machine's name as gethostname() gives it; `if_unknown` if it cannot.
+std::string ThisHostName(const std::string& if_unknown = "");
+
 }  // namespace kolorun
 }  // namespace kolo
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "hosts.h"
 #include "job.h"
 #include "kolo_internal/config.h"
 #include "kolo_internal/net.h"
@@ -22,12 +23,6 @@ namespace {
 
 void Say(const std::string& text) {
   WriteAll(STDERR_FILENO, "kolorun: " + text + "\n");
-}
-
-std::string HostName() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "?";
-  return name;
 }
 
 // The address this node's ranks listen on for Gloo.
@@ -139,8 +134,8 @@ int RunNode(const LaunchOptions& options, SignalWatcher* signals) {
                                   ? *user_host_id
                                   : "node" + std::to_string(options.node_rank);
   HostRanks ranks;
-  ranks.host =
-      "node " + std::to_string(options.node_rank) + " (" + HostName() + ")";
+  ranks.host = "node " + std::to_string(options.node_rank) + " (" +
+               ThisHostName("?") + ")";
   ranks.first_rank = options.node_rank * options.np_per_node;
   ranks.local_size = options.np_per_node;
   ranks.size = options.num_ranks;
