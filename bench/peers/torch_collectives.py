@@ -45,12 +45,14 @@ import json
 import os
 import platform
 import sys
-import tempfile
 import time
 import traceback
 
 import torch
 import torch.distributed as dist
+
+# The DDP peer beside this file writes its results the same way.
+from torch_ddp import write_json
 
 BYTES_PER_SIZE_BUDGET = 1 << 30  # as kolo-bench's kBytesPerSizeBudget
 ELEMENT_BYTES = 4  # float32
@@ -242,18 +244,7 @@ def append_json(path, record):
             raise SystemExit(f"torch_collectives: --json {path} holds neither "
                              "a record nor an array of them; not overwriting")
     records.append(record)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".torch_coll.",
-                                     suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as file:
-            json.dump(records, file, indent=2)
-            file.write("\n")
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    write_json(path, records)
 
 
 def parse_args(argv):
