@@ -225,12 +225,21 @@ Status Process::Init(const InitOptions& given) {
   std::shared_ptr<Store> round_store;
   std::string round_prefix;
   std::optional<HostTopology> topology;
+  // The store the runtime reads failure news from: the job's, or the
+  // round's own where a driver publishes rounds (kolo::elastic), because
+  // there a rank number names another process in every round.
+  std::shared_ptr<Store> news_store = client;
   if (client) {
-    StatusOr<int64_t> round = JoinRound(*client, options.world.ranks.size);
-    if (!round.ok())
-      return fail(round.status().WithContext("joining a rendezvous round"));
-    round_prefix = "kolo/round" + std::to_string(*round);
+    if (options.world.rendezvous_prefix.empty()) {
+      StatusOr<int64_t> round = JoinRound(*client, options.world.ranks.size);
+      if (!round.ok())
+        return fail(round.status().WithContext("joining a rendezvous round"));
+      round_prefix = "kolo/round" + std::to_string(*round);
+    } else {
+      round_prefix = options.world.rendezvous_prefix;
+    }
     round_store = std::make_shared<PrefixStore>(round_prefix, client);
+    if (!options.world.rendezvous_prefix.empty()) news_store = round_store;
     // Step 4. Where there is no store (MPI alone) the launcher's
     // description stands.
     StatusOr<HostTopology> found =
@@ -241,8 +250,9 @@ Status Process::Init(const InitOptions& given) {
     membership->world = topology->world;
   }
 
-  StatusOr<Engines> engines = BuildEngines(options, membership->world, topology,
-                                           round_store, client, round_prefix);
+  StatusOr<Engines> engines =
+      BuildEngines(options, membership->world, topology, round_store,
+                   news_store, round_prefix);
   if (!engines.ok()) return fail(engines.status());
   membership->hierarchical_allreduce = engines->plan.hierarchical;
   // A hierarchical job reports the engine it asked for (shm inside hosts).
@@ -258,7 +268,7 @@ Status Process::Init(const InitOptions& given) {
   runtime_options.timeline_section = inits_;
   runtime_options.timeout = options.engine.timeout;
   StatusOr<std::unique_ptr<Runtime>> runtime =
-      Runtime::Start(runtime_options, std::move(engines->backend), client,
+      Runtime::Start(runtime_options, std::move(engines->backend), news_store,
                      std::move(engines->direct));
   if (!runtime.ok()) return fail(runtime.status());
 

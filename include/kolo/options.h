@@ -59,6 +59,11 @@ struct WorldConfig {
   // Ranks with the same host id share memory. KOLO_HOST_ID; default: the
   // hostname. Init exchanges the ids and derives local and cross ranks.
   std::string host_id;
+  // Where this world's rendezvous keys live in the store. Empty: Init
+  // numbers a round from the ranks' arrivals (kolo/round<k>). kolo::elastic
+  // sets it to the round its driver published, so that ranks of different
+  // rounds never meet, and reads the failure news of that round only.
+  std::string rendezvous_prefix;
 };
 
 // The rendezvous store through which ranks find each other.

@@ -26,6 +26,9 @@ enum class StatusCode : int32_t {
   kUnauthenticated,     // a store client presented the wrong secret
   kNotFound,
   kInternal,
+  // an elastic job's workers are about to change (kolo/elastic.h); not an
+  // error of the step, a reason to reset
+  kMembershipChanged,
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -60,6 +63,7 @@ Status Mismatch(std::string message);
 Status Unauthenticated(std::string message);
 Status NotFound(std::string message);
 Status Internal(std::string message);
+Status MembershipChanged(std::string message);
 
 // A value or the Status explaining why there is none.
 template <typename T>

@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
 
 #include <vector>
 
@@ -374,6 +375,41 @@ Status ParseHostPortInto(const std::string& address, std::string* host,
   *host = h;
   *port = static_cast<int>(*p);
   return Status::Ok();
+}
+
+StatusOr<ElasticWorkerConfig> ReadElasticWorkerConfig(const EnvLookup& env) {
+  ElasticWorkerConfig config;
+  if (!env(env::kElasticWorker)) {
+    return NotFound(std::string("this process was not started by kolorun "
+                                "--elastic (") +
+                    env::kElasticWorker + " is not set)");
+  }
+  KOLO_ASSIGN_OR_RETURN(config.worker,
+                        ReadInt(env, env::kElasticWorker, -1, 0,
+                                std::numeric_limits<int32_t>::max()));
+  const std::optional<std::string> store_addr = env(env::kStoreAddr);
+  if (!store_addr) {
+    return InvalidArgument(std::string("environment variable ") +
+                           env::kStoreAddr +
+                           " is not set; an elastic worker meets the others "
+                           "through the store of kolorun --elastic");
+  }
+  int port = 0;
+  Status parsed = ParseHostPortInto(*store_addr, &config.store.host, &port);
+  if (!parsed.ok()) {
+    return InvalidArgument(std::string("environment variable ") +
+                           env::kStoreAddr + ": " + parsed.message());
+  }
+  config.store.port = port;
+  config.store.secret = env(env::kStoreSecret).value_or("");
+  KOLO_ASSIGN_OR_RETURN(
+      int64_t timeout_s,
+      ReadInt(env, env::kElasticTimeoutSeconds, 600, 1, 7 * 24 * 3600));
+  config.round_timeout = std::chrono::seconds(timeout_s);
+  KOLO_ASSIGN_OR_RETURN(int64_t beat_ms,
+                        ReadInt(env, env::kElasticHeartbeatMs, 500, 10, 60000));
+  config.heartbeat_interval = std::chrono::milliseconds(beat_ms);
+  return config;
 }
 
 StatusOr<LogLevel> ReadLogLevel(const EnvLookup& env) {

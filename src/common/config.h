@@ -81,6 +81,10 @@ inline constexpr const char* kHierarchicalAllreduce =
 inline constexpr const char* kDirectPath = "KOLO_DIRECT_PATH";
 inline constexpr const char* kLogLevel = "KOLO_LOG_LEVEL";
 inline constexpr const char* kReduceIsa = "KOLO_REDUCE_ISA";
+// Set by `kolorun --elastic` for each worker it starts (kolo/elastic.h).
+inline constexpr const char* kElasticWorker = "KOLO_ELASTIC_WORKER";
+inline constexpr const char* kElasticTimeoutSeconds = "KOLO_ELASTIC_TIMEOUT_S";
+inline constexpr const char* kElasticHeartbeatMs = "KOLO_ELASTIC_HEARTBEAT_MS";
 }  // namespace env
 
 inline constexpr std::chrono::seconds kDefaultTimeout{30};
@@ -99,6 +103,22 @@ StatusOr<InitOptions> ReadInitOptions(const EnvLookup& env);
 // Errors as ReadInitOptions.
 StatusOr<LogLevel> ReadLogLevel(const EnvLookup& env);
 StatusOr<std::string> ReadReduceIsa(const EnvLookup& env);
+
+// What a worker of `kolorun --elastic` is told: who it is, where the
+// driver's store is, how long to wait for a round that includes it, and
+// how often to beat.
+struct ElasticWorkerConfig {
+  int64_t worker = -1;  // KOLO_ELASTIC_WORKER
+  StoreConfig store;    // KOLO_STORE_ADDR, KOLO_STORE_SECRET
+  // KOLO_ELASTIC_TIMEOUT_S (default 600): the driver's --elastic-timeout
+  // and a margin.
+  std::chrono::milliseconds round_timeout{600000};
+  // KOLO_ELASTIC_HEARTBEAT_MS (default 500).
+  std::chrono::milliseconds heartbeat_interval{500};
+};
+// kNotFound when KOLO_ELASTIC_WORKER is unset (not an elastic worker);
+// other errors as ReadInitOptions.
+StatusOr<ElasticWorkerConfig> ReadElasticWorkerConfig(const EnvLookup& env);
 
 // Integer parsing shared by flags and environment variables: the whole
 // string must be a number in [min, max].

@@ -14,6 +14,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kUnauthenticated: return "unauthenticated";
     case StatusCode::kNotFound: return "not found";
     case StatusCode::kInternal: return "internal";
+    case StatusCode::kMembershipChanged: return "membership changed";
   }
   return "unknown";
 }
@@ -45,5 +46,8 @@ Status Unauthenticated(std::string m) {
 }
 Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+Status MembershipChanged(std::string m) {
+  return {StatusCode::kMembershipChanged, std::move(m)};
+}
 
 }  // namespace kolo

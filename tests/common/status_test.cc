@@ -38,6 +38,8 @@ TEST(StatusTest, EachHelperGivesItsCodeAndPrintsTheCodesName) {
        "unauthenticated: m"},
       {NotFound("m"), StatusCode::kNotFound, "not found: m"},
       {Internal("m"), StatusCode::kInternal, "internal: m"},
+      {MembershipChanged("m"), StatusCode::kMembershipChanged,
+       "membership changed: m"},
   };
   for (const Case& c : cases) {
     EXPECT_FALSE(c.status.ok()) << c.text;
