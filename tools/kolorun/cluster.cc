@@ -447,18 +447,13 @@ int RunCluster(const LaunchOptions& options, SignalWatcher* signals) {
                                 store_route.status().message());
     return fail(1);
   }
-  StatusOr<std::unique_ptr<TcpStoreServer>> server =
-      TcpStoreServer::Start(store_route->address, 0, *secret);
-  if (!server.ok()) {
-    Say("cannot start the store on " + store_route->address + ": " +
-        server.status().ToString());
+  StatusOr<HostedStore> hosted = StartJobStore(store_route->address, *secret);
+  if (!hosted.ok()) {
+    Say(hosted.status().ToString());
     StopAgents(&links);
     return 1;
   }
-  StoreInfo store;
-  store.address =
-      store_route->address + ":" + std::to_string((*server)->port());
-  store.secret = *secret;
+  const StoreInfo& store = hosted->info;
   std::string chosen;
   for (size_t i = 0; i < links.size(); ++i) {
     chosen += (i == 0 ? "" : ", ") + links[i].place.host + " " +
@@ -513,7 +508,7 @@ int RunCluster(const LaunchOptions& options, SignalWatcher* signals) {
   launcher_options.failure_in_line = AgentReportedFailure;
   Launcher launcher(launcher_options, signals);
   int exit_code = launcher.Run(specs);
-  (*server)->Stop();
+  hosted->server->Stop();
   return exit_code;
 }
 

@@ -67,6 +67,20 @@ std::vector<std::vector<int>> CoreBlocks(const std::vector<int>& usable_cores,
   return blocks;
 }
 
+StatusOr<HostedStore> StartJobStore(const std::string& host,
+                                    const std::string& secret) {
+  StatusOr<std::unique_ptr<TcpStoreServer>> server =
+      TcpStoreServer::Start(host, 0, secret);
+  if (!server.ok()) {
+    return server.status().WithContext("cannot start the store on " + host);
+  }
+  HostedStore store;
+  store.server = std::move(server).value();
+  store.info.address = host + ":" + std::to_string(store.server->port());
+  store.info.secret = secret;
+  return store;
+}
+
 EnvList JobSettings(const LaunchOptions& options, const StoreInfo& store) {
   EnvList settings = {
       {env::kStoreAddr, store.address},

@@ -13,9 +13,11 @@
 #ifndef KOLO_TOOLS_KOLORUN_JOB_H_
 #define KOLO_TOOLS_KOLORUN_JOB_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "kolo_internal/store.h"
 #include "launcher.h"
 #include "options.h"
 
@@ -27,6 +29,18 @@ struct StoreInfo {
   std::string address;  // "127.0.0.1:40123"
   std::string secret;
 };
+
+// The store a kolorun hosts for its job, and what its workers are told.
+struct HostedStore {
+  std::unique_ptr<TcpStoreServer> server;
+  StoreInfo info;
+};
+
+// Starts a job's store on `host`, on a port the OS chooses, with `secret`
+// (a fresh one per job, so that one job's workers cannot join another's
+// store). The error names the address.
+StatusOr<HostedStore> StartJobStore(const std::string& host,
+                                    const std::string& secret);
 
 // The CPUs this process may run on, ascending (a cpuset or taskset may
 // allow fewer than the machine has); empty when the kernel does not say.

@@ -15,6 +15,7 @@
 
 #include "agent.h"
 #include "cluster.h"
+#include "elastic.h"
 #include "hosts.h"
 #include "job.h"
 #include "kolo_internal/store.h"
@@ -69,6 +70,20 @@ int Main(int argc, char** argv) {
   if (options.help) {
     WriteAll(STDOUT_FILENO, Usage());
     return 0;
+  }
+  if (options.elastic) {
+    StatusOr<std::string> program = FindExecutable(options.command[0]);
+    if (!program.ok()) {
+      PrintError(program.status().message());
+      return 127;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    StatusOr<SignalWatcher> signals = SignalWatcher::Create();
+    if (!signals.ok()) {
+      PrintError(signals.status().message());
+      return 1;
+    }
+    return RunElastic(options, *program, &*signals);
   }
   // -H localhost:4 is a one-host job like any other.
   const bool beyond_this_host =
@@ -132,24 +147,17 @@ int Main(int argc, char** argv) {
     return 1;
   }
 
-  // A new one per job, so that one job's workers cannot join another's
-  // store.
   StatusOr<std::string> secret = NewJobSecret();
   if (!secret.ok()) {
     PrintError(secret.status().message());
     return 1;
   }
-  StatusOr<std::unique_ptr<TcpStoreServer>> server =
-      TcpStoreServer::Start(kStoreHost, 0, *secret);
-  if (!server.ok()) {
-    PrintError("cannot start the store on " + std::string(kStoreHost) + ": " +
-               server.status().ToString());
+  StatusOr<HostedStore> hosted = StartJobStore(kStoreHost, *secret);
+  if (!hosted.ok()) {
+    PrintError(hosted.status().ToString());
     return 1;
   }
-  StoreInfo store;
-  store.address =
-      std::string(kStoreHost) + ":" + std::to_string((*server)->port());
-  store.secret = *secret;
+  const StoreInfo& store = hosted->info;
 
   LauncherOptions launcher_options;
   launcher_options.verbose = options.verbose;
@@ -170,7 +178,7 @@ int Main(int argc, char** argv) {
 
   Launcher launcher(launcher_options, &*signals);
   int exit_code = launcher.Run(specs);
-  (*server)->Stop();
+  hosted->server->Stop();
   if (options.verbose)
     PrintError("exiting with code " + std::to_string(exit_code));
   return exit_code;

@@ -116,6 +116,98 @@ Status CheckPerNodeOptions(const CLI::App& app, LaunchOptions* options,
   return Status::Ok();
 }
 
+// The texts of the elastic flags, in the order CheckElasticOptions reads.
+struct ElasticTexts {
+  std::string min_np, max_np, reset_limit, elastic_timeout, heartbeat_timeout,
+      cooldown;
+};
+
+Status CheckElasticOptions(const CLI::App& app, LaunchOptions* options,
+                           const std::string& np_text,
+                           const ElasticTexts& texts) {
+  const char* elastic_only[] = {"--min-np",
+                                "--max-np",
+                                "--host-discovery-script",
+                                "--reset-limit",
+                                "--elastic-timeout",
+                                "--heartbeat-timeout",
+                                "--blacklist-cooldown"};
+  if (!options->elastic) {
+    for (const char* flag : elastic_only) {
+      if (app.count(flag) > 0) {
+        return InvalidArgument(std::string(flag) +
+                               " belongs to elastic jobs: add --elastic");
+      }
+    }
+    return Status::Ok();
+  }
+  if (options->nnodes > 0) {
+    return InvalidArgument(
+        "--elastic and --nnodes are two ways to run a job; give one");
+  }
+  if (options->launcher != LauncherKind::kKolorun) {
+    return InvalidArgument(
+        "--elastic starts its workers itself; it cannot run --backend mpi or "
+        "--launcher mpirun (MPI's world cannot change size)");
+  }
+  if (!options->host_discovery_script.empty() && !options->hosts.empty()) {
+    return InvalidArgument(
+        "--host-discovery-script and -H/--hostfile both name the hosts; give "
+        "one");
+  }
+  if (app.count("--host-discovery-script") > 0 &&
+      options->host_discovery_script.empty()) {
+    return InvalidArgument("--host-discovery-script expects a command");
+  }
+  if (np_text.empty() && options->hosts.empty()) {
+    return InvalidArgument("--elastic needs -np N (the workers to start with)");
+  }
+  const int32_t np = options->num_ranks;
+  options->min_np = np;
+  options->max_np = np;
+  if (app.count("--min-np") > 0) {
+    KOLO_ASSIGN_OR_RETURN(options->min_np,
+                          ParseCount(texts.min_np, 1, kMaxRanks, "--min-np"));
+  }
+  if (app.count("--max-np") > 0) {
+    KOLO_ASSIGN_OR_RETURN(options->max_np,
+                          ParseCount(texts.max_np, 1, kMaxRanks, "--max-np"));
+  }
+  if (options->min_np > np || options->max_np < np) {
+    return InvalidArgument("--min-np " + std::to_string(options->min_np) +
+                           " <= -np " + std::to_string(np) + " <= --max-np " +
+                           std::to_string(options->max_np) + " does not hold");
+  }
+  if (app.count("--reset-limit") > 0) {
+    KOLO_ASSIGN_OR_RETURN(
+        options->reset_limit,
+        ParseCount(texts.reset_limit, 0, kMaxRanks * 1024, "--reset-limit"));
+  }
+  struct Seconds {
+    const char* flag;
+    const std::string& text;
+    int64_t* value;
+  };
+  for (const Seconds& seconds :
+       {Seconds{"--elastic-timeout", texts.elastic_timeout,
+                &options->elastic_timeout_seconds},
+        Seconds{"--heartbeat-timeout", texts.heartbeat_timeout,
+                &options->heartbeat_timeout_seconds},
+        Seconds{"--blacklist-cooldown", texts.cooldown,
+                &options->blacklist_cooldown_seconds}}) {
+    if (app.count(seconds.flag) == 0) continue;
+    StatusOr<int64_t> value =
+        ParseInt(seconds.text, 1, kMaxTimeoutSeconds, seconds.flag);
+    if (!value.ok()) {
+      return InvalidArgument(std::string(seconds.flag) +
+                             " must be a positive number of seconds, got '" +
+                             seconds.text + "'");
+    }
+    *seconds.value = *value;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const char* LauncherName(LauncherKind kind) {
@@ -207,6 +299,21 @@ std::string Usage() {
          "  -np-per-node K      ranks on each node\n"
          "  --secret-file F     the job secret every node shares (else\n"
          "                      $KOLO_JOB_SECRET)\n"
+         "\n"
+         "Elastic (workers may die, freeze or join; the program uses\n"
+         "kolo::elastic::Run):\n"
+         "  --elastic           run an elastic job\n"
+         "  --min-np A          fewest workers to train with (default -np)\n"
+         "  --max-np B          most workers (default -np)\n"
+         "  --host-discovery-script S  prints the hosts available now, one\n"
+         "                      `host:slots` per line; run every second\n"
+         "  --reset-limit R     end the job after more than R resets\n"
+         "  --elastic-timeout S seconds to wait for --min-np workers "
+         "(default 600)\n"
+         "  --heartbeat-timeout S  evict a worker silent this long (default "
+         "3)\n"
+         "  --blacklist-cooldown S  seconds a failing host gets no workers\n"
+         "                      (default 60)\n"
          "  -h, --help          print this help\n";
 }
 
@@ -277,6 +384,20 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
   app.add_option("--np-per-node", np_per_node_text)->allow_extra_args(false);
   app.add_option("--secret-file", options.secret_file)->allow_extra_args(false);
   app.add_flag("--agent", options.agent);
+  std::string min_np_text, max_np_text, reset_limit_text, elastic_timeout_text,
+      heartbeat_timeout_text, cooldown_text;
+  app.add_flag("--elastic", options.elastic);
+  app.add_option("--min-np", min_np_text)->allow_extra_args(false);
+  app.add_option("--max-np", max_np_text)->allow_extra_args(false);
+  app.add_option("--host-discovery-script", options.host_discovery_script)
+      ->allow_extra_args(false);
+  app.add_option("--reset-limit", reset_limit_text)->allow_extra_args(false);
+  app.add_option("--elastic-timeout", elastic_timeout_text)
+      ->allow_extra_args(false);
+  app.add_option("--heartbeat-timeout", heartbeat_timeout_text)
+      ->allow_extra_args(false);
+  app.add_option("--blacklist-cooldown", cooldown_text)
+      ->allow_extra_args(false);
   // Parsing stops at the first argument that is not kolorun's: the program.
   app.prefix_command();
 
@@ -493,6 +614,11 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
     }
     options.mpi_args = SplitOnWhitespace(mpi_args_text);
   }
+
+  KOLO_RETURN_IF_ERROR(CheckElasticOptions(
+      app, &options, np_text,
+      {min_np_text, max_np_text, reset_limit_text, elastic_timeout_text,
+       heartbeat_timeout_text, cooldown_text}));
 
   if (tail.empty()) {
     return InvalidArgument("no program given: kolorun -np N program [args...]");

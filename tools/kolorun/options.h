@@ -11,6 +11,13 @@
 //           [--ssh-identity-file F] [--remote-shell 'CMD {host}']
 //           [--start-timeout S] [--network-interface eth1|10.1.0.0/24] ...
 //
+// Elastic (elastic.h), workers that may die, freeze or join:
+//
+//   kolorun --elastic -np N [--min-np A] [--max-np B]
+//           [-H ... | --hostfile F | --host-discovery-script S]
+//           [--reset-limit R] [--elastic-timeout S] [--heartbeat-timeout S]
+//           [--blacklist-cooldown S] program args...
+//
 // Per node, when the cluster starts one kolorun on every node itself:
 //
 //   kolorun --nnodes M --node-rank I --rendezvous HOST:PORT
@@ -107,6 +114,17 @@ struct LaunchOptions {
   std::string rendezvous;  // host:port where node 0 hosts the store
   int32_t np_per_node = 0;
   std::string secret_file;  // --secret-file; else $KOLO_JOB_SECRET
+
+  // Elastic mode (--elastic, elastic.h): workers may die, freeze or join.
+  bool elastic = false;
+  int32_t min_np = 0;  // --min-np (default -np)
+  int32_t max_np = 0;  // --max-np (default -np)
+  // --host-discovery-script: prints the hosts now available, polled.
+  std::string host_discovery_script;
+  int32_t reset_limit = -1;                 // --reset-limit; -1: no limit
+  int64_t elastic_timeout_seconds = 600;    // --elastic-timeout
+  int64_t heartbeat_timeout_seconds = 3;    // --heartbeat-timeout
+  int64_t blacklist_cooldown_seconds = 60;  // --blacklist-cooldown
 };
 
 // The environment variable that may hold the job secret in per-node mode.
