@@ -33,6 +33,7 @@ INCLUDES = """#include <chrono>
 #include <utility>
 #include <vector>
 
+#include "kolo/elastic.h"
 #include "kolo/kolo.h"
 #include "kolo/runtime.h"
 """
@@ -42,6 +43,7 @@ TORCH_INCLUDES = """#include <torch/torch.h>
 #include "kolo/data.h"
 #include "kolo/models.h"
 #include "kolo/torch.h"
+#include "kolo/torch_elastic.h"
 
 // A user's model.
 struct Net : torch::nn::Module {

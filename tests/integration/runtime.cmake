@@ -14,6 +14,7 @@ gtest_discover_tests(runtime_integration_test DISCOVERY_TIMEOUT 60 PROPERTIES TI
 
 # Init/Shutdown cycles in one process (tests/integration/reinit_test.cc).
 add_executable(reinit_worker ${CMAKE_CURRENT_LIST_DIR}/workers/reinit_worker.cc)
+target_include_directories(reinit_worker PRIVATE ${PROJECT_SOURCE_DIR}/tests)
 target_link_libraries(reinit_worker PRIVATE kolo_core Threads::Threads)
 add_executable(reinit_integration_test ${CMAKE_CURRENT_LIST_DIR}/reinit_test.cc)
 target_link_libraries(reinit_integration_test PRIVATE kolo_testing nlohmann_json::nlohmann_json

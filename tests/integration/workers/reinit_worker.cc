@@ -6,7 +6,6 @@
 // descriptors or mapped kolo shared-memory segments than after the first.
 // Prints "rank R: N cycles clean (...)" and exits 0; 1 on an error, a wrong
 // value or a leak, 2 on bad usage.
-#include <dirent.h>
 
 #include <chrono>
 #include <cstdio>
@@ -17,47 +16,9 @@
 
 #include "kolo/kolo.h"
 #include "kolo/runtime.h"
+#include "testing/process_resources.h"
 
 namespace {
-
-int CountEntries(const char* dir) {
-  DIR* d = opendir(dir);
-  if (d == nullptr) return -1;
-  int n = 0;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] != '.') ++n;
-  }
-  closedir(d);
-  return n;
-}
-
-// Mappings of kolo's segments (/dev/shm/kolo-*, also once unlinked).
-int CountShmMappings() {
-  std::ifstream maps("/proc/self/maps");
-  int n = 0;
-  for (std::string line; std::getline(maps, line);) {
-    if (line.find("/dev/shm/kolo-") != std::string::npos) ++n;
-  }
-  return n;
-}
-
-struct Resources {
-  int threads = 0;
-  int fds = 0;
-  int shm_mappings = 0;
-  std::string ToString() const {
-    return "threads " + std::to_string(threads) + ", fds " +
-           std::to_string(fds) + ", shm mappings " +
-           std::to_string(shm_mappings);
-  }
-};
-
-Resources Measure() {
-  // opendir itself holds one descriptor while counting; it is the same in
-  // every measurement.
-  return {CountEntries("/proc/self/task"), CountEntries("/proc/self/fd"),
-          CountShmMappings()};
-}
 
 int Fail(int cycle, const std::string& what) {
   std::fprintf(stderr, "cycle %d: %s\n", cycle, what.c_str());
@@ -126,7 +87,7 @@ int main(int argc, char** argv) {
   kolo::StatusOr<kolo::InitOptions> from_env =
       kolo::InitOptions::FromEnvironment();
   if (!from_env.ok()) return Fail(0, from_env.status().ToString());
-  Resources after_first;
+  kolo::testing::ProcessResources after_first;
   for (int cycle = 0; cycle < cycles; ++cycle) {
     const kolo::InitOptions options = CycleOptions(*from_env, cycle, timeline);
     kolo::Status s = kolo::Init(options);
@@ -145,12 +106,11 @@ int main(int argc, char** argv) {
     if (kolo::IsInitialized() || kolo::World().size != 1) {
       return Fail(cycle, "still initialized after Shutdown");
     }
-    if (cycle == 0) after_first = Measure();
+    if (cycle == 0) after_first = kolo::testing::MeasureProcessResources();
     if (cycle == cycles - 1) {
-      const Resources after_last = Measure();
-      if (after_last.threads > after_first.threads ||
-          after_last.fds > after_first.fds ||
-          after_last.shm_mappings > after_first.shm_mappings) {
+      const kolo::testing::ProcessResources after_last =
+          kolo::testing::MeasureProcessResources();
+      if (after_last.GrewSince(after_first)) {
         return Fail(cycle, "leaked: after the first cycle " +
                                after_first.ToString() + "; after the last " +
                                after_last.ToString());

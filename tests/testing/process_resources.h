@@ -1,0 +1,57 @@
+// What a process holds that a leak would grow: its threads, its file
+// descriptors and its mappings of kolo's shared-memory segments
+// (/dev/shm/kolo-*, also once unlinked). The workers that re-initialise
+// kolo again and again compare a count early on with one at the end.
+#ifndef KOLO_TESTS_TESTING_PROCESS_RESOURCES_H_
+#define KOLO_TESTS_TESTING_PROCESS_RESOURCES_H_
+
+#include <dirent.h>
+
+#include <fstream>
+#include <string>
+
+namespace kolo::testing {
+
+struct ProcessResources {
+  int threads = 0;
+  int fds = 0;
+  int shm_mappings = 0;
+
+  std::string ToString() const {
+    return "threads " + std::to_string(threads) + ", fds " +
+           std::to_string(fds) + ", shm mappings " +
+           std::to_string(shm_mappings);
+  }
+  // Whether anything grew since `earlier`.
+  bool GrewSince(const ProcessResources& earlier) const {
+    return threads > earlier.threads || fds > earlier.fds ||
+           shm_mappings > earlier.shm_mappings;
+  }
+};
+
+inline int CountDirectoryEntries(const char* dir) {
+  DIR* d = opendir(dir);
+  if (d == nullptr) return -1;
+  int n = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  closedir(d);
+  return n;
+}
+
+inline ProcessResources MeasureProcessResources() {
+  ProcessResources r;
+  r.threads = CountDirectoryEntries("/proc/self/task");
+  // opendir holds one descriptor while counting: the same in every count.
+  r.fds = CountDirectoryEntries("/proc/self/fd");
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("/dev/shm/kolo-") != std::string::npos) ++r.shm_mappings;
+  }
+  return r;
+}
+
+}  // namespace kolo::testing
+
+#endif  // KOLO_TESTS_TESTING_PROCESS_RESOURCES_H_
