@@ -1,5 +1,8 @@
 #include "flags.h"
 
+#include <cstdio>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -89,6 +92,18 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_flag("--no-kolo", f->no_kolo,
                "train in this one process with plain LibTorch (its own "
                "optimizer, no kolo runtime): the baseline for kolo's cost");
+  app.add_flag("--elastic", f->elastic,
+               "train through lost and added workers (run it under kolorun "
+               "--elastic)");
+  app.add_option("--commit-every", f->commit_every,
+                 "--elastic: steps between in-memory commits of the state")
+      ->capture_default_str();
+  app.add_option("--global-batch", f->global_batch,
+                 "--elastic: images per step whatever the workers (default: "
+                 "--batch-size times the first round's workers)");
+  app.add_option("--kill-rank-at-step", f->kill_rank_at_step,
+                 "--elastic, for fault-injection tests: R:S makes rank R of "
+                 "the first round kill itself at global step S");
 }
 
 Status Validate(const Flags& f) {
@@ -128,6 +143,40 @@ Status Validate(const Flags& f) {
   if (!(f.weight_decay >= 0)) {
     return InvalidArgument(fmt::format(
         "--weight-decay must not be negative, got {}", f.weight_decay));
+  }
+  if (f.elastic) {
+    KOLO_RETURN_IF_ERROR(at_least("--commit-every", f.commit_every, 1));
+    KOLO_RETURN_IF_ERROR(at_least("--global-batch", f.global_batch, 0));
+    if (f.benchmark_steps > 0 || f.no_kolo) {
+      return InvalidArgument(
+          "--elastic trains; it does not combine with --benchmark-steps or "
+          "--no-kolo");
+    }
+    if (f.backward_passes_per_step != 1) {
+      return InvalidArgument(
+          "--elastic keeps the global batch by splitting it over the "
+          "workers; --backward-passes-per-step does not apply");
+    }
+    if (!f.kill_rank_at_step.empty()) {
+      long rank = 0, step = 0;
+      char end = 0;
+      if (std::sscanf(f.kill_rank_at_step.c_str(), "%ld:%ld%c", &rank, &step,
+                      &end) != 2 ||
+          rank < 0 || step < 0) {
+        return InvalidArgument(
+            fmt::format("--kill-rank-at-step expects RANK:STEP, got '{}'",
+                        f.kill_rank_at_step));
+      }
+    }
+  } else {
+    for (const auto& [flag, set] :
+         {std::pair<const char*, bool>{"--global-batch", f.global_batch != 0},
+          {"--kill-rank-at-step", !f.kill_rank_at_step.empty()}}) {
+      if (set) {
+        return InvalidArgument(
+            fmt::format("{} belongs to --elastic training", flag));
+      }
+    }
   }
   if (f.resume && f.checkpoint_dir.empty()) {
     return InvalidArgument("--resume needs --checkpoint-dir");

@@ -59,6 +59,17 @@ struct Flags {
   // Plain LibTorch in one process: no kolo::Init, no DistributedOptimizer.
   // The baseline that prices being distributed.
   bool no_kolo = false;
+
+  // Elastic training (elastic_trainer.h), under kolorun --elastic.
+  bool elastic = false;
+  int64_t commit_every = 10;  // steps between in-memory commits
+  // The global batch every step takes, whatever the number of workers;
+  // 0: --batch-size times the workers of the first round.
+  int64_t global_batch = 0;
+  // For fault-injection tests and kolo-bench elastic: the worker that is
+  // rank R of the first round kills itself (SIGKILL) at global step S,
+  // given as "R:S"; empty: never.
+  std::string kill_rank_at_step;
 };
 
 // The --model, --dataset, --optimizer and --compression choices.

@@ -14,6 +14,7 @@
 #include <exception>
 #include <string>
 
+#include "elastic_trainer.h"
 #include "flags.h"
 #include "kolo/kolo.h"
 #include "kolo_internal/config.h"
@@ -73,6 +74,8 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  // Elastic workers join each round themselves (kolo/elastic.h).
+  if (flags.elastic) return kolo::train::RunElasticTraining(flags);
   kolo::Status init = kolo::Init();
   if (!init.ok()) {
     fmt::print(stderr, "kolo-train: cannot join the job: {}\n",

@@ -24,6 +24,7 @@
 #include "kolo/runtime.h"
 #include "kolo/torch.h"
 #include "plan.h"
+#include "setup.h"
 #include "table.h"
 
 namespace kolo::train {
@@ -42,15 +43,6 @@ json RuntimeTraffic() {
           {"collectives", stats.collectives},
           {"fused_batches", stats.fused_batches}};
 }
-
-// Evaluation keeps no activations for backprop, so it can take larger
-// batches than training; the size changes nothing but speed.
-constexpr int64_t kEvalBatchSize = 512;
-constexpr int64_t kSyntheticTrainSize = 8192;
-constexpr int64_t kSyntheticTestSize = 2048;
-// Loader threads per rank. Building a batch is one index_select, far
-// cheaper than a training step, and the cores belong to LibTorch.
-constexpr int32_t kLoaderWorkers = 1;
 
 // The message of an error that another rank has printed already (see
 // AgreeAcrossRanks); RunTraining exits with it silently.
@@ -84,128 +76,6 @@ Status AgreeAcrossRanks(const Status& status, int32_t rank, int32_t size) {
   if (first == all.end()) return Status::Ok();
   if (first - all.begin() == rank) return status;
   return Aborted(kReportedByAnotherRank);
-}
-
-// ------------------------------------------------------------------ setup
-
-struct Data {
-  data::Dataset train;
-  data::Dataset test;
-  data::Augmentation augmentation;
-  std::string source;  // where it came from, for the header line
-};
-
-data::Dataset Rows(const data::Dataset& d, int64_t begin, int64_t count) {
-  data::Dataset out;
-  out.images = d.images.narrow(0, begin, count);
-  out.labels = d.labels.narrow(0, begin, count);
-  out.num_classes = d.num_classes;
-  return out;
-}
-
-StatusOr<data::Dataset> FirstRows(data::Dataset d, int64_t n, const char* flag,
-                                  const char* split, const std::string& dir) {
-  if (n == 0) return d;
-  if (n > d.size()) {
-    return InvalidArgument(
-        fmt::format("{} {} is more than the {} {} images in {}", flag, n,
-                    d.size(), split, dir));
-  }
-  return Rows(d, 0, n);
-}
-
-StatusOr<Data> LoadData(const Flags& f) {
-  Data out;
-  if (f.dataset == "synthetic") {
-    const int64_t n_train =
-        f.train_subset > 0 ? f.train_subset : kSyntheticTrainSize;
-    const int64_t n_test =
-        f.test_subset > 0 ? f.test_subset : kSyntheticTestSize;
-    // One draw, split in two, so that both halves share the class
-    // prototypes and the test set measures what training learned.
-    data::Dataset all = data::Synthetic(
-        n_train + n_test, {3, f.image_size, f.image_size}, 10, f.seed);
-    out.train = Rows(all, 0, n_train);
-    out.test = Rows(all, n_train, n_test);
-    out.source = fmt::format("synthetic 3x{}x{}", f.image_size, f.image_size);
-    return out;
-  }
-  const std::string dir =
-      f.data_dir.empty() ? DefaultDataDir(f.dataset) : f.data_dir;
-  auto read = [&](bool train) -> StatusOr<data::Dataset> {
-    if (f.dataset == "fashion-mnist") return data::ReadFashionMnist(dir, train);
-    if (f.dataset == "mnist") return data::ReadMnist(dir, train);
-    return data::ReadCifar10(dir, train);
-  };
-  const std::string context = "--dataset " + f.dataset;
-  StatusOr<data::Dataset> train = read(true);
-  if (!train.ok()) return train.status().WithContext(context);
-  StatusOr<data::Dataset> test = read(false);
-  if (!test.ok()) return test.status().WithContext(context);
-  KOLO_ASSIGN_OR_RETURN(
-      out.train, FirstRows(*std::move(train), f.train_subset, "--train-subset",
-                           "training", dir));
-  KOLO_ASSIGN_OR_RETURN(out.test, FirstRows(*std::move(test), f.test_subset,
-                                            "--test-subset", "test", dir));
-  if (f.dataset == "cifar10") out.augmentation = data::Cifar10Augmentation();
-  out.source = dir;
-  return out;
-}
-
-struct Setup {
-  Data data;
-  std::shared_ptr<models::Model> model;
-  std::unique_ptr<::torch::optim::Optimizer> optimizer;
-  // Rank 0, when resuming from a checkpoint: what it holds.
-  int64_t epochs_done = 0;
-  json history = json::array();
-  std::string resumed_from;  // the checkpoint's path; empty when fresh
-};
-
-Status Prepare(const Flags& f, int32_t rank, Setup* s) {
-  KOLO_ASSIGN_OR_RETURN(s->data, LoadData(f));
-  // The same seed on every rank gives the same initial weights; the
-  // broadcast from rank 0 that follows makes sure of it.
-  ::torch::manual_seed(f.seed);
-  KOLO_ASSIGN_OR_RETURN(s->model,
-                        models::CreateModel(f.model, s->data.train.num_classes,
-                                            s->data.train.images.size(1)));
-  if (f.optimizer == "sgd") {
-    s->optimizer = std::make_unique<::torch::optim::SGD>(
-        s->model->parameters(), ::torch::optim::SGDOptions(f.lr)
-                                    .momentum(f.momentum)
-                                    .nesterov(f.nesterov)
-                                    .weight_decay(f.weight_decay));
-  } else {
-    s->optimizer = std::make_unique<::torch::optim::Adam>(
-        s->model->parameters(),
-        ::torch::optim::AdamOptions(f.lr).weight_decay(f.weight_decay));
-  }
-  if (!f.resume || rank != 0) return Status::Ok();
-
-  CheckpointInfo expected;
-  expected.seed = f.seed;
-  expected.model = f.model;
-  expected.dataset = f.dataset;
-  expected.optimizer = f.optimizer;
-  StatusOr<CheckpointInfo> info =
-      LoadCheckpoint(f.checkpoint_dir, expected, *s->model, *s->optimizer);
-  if (!info.ok()) {
-    if (info.status().code() != StatusCode::kNotFound) return info.status();
-    fmt::print("kolo-train: --resume: {}; starting from epoch 1\n",
-               info.status().message());
-    return Status::Ok();
-  }
-  s->epochs_done = info->epochs_done;
-  s->history =
-      json::parse(info->history_json, nullptr, /*allow_exceptions=*/false);
-  if (s->history.is_discarded() || !s->history.is_array()) {
-    return InvalidArgument(
-        fmt::format("checkpoint {}: its history is not a JSON array",
-                    CheckpointPath(f.checkpoint_dir)));
-  }
-  s->resumed_from = CheckpointPath(f.checkpoint_dir);
-  return Status::Ok();
 }
 
 // --------------------------------------------------------------- progress
@@ -248,64 +118,6 @@ std::string FormatDuration(double seconds) {
   return fmt::format("{}:{:02}", s / 60, s % 60);
 }
 
-// ------------------------------------------------------------- evaluation
-
-struct Evaluation {
-  int64_t correct = 0;
-  int64_t total = 0;
-  double accuracy() const {
-    return total > 0 ? static_cast<double>(correct) / total : 0.0;
-  }
-};
-
-// Each rank classifies the real rows of its unshuffled DistributedSampler
-// shard (UnpaddedShardSize: the padding would count some images twice); the
-// counts are summed across ranks, and their total must be the test set.
-StatusOr<Evaluation> Evaluate(models::Model& model, const data::Dataset& test,
-                              int32_t rank, int32_t size) {
-  data::DistributedSampler::Options options;
-  options.rank = rank;
-  options.world_size = size;
-  options.shuffle = false;
-  KOLO_ASSIGN_OR_RETURN(data::DistributedSampler sampler,
-                        data::DistributedSampler::Create(test.size(), options));
-  std::vector<int64_t> rows = sampler.Indices(0);
-  rows.resize(static_cast<size_t>(UnpaddedShardSize(test.size(), rank, size)));
-  const int64_t local_total = static_cast<int64_t>(rows.size());
-
-  ::torch::NoGradGuard no_grad;
-  model.eval();
-  int64_t correct = 0;
-  if (!rows.empty()) {
-    data::LoaderOptions loader_options;
-    loader_options.batch_size = kEvalBatchSize;
-    loader_options.num_workers = kLoaderWorkers;
-    KOLO_ASSIGN_OR_RETURN(
-        std::unique_ptr<data::DataLoader> loader,
-        data::DataLoader::Create(test, std::move(rows), loader_options));
-    while (true) {
-      KOLO_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, loader->Next());
-      if (!batch) break;
-      ::torch::Tensor predicted = model.forward(batch->images).argmax(1);
-      correct += predicted.eq(batch->labels).sum().item<int64_t>();
-    }
-  }
-  ::torch::Tensor counts =
-      ::torch::tensor({correct, local_total}, ::torch::kInt64);
-  KOLO_ASSIGN_OR_RETURN(
-      ::torch::Tensor sums,
-      kolo::torch::Allreduce(counts, "kolo-train.eval", ReduceOp::kSum));
-  Evaluation result;
-  result.correct = sums[0].item<int64_t>();
-  result.total = sums[1].item<int64_t>();
-  if (result.total != test.size()) {
-    return Internal(fmt::format(
-        "evaluation counted {} test images across the ranks, not {}",
-        result.total, test.size()));
-  }
-  return result;
-}
-
 // ---------------------------------------------------------------- summary
 
 // FNV-1a over the bytes of every parameter, in named_parameters() order:
@@ -336,12 +148,6 @@ bench::Table::Column Column(const char* title, const char* unit, int width) {
   column.unit = unit;
   column.width = width;
   return column;
-}
-
-kolo::torch::Compression ParseCompression(const std::string& name) {
-  if (name == "fp16") return kolo::torch::Compression::kFloat16;
-  if (name == "bf16") return kolo::torch::Compression::kBFloat16;
-  return kolo::torch::Compression::kNone;
 }
 
 // What a finished run reports, besides its flags and setup.
@@ -625,14 +431,8 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
 
     Status saved;
     if (rank == 0 && !f.checkpoint_dir.empty()) {
-      CheckpointInfo info;
-      info.epochs_done = epoch + 1;
-      info.seed = f.seed;
-      info.model = f.model;
-      info.dataset = f.dataset;
-      info.optimizer = f.optimizer;
-      info.history_json = history.dump();
-      saved = SaveCheckpoint(f.checkpoint_dir, model, inner, info);
+      saved = SaveCheckpoint(f.checkpoint_dir, model, inner,
+                             CheckpointInfoAfter(f, epoch + 1, history.dump()));
     }
     // Rank 0 alone writes; the others must not train on if it failed.
     if (!f.checkpoint_dir.empty()) {

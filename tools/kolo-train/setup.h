@@ -1,0 +1,73 @@
+// What a kolo-train run builds before it trains, shared by the plain and the
+// elastic training loops: the data, the model and optimizer (from --seed,
+// and from the checkpoint with --resume), and the evaluation on the test
+// set.
+#ifndef KOLO_TOOLS_KOLO_TRAIN_SETUP_H_
+#define KOLO_TOOLS_KOLO_TRAIN_SETUP_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "checkpoint.h"
+#include "flags.h"
+#include "kolo/data.h"
+#include "kolo/models.h"
+#include "kolo/status.h"
+#include "kolo/torch.h"
+
+namespace kolo::train {
+
+// Loader threads per rank. Building a batch is one index_select, far
+// cheaper than a training step, and the cores belong to LibTorch.
+inline constexpr int32_t kLoaderWorkers = 1;
+
+struct Data {
+  data::Dataset train;
+  data::Dataset test;
+  data::Augmentation augmentation;
+  std::string source;  // where it came from, for the header line
+};
+
+struct Setup {
+  Data data;
+  std::shared_ptr<models::Model> model;
+  std::unique_ptr<::torch::optim::Optimizer> optimizer;
+  // Rank 0, when resuming from a checkpoint: what it holds.
+  int64_t epochs_done = 0;
+  nlohmann::json history = nlohmann::json::array();
+  std::string resumed_from;  // the checkpoint's path; empty when fresh
+};
+
+// Reads the data, builds the model from --seed and the optimizer; with
+// --resume, `rank` 0 also loads the checkpoint.
+Status Prepare(const Flags& f, int32_t rank, Setup* s);
+
+struct Evaluation {
+  int64_t correct = 0;
+  int64_t total = 0;
+  double accuracy() const {
+    return total > 0 ? static_cast<double>(correct) / total : 0.0;
+  }
+};
+
+// Each rank classifies the real rows of its unshuffled DistributedSampler
+// shard (UnpaddedShardSize: the padding would count some images twice); the
+// counts are summed across ranks, and their total must be the test set.
+StatusOr<Evaluation> Evaluate(models::Model& model, const data::Dataset& test,
+                              int32_t rank, int32_t size);
+
+// What the checkpoint after `epochs_done` epochs records besides the
+// tensors: the flags a resume must match, and the history so far.
+CheckpointInfo CheckpointInfoAfter(const Flags& f, int64_t epochs_done,
+                                   const std::string& history_json);
+
+// --compression's value (flags.h checked it).
+kolo::torch::Compression ParseCompression(const std::string& name);
+
+}  // namespace kolo::train
+
+#endif  // KOLO_TOOLS_KOLO_TRAIN_SETUP_H_
