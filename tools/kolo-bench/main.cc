@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "collectives.h"
+#include "elastic.h"
 #include "fusion.h"
 #include "link.h"
 #include "report.h"
@@ -27,6 +28,8 @@ int main(int argc, char** argv) {
   CLI::App* link = kolo::bench::AddLinkCommand(app, &link_flags);
   kolo::bench::TrainFlags train_flags;
   CLI::App* train = kolo::bench::AddTrainCommand(app, &train_flags);
+  kolo::bench::ElasticFlags elastic_flags;
+  CLI::App* elastic = kolo::bench::AddElasticCommand(app, &elastic_flags);
   kolo::bench::StudyFlags study_flags;
   CLI::App* study = kolo::bench::AddStudyCommand(app, &study_flags);
   kolo::bench::ReportFlags report_flags;
@@ -54,6 +57,9 @@ int main(int argc, char** argv) {
     }
     if (train->parsed()) {
       return kolo::bench::RunTrainCommand(train_flags);
+    }
+    if (elastic->parsed()) {
+      return kolo::bench::RunElasticCommand(elastic_flags);
     }
     if (study->parsed()) {
       return kolo::bench::RunStudyCommand(study_flags);

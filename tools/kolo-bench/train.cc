@@ -20,11 +20,8 @@
 #include "json_file.h"
 #include "kolo_internal/config.h"
 #include "list_flag.h"
+#include "sibling_tools.h"
 #include "table.h"
-
-#ifndef KOLO_SOURCE_DIR
-#define KOLO_SOURCE_DIR ""
-#endif
 
 namespace kolo::bench {
 namespace {
@@ -35,47 +32,6 @@ using nlohmann::json;
 constexpr const char* kKolo = "kolo";
 constexpr const char* kLibtorch = "libtorch";
 constexpr const char* kTorchDdp = "torch-ddp";
-
-std::string ShellQuote(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
-fs::path ExecutableDir() {
-  std::error_code error;
-  fs::path self = fs::read_symlink("/proc/self/exe", error);
-  return error ? fs::current_path() : self.parent_path();
-}
-
-// The first of `candidates` that exists, or the first one (so the error
-// names where it was looked for).
-std::string FirstExisting(const std::vector<fs::path>& candidates) {
-  for (const fs::path& p : candidates) {
-    if (fs::exists(p)) return p.string();
-  }
-  return candidates.front().string();
-}
-
-// kolo-bench sits beside kolorun and kolo-train when installed (bin/) and
-// one directory over in the build tree (build/tools/<tool>/).
-std::string FindTool(const std::string& name) {
-  const fs::path dir = ExecutableDir();
-  return FirstExisting({dir / name, dir.parent_path() / name / name});
-}
-
-std::string FindDdpScript() {
-  const fs::path dir = ExecutableDir();
-  return FirstExisting(
-      {dir.parent_path() / "share" / "kolo" / "peers" / "torch_ddp.py",
-       fs::path(KOLO_SOURCE_DIR) / "bench" / "peers" / "torch_ddp.py"});
-}
 
 // Debian's python3-torch installs into the system interpreter, which a
 // python3 earlier on PATH (pyenv, a virtualenv) may not see.
@@ -114,24 +70,8 @@ std::string RunLabel(const Run& run) {
 // error quoting the last lines of its output.
 StatusOr<json> Measure(const std::vector<std::string>& command,
                        const fs::path& json_path, const fs::path& log) {
-  std::string line;
-  for (const std::string& word : command) line += ShellQuote(word) + " ";
-  line += "> " + ShellQuote(log.string()) + " 2>&1";
-  std::error_code ignored;
-  fs::remove(json_path, ignored);
-  const int status = std::system(line.c_str());
-  if (status != 0 || !fs::exists(json_path)) {
-    std::ifstream in(log);
-    std::vector<std::string> lines;
-    for (std::string l; std::getline(in, l);) lines.push_back(l);
-    std::string tail;
-    for (size_t i = lines.size() > 5 ? lines.size() - 5 : 0; i < lines.size();
-         ++i) {
-      tail += "\n  " + lines[i];
-    }
-    return Internal(fmt::format("`{}` failed (status {}):{}", command.front(),
-                                status, tail));
-  }
+  KOLO_RETURN_IF_ERROR(
+      RunLogged(command, json_path.string(), log.string()).status());
   std::ifstream in(json_path);
   json result = json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (result.is_discarded() || !result.contains("result")) {

@@ -1,0 +1,277 @@
+#include "elastic.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "fusion.h"
+#include "json_file.h"
+#include "kolo_internal/config.h"
+#include "list_flag.h"
+#include "sibling_tools.h"
+
+namespace kolo::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// The rank the faulty runs kill: not rank 0, whose step times are read.
+constexpr int kKilledRank = 1;
+
+// Images per second over the steps in [first, last) of `times` (pairs of
+// step and seconds): the steps done over the time they took.
+double Rate(const std::vector<std::pair<int64_t, double>>& times, size_t first,
+            size_t last, int64_t global_batch) {
+  if (last <= first + 1) return 0;
+  const double seconds = times[last - 1].second - times[first].second;
+  if (seconds <= 0) return 0;
+  return static_cast<double>(last - 1 - first) *
+         static_cast<double>(global_batch) / seconds;
+}
+
+struct RunOutput {
+  json result;
+  std::string output;
+};
+
+// What kolo-train printed and the JSON it wrote.
+StatusOr<RunOutput> RunJob(const std::vector<std::string>& command,
+                           const fs::path& json_path, const fs::path& log) {
+  RunOutput out;
+  KOLO_ASSIGN_OR_RETURN(out.output,
+                        RunLogged(command, json_path.string(), log.string()));
+  std::ifstream result(json_path);
+  out.result = json::parse(result, nullptr, /*allow_exceptions=*/false);
+  if (out.result.is_discarded()) {
+    return Internal(fmt::format("{} is not JSON", json_path.string()));
+  }
+  return out;
+}
+
+std::vector<std::string> JobCommand(const ElasticFlags& f,
+                                    const std::string& kolorun,
+                                    const std::string& kolo_train,
+                                    const std::string& model, int32_t np,
+                                    const fs::path& json_path, bool faulty) {
+  std::vector<std::string> c = {kolorun,
+                                "--elastic",
+                                "-np",
+                                std::to_string(np),
+                                "--min-np",
+                                "1",
+                                kolo_train,
+                                "--elastic",
+                                "--model",
+                                model,
+                                "--epochs",
+                                std::to_string(f.epochs),
+                                "--batch-size",
+                                std::to_string(f.batch_size),
+                                "--commit-every",
+                                std::to_string(f.commit_every),
+                                "--train-subset",
+                                std::to_string(f.train_subset),
+                                "--test-subset",
+                                std::to_string(f.test_subset),
+                                "--json",
+                                json_path.string()};
+  if (model == "lenet") {
+    c.insert(c.end(), {"--dataset", "fashion-mnist"});
+  } else {
+    c.insert(c.end(), {"--dataset", "synthetic", "--image-size", "32"});
+  }
+  if (faulty) {
+    c.insert(c.end(), {"--kill-rank-at-step",
+                       fmt::format("{}:{}", kKilledRank, f.kill_step)});
+  }
+  return c;
+}
+
+}  // namespace
+
+StatusOr<double> FindKillTime(const std::string& output) {
+  static const std::regex kLine(
+      R"(fault injection: rank \d+ kills itself at step \d+ \(t=([0-9.]+)\))");
+  std::smatch match;
+  if (!std::regex_search(output, match, kLine)) {
+    return NotFound("the run printed no fault-injection line");
+  }
+  return std::stod(match[1].str());
+}
+
+StatusOr<RecoveryMeasurement> MeasureRecovery(const json& step_times,
+                                              double kill_time,
+                                              int64_t kill_step,
+                                              int64_t global_batch) {
+  std::vector<std::pair<int64_t, double>> times;
+  for (const json& entry : step_times) {
+    if (!entry.is_array() || entry.size() < 2) {
+      return InvalidArgument("step_times entries are [step, seconds, ...]");
+    }
+    times.emplace_back(entry[0].get<int64_t>(), entry[1].get<double>());
+  }
+  // The first step completed after the kill: the survivors' first one in
+  // the new round.
+  size_t after = 0;
+  while (after < times.size() && times[after].second <= kill_time) ++after;
+  if (after == times.size()) {
+    return InvalidArgument(fmt::format(
+        "rank 0 completed no step after the kill at t={:.6f}", kill_time));
+  }
+  RecoveryMeasurement m;
+  m.recovery_seconds = times[after].second - kill_time;
+  // Step numbers count steps completed: the first redone one is the last
+  // commit's step + 1.
+  m.steps_lost = std::max<int64_t>(0, kill_step - (times[after].first - 1));
+  m.images_per_second_before = Rate(times, 0, after, global_batch);
+  m.images_per_second_after = Rate(times, after, times.size(), global_batch);
+  return m;
+}
+
+CLI::App* AddElasticCommand(CLI::App& app, ElasticFlags* f) {
+  CLI::App* cmd = app.add_subcommand(
+      "elastic",
+      "what a killed worker costs an elastic job: recovery time, steps "
+      "lost, throughput and accuracy against an uninterrupted run");
+  cmd->add_option("--models", f->models, "models, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--np", f->np, "worker counts, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--repeat", f->repeat, "runs of each kind (median)")
+      ->capture_default_str();
+  cmd->add_option("--kill-step", f->kill_step,
+                  "global step at which rank 1 kills itself")
+      ->capture_default_str();
+  cmd->add_option("--commit-every", f->commit_every,
+                  "kolo-train --commit-every")
+      ->capture_default_str();
+  cmd->add_option("--batch-size", f->batch_size,
+                  "batch per worker of the first round")
+      ->capture_default_str();
+  cmd->add_option("--epochs", f->epochs, "epochs of each run")
+      ->capture_default_str();
+  cmd->add_option("--train-subset", f->train_subset, "training images")
+      ->capture_default_str();
+  cmd->add_option("--test-subset", f->test_subset, "test images")
+      ->capture_default_str();
+  cmd->add_option("--kolorun", f->kolorun, "kolorun to start the jobs with");
+  cmd->add_option("--kolo-train", f->kolo_train, "kolo-train to run");
+  cmd->add_option("--json", f->json_path, "write every measurement here");
+  return cmd;
+}
+
+int RunElasticCommand(const ElasticFlags& f) {
+  auto fail = [](const std::string& message) {
+    fmt::print(stderr, "kolo-bench elastic: {}\n", message);
+    return 1;
+  };
+  if (f.repeat < 1 || f.kill_step < 1 || f.commit_every < 1 ||
+      f.batch_size < 1 || f.epochs < 1) {
+    return fail(
+        "--repeat, --kill-step, --commit-every, --batch-size and --epochs "
+        "must be at least 1");
+  }
+  std::vector<int32_t> nps;
+  for (const std::string& item : SplitList(f.np)) {
+    StatusOr<int64_t> np = ParseInt(item, 2, 1024, "--np");
+    if (!np.ok()) return fail(np.status().message() + " (a kill needs 2)");
+    nps.push_back(static_cast<int32_t>(*np));
+  }
+  const std::vector<std::string> models = SplitList(f.models);
+  if (nps.empty() || models.empty()) return fail("--np and --models are empty");
+  const std::string kolorun =
+      f.kolorun.empty() ? FindTool("kolorun") : f.kolorun;
+  const std::string kolo_train =
+      f.kolo_train.empty() ? FindTool("kolo-train") : f.kolo_train;
+  for (const std::string& tool : {kolorun, kolo_train}) {
+    if (access(tool.c_str(), X_OK) != 0) {
+      return fail(tool + " is not an executable (see --kolorun, --kolo-train)");
+    }
+  }
+  char dir_template[] = "/tmp/kolo-bench-elastic-XXXXXX";
+  if (mkdtemp(dir_template) == nullptr)
+    return fail("cannot make a scratch dir");
+  const fs::path scratch(dir_template);
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+    }
+  } cleanup{scratch};
+
+  json records = json::array();
+  fmt::print("{:<10} {:>3}  {:>11}  {:>10}  {:>12}  {:>12}  {:>9}  {:>9}\n",
+             "model", "np", "recovery s", "steps lost", "img/s before",
+             "img/s after", "acc plain", "acc fault");
+  for (const std::string& model : models) {
+    for (int32_t np : nps) {
+      std::vector<double> recovery, before, after, lost, plain_acc, fault_acc;
+      for (int32_t run = 0; run < f.repeat; ++run) {
+        for (bool faulty : {false, true}) {
+          const fs::path json_path =
+              scratch / fmt::format("{}-{}-{}-{}.json", model, np, run, faulty);
+          const fs::path log = scratch / "log.txt";
+          StatusOr<RunOutput> out = RunJob(
+              JobCommand(f, kolorun, kolo_train, model, np, json_path, faulty),
+              json_path, log);
+          if (!out.ok()) return fail(out.status().message());
+          const double accuracy = out->result.value("test_accuracy", 0.0);
+          json record = {{"model", model},
+                         {"np", np},
+                         {"run", run},
+                         {"faulty", faulty},
+                         {"test_accuracy", accuracy},
+                         {"resets", out->result.value("resets", 0)}};
+          if (!faulty) {
+            plain_acc.push_back(accuracy);
+          } else {
+            fault_acc.push_back(accuracy);
+            StatusOr<double> kill_time = FindKillTime(out->output);
+            if (!kill_time.ok()) return fail(kill_time.status().message());
+            StatusOr<RecoveryMeasurement> m = MeasureRecovery(
+                out->result["step_times"], *kill_time, f.kill_step,
+                out->result.value("global_batch", int64_t{1}));
+            if (!m.ok()) return fail(m.status().message());
+            recovery.push_back(m->recovery_seconds);
+            lost.push_back(static_cast<double>(m->steps_lost));
+            before.push_back(m->images_per_second_before);
+            after.push_back(m->images_per_second_after);
+            record["recovery_seconds"] = m->recovery_seconds;
+            record["steps_lost"] = m->steps_lost;
+            record["images_per_second_before"] = m->images_per_second_before;
+            record["images_per_second_after"] = m->images_per_second_after;
+          }
+          records.push_back(record);
+        }
+      }
+      fmt::print(
+          "{:<10} {:>3}  {:>11.3f}  {:>10.0f}  {:>12.0f}  {:>12.0f}  "
+          "{:>8.2f}%  {:>8.2f}%\n",
+          model, np, SpreadOf(recovery).median, SpreadOf(lost).median,
+          SpreadOf(before).median, SpreadOf(after).median,
+          100 * SpreadOf(plain_acc).median, 100 * SpreadOf(fault_acc).median);
+      std::fflush(stdout);
+    }
+  }
+  if (!f.json_path.empty()) {
+    Status written =
+        WriteJsonFile(f.json_path, {{"benchmark", "elastic"},
+                                    {"kill_step", f.kill_step},
+                                    {"commit_every", f.commit_every},
+                                    {"records", records}});
+    if (!written.ok()) return fail(written.message());
+  }
+  return 0;
+}
+
+}  // namespace kolo::bench
