@@ -179,5 +179,34 @@ TEST(DistributedOptimizerAloneTest, StepsLikeTheBareOptimizer) {
             std::chrono::steady_clock::time_point());
 }
 
+TEST(DistributedOptimizerAloneTest, ALaterOptimizerOnTheSameModelStepsAlone) {
+  // An elastic job builds one DistributedOptimizer per round over the same
+  // parameters: the first one's hooks must leave with it. Left behind, they
+  // call into freed memory; that crashed kolo-train --elastic at its first
+  // reset, and may go unseen here (no sanitizer in the LibTorch build).
+  ASSERT_FALSE(IsInitialized());
+  ::torch::manual_seed(5);
+  ::torch::nn::Linear model(4, 3);
+  ::torch::optim::SGD inner(model->parameters(),
+                            ::torch::optim::SGDOptions(0.1));
+  const ::torch::Tensor x = ::torch::randn({8, 4});
+  const ::torch::Tensor y = ::torch::randn({8, 3});
+  for (int round = 0; round < 3; ++round) {
+    torch::DistributedOptimizerOptions options;
+    options.backward_passes_per_step = 2;
+    torch::DistributedOptimizer distributed(inner, model->named_parameters(),
+                                            options);
+    const ::torch::Tensor before = model->weight.detach().clone();
+    distributed.ZeroGrad();
+    for (int half = 0; half < 2; ++half) {
+      ::torch::mse_loss(model->forward(x.narrow(0, 4 * half, 4)),
+                        y.narrow(0, 4 * half, 4))
+          .backward();
+      ASSERT_TRUE(distributed.Step().ok()) << round;
+    }
+    EXPECT_FALSE(::torch::equal(before, model->weight.detach())) << round;
+  }
+}
+
 }  // namespace
 }  // namespace kolo

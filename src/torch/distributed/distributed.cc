@@ -324,6 +324,7 @@ StatusOr<double> AverageMetric(double value, const std::string& name) {
 struct DistributedOptimizer::Parameter {
   std::string name;
   ::torch::Tensor tensor;
+  unsigned hook = 0;        // removed with the optimizer
   int32_t passes_seen = 0;  // hook calls since the last step
   Bucket* bucket = nullptr;
   int64_t offset = 0;      // where its elements start in the bucket
@@ -352,10 +353,11 @@ DistributedOptimizer::DistributedOptimizer(
     Parameter* raw = parameter.get();
     // The hook sees each gradient as autograd produces it, before it is
     // accumulated into .grad, and returns it unchanged.
-    parameter->tensor.register_hook([this, raw](const ::torch::Tensor& grad) {
-      OnGradient(*raw, grad);
-      return grad;
-    });
+    parameter->hook = parameter->tensor.register_hook(
+        [this, raw](const ::torch::Tensor& grad) {
+          OnGradient(*raw, grad);
+          return grad;
+        });
     parameters_.push_back(std::move(parameter));
   }
   // Autograd produces the last layers' gradients first.
@@ -386,6 +388,9 @@ DistributedOptimizer::DistributedOptimizer(
 }
 
 DistributedOptimizer::~DistributedOptimizer() {
+  // The parameters outlive this optimizer (an elastic job builds a new one
+  // for every round): their hooks must not call into it any more.
+  for (auto& p : parameters_) p->tensor.remove_hook(p->hook);
   // Outstanding reductions read our buckets: let them finish.
   for (auto& b : buckets_) {
     if (b->enqueued) (void)b->handle.Wait();
