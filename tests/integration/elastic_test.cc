@@ -227,6 +227,15 @@ TEST_F(ElasticTest, TooFewWorkersWaitForTheElasticTimeoutThenFailSayingSo) {
   EXPECT_LT(r.seconds, 20) << Describe(r);
 }
 
+TEST_F(ElasticTest, AJobWhoseWorkersCannotStartFailsAtOnce) {
+  RunResult r = RunProgram(ElasticJob(3, {}, {"--crash-from-worker", "0"}), {},
+                           std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 7) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("before the first round formed"));
+  EXPECT_THAT(r.err, HasSubstr("crashing at start as told"));
+  EXPECT_LT(r.seconds, 20) << Describe(r);
+}
+
 TEST_F(ElasticTest, TooManyResetsEndTheJob) {
   RunResult r =
       RunProgram(ElasticJob(3, {"--min-np", "1", "--reset-limit", "1"},

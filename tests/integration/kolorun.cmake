@@ -24,12 +24,13 @@ if(TARGET kolorun)
 
   set(KOLORUN_UNIT_TEST_DIR ${PROJECT_SOURCE_DIR}/tests/tools/kolorun)
   add_executable(kolorun_unit_test
+    ${KOLORUN_UNIT_TEST_DIR}/elastic_test.cc
     ${KOLORUN_UNIT_TEST_DIR}/hosts_test.cc
     ${KOLORUN_UNIT_TEST_DIR}/remote_test.cc
     ${KOLORUN_UNIT_TEST_DIR}/job_test.cc
     ${KOLORUN_UNIT_TEST_DIR}/options_test.cc
     ${KOLORUN_UNIT_TEST_DIR}/output_test.cc)
-  target_link_libraries(kolorun_unit_test PRIVATE kolorun_lib GTest::gtest_main)
+  target_link_libraries(kolorun_unit_test PRIVATE kolorun_lib GTest::gmock GTest::gtest_main)
   gtest_discover_tests(kolorun_unit_test TEST_PREFIX kolorun. DISCOVERY_TIMEOUT 60
     PROPERTIES TIMEOUT 120)
 endif()

@@ -702,6 +702,15 @@ void Driver::OnExit(Worker* worker, int wait_status) {
     if (options_.verbose) Say(Describe(*worker) + " left (host removed)");
     return;
   }
+  if (round_ < 0) {
+    // Nothing trained yet: a worker that cannot start (a bad flag, missing
+    // data) would fail the same way again and again.
+    Say(Describe(*worker) + " " + DescribeWaitStatus(wait_status) +
+        " before the first round formed");
+    Fail(ExitCodeOf(wait_status),
+         "a job whose workers fail before it starts is not retried; stopping");
+    return;
+  }
   if (worker->evicted) {
     Say(Describe(*worker) + " " + DescribeWaitStatus(wait_status) +
         " after its eviction");

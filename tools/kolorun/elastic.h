@@ -23,6 +23,9 @@
 //    host. A host with kBlacklistFailures failures gets no new workers for
 //    --blacklist-cooldown seconds (its running workers go on); then its
 //    count starts again.
+//  - A worker that fails before the first round formed fails the job: a
+//    program that cannot start (a bad flag, missing data) would only fail
+//    again.
 //  - A worker whose heartbeat stops for --heartbeat-timeout seconds (it is
 //    frozen: SIGSTOP, a debugger, a machine that hangs) is evicted: named,
 //    written into the failure news and killed, so that its peers' waits end

@@ -5,11 +5,14 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace kolo {
 namespace kolorun {
 namespace {
+
+using ::testing::HasSubstr;
 
 EnvLookup FakeEnv(std::map<std::string, std::string> vars) {
   return [vars](const char* name) -> std::optional<std::string> {
@@ -231,6 +234,53 @@ TEST(ParseOptionsTest, PerNode) {
   EXPECT_EQ(options->rendezvous, "10.1.0.1:29500");
   EXPECT_EQ(options->secret_file, "/s");
   EXPECT_EQ(options->command, (std::vector<std::string>{"prog", "x"}));
+}
+
+TEST(ParseOptionsTest, Elastic) {
+  StatusOr<LaunchOptions> options =
+      Parse({"--elastic", "-np", "4", "--min-np", "2", "--max-np", "6",
+             "--reset-limit", "5", "--elastic-timeout", "30",
+             "--heartbeat-timeout", "2", "--blacklist-cooldown", "10", "prog"});
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_TRUE(options->elastic);
+  EXPECT_EQ(options->num_ranks, 4);
+  EXPECT_EQ(options->min_np, 2);
+  EXPECT_EQ(options->max_np, 6);
+  EXPECT_EQ(options->reset_limit, 5);
+  EXPECT_EQ(options->elastic_timeout_seconds, 30);
+  EXPECT_EQ(options->heartbeat_timeout_seconds, 2);
+  EXPECT_EQ(options->blacklist_cooldown_seconds, 10);
+
+  StatusOr<LaunchOptions> defaults = Parse({"--elastic", "-np", "3", "prog"});
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->min_np, 3);
+  EXPECT_EQ(defaults->max_np, 3);
+  EXPECT_EQ(defaults->reset_limit, -1);
+}
+
+TEST(ParseOptionsTest, ElasticErrorsNameTheFlags) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{"--min-np", "2", "-np", "2", "prog"}, "--min-np belongs to elastic"},
+      {{"--elastic", "-np", "2", "--min-np", "3", "prog"},
+       "--min-np 3 <= -np 2 <= --max-np 2 does not hold"},
+      {{"--elastic", "-np", "4", "--max-np", "3", "prog"}, "does not hold"},
+      {{"--elastic", "-np", "2", "--heartbeat-timeout", "0", "prog"},
+       "--heartbeat-timeout must be a positive number of seconds"},
+      {{"--elastic", "-np", "2", "--backend", "mpi", "prog"},
+       "MPI's world cannot change size"},
+      {{"--elastic", "-np", "2", "-H", "a:2", "--host-discovery-script", "x",
+        "prog"},
+       "give one"},
+  };
+  for (const Case& c : cases) {
+    StatusOr<LaunchOptions> options = Parse(c.args);
+    ASSERT_FALSE(options.ok()) << c.message;
+    EXPECT_THAT(options.status().message(), HasSubstr(c.message));
+  }
 }
 
 TEST(ParseOptionsTest, AgentNeedsNothingElse) {
