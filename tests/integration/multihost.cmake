@@ -3,7 +3,8 @@
 # --remote-shell 'ip netns exec {host}', a hostfile, ssh and the per-node
 # form. They need root (skipped otherwise); namespaces are global to the
 # machine, so they run one at a time: ctest -L multihost.
-if(TARGET kolorun AND TARGET collectives_worker AND TARGET kolorun_worker)
+if(TARGET kolorun AND TARGET collectives_worker AND TARGET kolorun_worker
+   AND TARGET elastic_worker)
   find_package(nlohmann_json REQUIRED)  # kolo-train's --json result
   add_executable(multihost_test ${CMAKE_CURRENT_LIST_DIR}/multihost_test.cc)
   target_link_libraries(multihost_test PRIVATE kolo_testing
@@ -11,8 +12,10 @@ if(TARGET kolorun AND TARGET collectives_worker AND TARGET kolorun_worker)
   target_compile_definitions(multihost_test PRIVATE
     KOLORUN_PATH="$<TARGET_FILE:kolorun>"
     COLLECTIVES_WORKER_PATH="$<TARGET_FILE:collectives_worker>"
-    KOLORUN_WORKER_PATH="$<TARGET_FILE:kolorun_worker>")
-  add_dependencies(multihost_test kolorun collectives_worker kolorun_worker)
+    KOLORUN_WORKER_PATH="$<TARGET_FILE:kolorun_worker>"
+    ELASTIC_WORKER_PATH="$<TARGET_FILE:elastic_worker>")
+  add_dependencies(multihost_test kolorun collectives_worker kolorun_worker
+    elastic_worker)
   # A build without LibTorch has no kolo-train; its test then skips.
   if(TARGET kolo-train)
     target_compile_definitions(multihost_test PRIVATE

@@ -57,6 +57,7 @@ using Host = NetnsCluster::Host;
 constexpr const char* kKolorun = KOLORUN_PATH;
 constexpr const char* kCollectivesWorker = COLLECTIVES_WORKER_PATH;
 constexpr const char* kKolorunWorker = KOLORUN_WORKER_PATH;
+constexpr const char* kElasticWorker = ELASTIC_WORKER_PATH;
 #ifdef KOLO_TRAIN_PATH
 constexpr const char* kKoloTrain = KOLO_TRAIN_PATH;
 constexpr const char* kFashionMnistDir = KOLO_FASHION_MNIST_DIR;
@@ -356,8 +357,8 @@ class MultihostTest : public ::testing::Test {
   // an agent), a worker or kolo-train: "PID PATH in HOST".
   std::vector<std::string> JobProcesses() const {
     std::set<std::string> programs;
-    for (const char* program :
-         {kKolorun, kCollectivesWorker, kKolorunWorker, kKoloTrain}) {
+    for (const char* program : {kKolorun, kCollectivesWorker, kKolorunWorker,
+                                kElasticWorker, kKoloTrain}) {
       std::error_code ignored;
       if (*program != '\0')
         programs.insert(
@@ -918,4 +919,78 @@ TEST_F(MultihostTest, KoloTrainAcrossHostsMatchesOneHost) {
 }
 
 }  // namespace
+// ----------------------------------------------------------------- elastic
+
+// The "final" lines of an elastic_worker job (elastic_test.cc has the
+// worker): its step count, sample checksum and parameters.
+std::vector<std::string> ElasticFinals(const std::string& out) {
+  std::vector<std::string> finals;
+  static const std::regex kFinal(R"(worker \d+: final (steps .*))");
+  for (const std::string& line : Lines(out)) {
+    std::smatch match;
+    if (std::regex_search(line, match, kFinal)) finals.push_back(match[1]);
+  }
+  return finals;
+}
+
+const std::vector<std::string> kElasticTraining = {kElasticWorker,
+                                                   "--steps",
+                                                   "40",
+                                                   "--global-batch",
+                                                   "24",
+                                                   "--commit-every",
+                                                   "5",
+                                                   "--step-ms",
+                                                   "20"};
+
+// The same training on this machine alone, uninterrupted.
+std::string OneHostElasticResult() {
+  std::vector<std::string> argv = {kKolorun, "--elastic", "-np", "4"};
+  argv.insert(argv.end(), kElasticTraining.begin(), kElasticTraining.end());
+  RunResult r = RunProgram(argv, {}, std::chrono::seconds(60));
+  const std::vector<std::string> finals = ElasticFinals(r.out);
+  return r.exit_code == 0 && finals.size() == 4 ? finals[0]
+                                                : "failed: " + r.err;
+}
+
+TEST_F(MultihostTest, ElasticJobCarriesOnWhenAWorkerOnTheSecondHostDies) {
+  NetnsCluster* cluster = MakeCluster(2);
+  ASSERT_NE(cluster, nullptr);
+  const std::vector<Host>& hosts = cluster->hosts();
+  std::vector<std::string> args = {"--elastic", "-np", "4"};
+  args.insert(args.end(), kElasticTraining.begin(), kElasticTraining.end());
+  args.insert(args.end(), {"--kill", "17:3"});
+  RunResult r = RunKolorun(hosts[0], OnHosts(hosts, 2, args));
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("worker 3 (rank 3 of round 0 on " +
+                               hosts[1].name + ")"));
+  // Its replacement starts on the same host, through its own agent.
+  EXPECT_THAT(r.err, HasSubstr("round 1: 4 workers (rank order: 0 1 2 4)"));
+  const std::vector<std::string> finals = ElasticFinals(r.out);
+  ASSERT_EQ(finals.size(), 4u) << Describe(r);
+  // Bit-for-bit on two hosts, whoever died; the one-host run of the same
+  // global batch sums in another order, so its last digits may differ.
+  for (const std::string& final : finals) EXPECT_EQ(final, finals[0]);
+  const std::string one_host = OneHostElasticResult();
+  EXPECT_EQ(finals[0].substr(0, finals[0].find(" w ")),
+            one_host.substr(0, one_host.find(" w ")))
+      << one_host;
+}
+
+TEST_F(MultihostTest, ElasticJobEvictsAFrozenWorkerOnAnotherHost) {
+  NetnsCluster* cluster = MakeCluster(2);
+  ASSERT_NE(cluster, nullptr);
+  const std::vector<Host>& hosts = cluster->hosts();
+  std::vector<std::string> args = {"--elastic", "-np", "4",
+                                   "--heartbeat-timeout", "2"};
+  args.insert(args.end(), kElasticTraining.begin(), kElasticTraining.end());
+  args.insert(args.end(), {"--freeze", "12:2"});
+  RunResult r = RunKolorun(hosts[0], OnHosts(hosts, 2, args));
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("worker 2 (rank 2 of round 0 on " +
+                               hosts[1].name + ") sent no heartbeat"));
+  EXPECT_LT(r.seconds, 20.0) << Describe(r);
+  EXPECT_EQ(ElasticFinals(r.out).size(), 4u) << Describe(r);
+}
+
 }  // namespace kolo::testing

@@ -249,6 +249,16 @@ int RunAgent(SignalWatcher* signals) {
   std::vector<ProcessSpec> specs = BuildHostRanks(
       ranks, program_path, command, settings, CurrentEnvironment(),
       CoreBlocks(UsableCores(), ranks.local_size, bind_to));
+  // An elastic worker's agent runs one rank, which the driver names by
+  // its worker id ("worker 5", "[w5]") since its rank changes.
+  const std::string tag = launch->value("tag", "");
+  if (!tag.empty()) {
+    for (ProcessSpec& spec : specs) {
+      spec.name = launch->value("name", tag) + " on " + ranks.host;
+      spec.stdout_prefix = "[" + tag + "]<stdout>: ";
+      spec.stderr_prefix = "[" + tag + "]<stderr>: ";
+    }
+  }
   LauncherOptions launcher_options;
   launcher_options.verbose = launch->value("verbose", false);
   launcher_options.stop_fd = STDIN_FILENO;

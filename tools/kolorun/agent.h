@@ -17,11 +17,13 @@
 //        [{host, address, error}]}, an empty error meaning reached.
 //   3. launch     {host, ranks: {first_rank, local_size, size, cross_rank,
 //                  cross_size}, command, settings: [[name, value]...],
-//                  bind_to, verbose}
+//                  bind_to, verbose, [tag, name]}
 //        The agent starts its ranks and supervises them like a one-host
 //        kolorun; from then on its stdout and stderr carry their tagged
 //        lines and its own messages ("rank 5 on h2 was killed by signal
-//        9"), and its exit status is the job's on this host.
+//        9"), and its exit status is the job's on this host. With `tag`
+//        (kolorun --elastic: one agent per worker) its one rank's lines are
+//        tagged "[tag]" and its messages call it `name`.
 //
 // The job's secret travels in `settings`, on stdin, never on a command
 // line. The driver keeps the agent's stdin open for the whole job: its end

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent_link.h"
 #include "hosts.h"
 #include "job.h"
 #include "kolo_internal/config.h"
@@ -36,193 +37,6 @@ void Say(const std::string& text) {
   WriteAll(STDERR_FILENO, "kolorun: " + text + "\n");
 }
 
-// One host's agent, as the driver sees it during the preflight.
-struct AgentLink {
-  HostAssignment place;
-  Child child;
-  std::string out;  // stdout not yet cut into lines
-  std::string err;  // all it wrote to stderr so far
-  bool out_open = true;
-  bool err_open = true;
-  bool exited = false;
-  int wait_status = 0;
-  Json preflight;  // its answer to step 1
-  std::vector<std::string> problems;
-};
-
-std::string Trim(const std::string& text) {
-  size_t begin = text.find_first_not_of(" \t\r\n");
-  if (begin == std::string::npos) return "";
-  size_t end = text.find_last_not_of(" \t\r\n");
-  return text.substr(begin, end - begin + 1);
-}
-
-// Why an agent gave no answer: what its remote shell said, and how it
-// ended.
-std::string Silence(const AgentLink& link) {
-  std::string said = Trim(link.err);
-  std::string how;
-  if (link.exited) {
-    how = "its remote shell " + DescribeWaitStatus(link.wait_status);
-  } else {
-    how = "no answer";
-  }
-  return said.empty() ? how : said + " (" + how + ")";
-}
-
-void ReadInto(int* fd, std::string* into, bool* open) {
-  char buffer[65536];
-  while (*fd >= 0) {
-    ssize_t n = read(*fd, buffer, sizeof(buffer));
-    if (n > 0) {
-      into->append(buffer, static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    close(*fd);
-    *fd = -1;
-    *open = false;
-  }
-}
-
-void Reap(AgentLink* link) {
-  if (link->exited) return;
-  pid_t pid;
-  do {
-    pid = waitpid(link->child.pid, &link->wait_status, WNOHANG);
-  } while (pid < 0 && errno == EINTR);
-  if (pid != 0) link->exited = true;
-}
-
-// Sends requests[i] (a line) to every agent that has one and waits, until
-// `deadline`, for one line back from each. Returns, per agent, its answer;
-// an agent without one gets a problem saying why. A signal to kolorun
-// (Ctrl-C) ends the wait at once and returns false.
-bool Exchange(std::vector<AgentLink>* links,
-              const std::vector<std::string>& requests,
-              Clock::time_point deadline, const std::string& type,
-              SignalWatcher* signals,
-              std::vector<std::optional<Json>>* answers) {
-  answers->assign(links->size(), std::nullopt);
-  std::vector<bool> waiting(links->size(), false);
-  for (size_t i = 0; i < links->size(); ++i) {
-    AgentLink& link = (*links)[i];
-    if (requests[i].empty()) continue;
-    WriteAll(link.child.stdin_fd, requests[i] + "\n");
-    waiting[i] = true;
-  }
-  while (true) {
-    std::vector<pollfd> fds = {{signals->fd(), POLLIN, 0}};
-    std::vector<std::pair<size_t, bool>> owners;  // agent, is stdout
-    for (size_t i = 0; i < links->size(); ++i) {
-      AgentLink& link = (*links)[i];
-      if (!waiting[i]) continue;
-      size_t newline = link.out.find('\n');
-      if (newline != std::string::npos) {
-        std::string line = link.out.substr(0, newline);
-        link.out.erase(0, newline + 1);
-        Json answer = Json::parse(line, nullptr, false);
-        if (answer.is_object() && answer.value("type", "") == type) {
-          (*answers)[i] = std::move(answer);
-        } else {
-          link.problems.push_back("answered '" + line.substr(0, 120) +
-                                  "' instead of the agent's " + type);
-        }
-        waiting[i] = false;
-        continue;
-      }
-      if (!link.out_open) {
-        // Its stderr may still hold the reason; give it a moment.
-        if (link.err_open)
-          ReadInto(&link.child.stderr_fd, &link.err, &link.err_open);
-        Reap(&link);
-        if (!link.exited) {
-          usleep(20000);
-          Reap(&link);
-        }
-        link.problems.push_back(Silence(link));
-        waiting[i] = false;
-        continue;
-      }
-      fds.push_back({link.child.stdout_fd, POLLIN, 0});
-      owners.emplace_back(i, true);
-      if (link.err_open) {
-        fds.push_back({link.child.stderr_fd, POLLIN, 0});
-        owners.emplace_back(i, false);
-      }
-    }
-    if (owners.empty()) {
-      // Either every agent answered or told why not.
-      bool all = true;
-      for (size_t i = 0; i < links->size(); ++i) all = all && !waiting[i];
-      if (all) return true;
-    }
-    const auto now = Clock::now();
-    if (now >= deadline) break;
-    int timeout_ms =
-        static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                             deadline - now)
-                             .count()) +
-        1;
-    int ready = poll(fds.data(), fds.size(), timeout_ms);
-    if (ready < 0 && errno != EINTR) break;
-    if (fds[0].revents != 0) {
-      for (int signal : signals->ReadPending()) {
-        if (signal == SIGCHLD) continue;
-        Say("received signal " + std::to_string(signal) +
-            " during the preflight; starting nothing");
-        return false;
-      }
-    }
-    for (size_t k = 1; k < fds.size(); ++k) {
-      if (fds[k].revents == 0) continue;
-      AgentLink& link = (*links)[owners[k - 1].first];
-      if (owners[k - 1].second) {
-        ReadInto(&link.child.stdout_fd, &link.out, &link.out_open);
-      } else {
-        ReadInto(&link.child.stderr_fd, &link.err, &link.err_open);
-      }
-    }
-  }
-  for (size_t i = 0; i < links->size(); ++i) {
-    if (!waiting[i]) continue;
-    AgentLink& link = (*links)[i];
-    Reap(&link);
-    std::string said = Trim(link.err);
-    link.problems.push_back("no answer within the --start-timeout" +
-                            (said.empty() ? "" : " (it said: " + said + ")"));
-  }
-  return true;
-}
-
-// Closes the agents' stdin (which ends them), then makes sure they are
-// gone.
-void StopAgents(std::vector<AgentLink>* links) {
-  for (AgentLink& link : *links) {
-    if (link.child.stdin_fd >= 0) close(link.child.stdin_fd);
-    link.child.stdin_fd = -1;
-  }
-  const auto deadline = Clock::now() + std::chrono::seconds(2);
-  for (AgentLink& link : *links) {
-    while (!link.exited && Clock::now() < deadline) {
-      Reap(&link);
-      if (!link.exited) usleep(10000);
-    }
-    if (!link.exited) {
-      SignalGroup(link.child.pid, SIGKILL);
-      while (waitpid(link.child.pid, &link.wait_status, 0) < 0 &&
-             errno == EINTR) {
-      }
-      link.exited = true;
-    }
-    for (int* fd : {&link.child.stdout_fd, &link.child.stderr_fd}) {
-      if (*fd >= 0) close(*fd);
-      *fd = -1;
-    }
-  }
-}
-
 bool ReportProblems(const std::vector<AgentLink>& links) {
   bool any = false;
   for (const AgentLink& link : links) any = any || !link.problems.empty();
@@ -234,11 +48,6 @@ bool ReportProblems(const std::vector<AgentLink>& links) {
   }
   Say(text);
   return true;
-}
-
-std::string CurrentDirectory() {
-  char path[4096];
-  return getcwd(path, sizeof(path)) != nullptr ? path : ".";
 }
 
 // KOLO_* settings in kolorun's environment reach every rank, as they would
@@ -288,31 +97,8 @@ int RunCluster(const LaunchOptions& options, SignalWatcher* signals) {
   // Every agent starts at once; each may take seconds to connect.
   std::vector<AgentLink> links;
   for (const HostAssignment& place : *placed) {
-    AgentLink link;
+    AgentLink link = StartAgent(options, place.host, *self, signals);
     link.place = place;
-    ChildSpec spec;
-    spec.argv = RemoteCommand(options, place.host, {*self, "--agent"});
-    spec.env = CurrentEnvironment();
-    spec.stdin_pipe = true;
-    StatusOr<std::string> shell = FindExecutable(spec.argv[0]);
-    if (!shell.ok()) {
-      link.problems.push_back("cannot start its agent: " +
-                              shell.status().message());
-      link.exited = true;
-      links.push_back(std::move(link));
-      continue;
-    }
-    spec.path = *shell;
-    if (options.verbose)
-      Say("agent on " + place.host + ": " + JoinCommand(spec.argv));
-    StatusOr<Child> child = SpawnChild(spec, signals->original_mask());
-    if (!child.ok()) {
-      link.problems.push_back("cannot start its agent: " +
-                              child.status().message());
-      link.exited = true;
-    } else {
-      link.child = *child;
-    }
     links.push_back(std::move(link));
   }
   auto fail = [&](int code) {

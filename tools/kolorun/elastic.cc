@@ -15,11 +15,14 @@
 #include <set>
 #include <utility>
 
+#include "agent_link.h"
 #include "job.h"
 #include "kolo_internal/config.h"
 #include "kolo_internal/elastic.h"
+#include "kolo_internal/net.h"
 #include "kolo_internal/store.h"
 #include "output.h"
+#include "remote.h"
 
 namespace kolo {
 namespace kolorun {
@@ -166,6 +169,7 @@ struct Worker {
   int64_t id = 0;
   std::string host;
   pid_t pid = -1;
+  int stdin_fd = -1;  // a remote worker's agent: closing it stops the agent
   bool running = false;
   Stream out;
   Stream err;
@@ -180,9 +184,11 @@ struct Worker {
 class Driver {
  public:
   Driver(const LaunchOptions& options, std::string program_path,
-         SignalWatcher* signals, TcpStoreServer* server, StoreInfo store)
+         std::string self, SignalWatcher* signals, TcpStoreServer* server,
+         StoreInfo store)
       : options_(options),
         program_path_(std::move(program_path)),
+        self_(std::move(self)),
         signals_(signals),
         store_(server->local()),
         store_info_(std::move(store)) {}
@@ -201,6 +207,11 @@ class Driver {
   void Discover(Clock::time_point now);
   void FillSlots(Clock::time_point now);
   Worker* Spawn(const std::string& host);
+  // A worker on another host, through an agent of its own (agent.h): the
+  // preflight and the launch, under --start-timeout.
+  Status StartRemote(Worker* worker, EnvList settings);
+  // What every worker is told, besides where it runs.
+  EnvList WorkerSettings(const Worker& worker) const;
   void CheckHeartbeats(Clock::time_point now);
   void CheckBrokenRound(Clock::time_point now);
   void MaybePublishRound(Clock::time_point now);
@@ -224,9 +235,13 @@ class Driver {
 
   const LaunchOptions& options_;
   const std::string program_path_;
+  const std::string self_;  // this kolorun, which other hosts run as agent
   SignalWatcher* const signals_;
   Store& store_;
   const StoreInfo store_info_;
+  // The address the store listens on, which other hosts' workers reach.
+  const std::string store_host_ =
+      store_info_.address.substr(0, store_info_.address.rfind(':'));
   std::vector<std::string> base_env_ = CurrentEnvironment();
 
   std::vector<HostRecord> hosts_;
@@ -281,15 +296,20 @@ Status Driver::InitHosts() {
   if (hosts.empty() && options_.host_discovery_script.empty()) {
     hosts.push_back(HostSlots{"localhost", options_.max_np});
   }
-  for (const HostSlots& host : hosts) {
-    if (!IsLocalHost(host.name)) {
-      return InvalidArgument(
-          "--elastic starts workers on this machine only for now; host '" +
-          host.name + "' is another one");
-    }
-    AddHost(host);
-  }
+  for (const HostSlots& host : hosts) AddHost(host);
   return Status::Ok();
+}
+
+EnvList Driver::WorkerSettings(const Worker& worker) const {
+  EnvList settings = JobSettings(options_, store_info_);
+  settings.emplace_back(env::kElasticWorker, std::to_string(worker.id));
+  // Workers wait for a round somewhat longer than kolorun waits for
+  // workers, so that kolorun's message, not theirs, ends a starved job.
+  settings.emplace_back(env::kElasticTimeoutSeconds,
+                        std::to_string(options_.elastic_timeout_seconds + 30));
+  if (worker.host != "localhost")
+    settings.emplace_back(env::kHostId, worker.host);
+  return settings;
 }
 
 Worker* Driver::Spawn(const std::string& host) {
@@ -297,44 +317,124 @@ Worker* Driver::Spawn(const std::string& host) {
   worker->id = next_worker_id_++;
   worker->host = host;
   const std::string id = std::to_string(worker->id);
-
-  ChildSpec child;
-  child.path = program_path_;
-  child.argv = options_.command;
-  child.env = base_env_;
-  for (const char* name : {env::kRank, env::kSize, env::kLocalRank,
-                           env::kLocalSize, env::kCrossRank, env::kCrossSize}) {
-    UnsetEnv(&child.env, name);
+  EnvList settings = WorkerSettings(*worker);
+  std::string prefix = "[w" + id + "]";
+  if (IsLocalHost(host)) {
+    ChildSpec child;
+    child.path = program_path_;
+    child.argv = options_.command;
+    child.env = base_env_;
+    for (const char* name :
+         {env::kRank, env::kSize, env::kLocalRank, env::kLocalSize,
+          env::kCrossRank, env::kCrossSize}) {
+      UnsetEnv(&child.env, name);
+    }
+    // Its peers on other hosts reach it where they reach the store.
+    if (store_host_ != kStoreHost)
+      settings.emplace_back(env::kGlooHostname, store_host_);
+    for (const auto& [name, value] : settings) SetEnv(&child.env, name, value);
+    StatusOr<Child> started = SpawnChild(child, signals_->original_mask());
+    if (!started.ok()) {
+      Say("worker " + id + " on " + host + ": " + started.status().message());
+      return nullptr;
+    }
+    worker->pid = started->pid;
+    worker->out.fd = started->stdout_fd;
+    worker->err.fd = started->stderr_fd;
+  } else {
+    Status started = StartRemote(worker.get(), std::move(settings));
+    if (!started.ok()) {
+      Say("worker " + id + " on " + host + ": " + started.message());
+      return nullptr;
+    }
+    prefix.clear();  // its agent tags the lines
   }
-  for (const auto& [name, value] : JobSettings(options_, store_info_))
-    SetEnv(&child.env, name, value);
-  SetEnv(&child.env, env::kElasticWorker, id);
-  // Workers wait for a round somewhat longer than kolorun waits for
-  // workers, so that kolorun's message, not theirs, ends a starved job.
-  SetEnv(&child.env, env::kElasticTimeoutSeconds,
-         std::to_string(options_.elastic_timeout_seconds + 30));
-  if (!IsLocalHost(host) || host != "localhost")
-    SetEnv(&child.env, env::kHostId, host);
-
-  StatusOr<Child> started = SpawnChild(child, signals_->original_mask());
-  if (!started.ok()) {
-    Say("worker " + id + " on " + host + ": " + started.status().message());
-    return nullptr;
-  }
-  worker->pid = started->pid;
   worker->running = true;
-  worker->out.fd = started->stdout_fd;
   worker->out.out_fd = STDOUT_FILENO;
-  worker->out.splitter.emplace(LineFormat::kPrefix, "[w" + id + "]<stdout>: ");
-  worker->err.fd = started->stderr_fd;
+  worker->out.splitter.emplace(LineFormat::kPrefix,
+                               prefix.empty() ? "" : prefix + "<stdout>: ");
   worker->err.out_fd = STDERR_FILENO;
-  worker->err.splitter.emplace(LineFormat::kPrefix, "[w" + id + "]<stderr>: ");
+  worker->err.splitter.emplace(LineFormat::kPrefix,
+                               prefix.empty() ? "" : prefix + "<stderr>: ");
   if (options_.verbose) {
     Say("worker " + id + " on " + host + ": pid " +
         std::to_string(worker->pid));
   }
   workers_.push_back(std::move(worker));
   return workers_.back().get();
+}
+
+Status Driver::StartRemote(Worker* worker, EnvList settings) {
+  using Json = nlohmann::json;
+  std::vector<AgentLink> links;
+  links.push_back(StartAgent(options_, worker->host, self_, signals_));
+  AgentLink& link = links.front();
+  auto failed = [&](const std::string& why) {
+    std::string problems;
+    for (const std::string& problem : link.problems)
+      problems += (problems.empty() ? "" : "; ") + problem;
+    StopAgents(&links);
+    return FailedPrecondition(problems.empty() ? why : problems);
+  };
+  if (!link.problems.empty()) return failed("");
+  const auto deadline = Clock::now() + seconds(options_.start_timeout_seconds);
+  std::vector<std::optional<Json>> answers;
+  const Json preflight = {{"type", "preflight"},
+                          {"program", options_.command[0]},
+                          {"cwd", CurrentDirectory()},
+                          {"network_interface", options_.network_interface}};
+  if (!Exchange(&links, {preflight.dump()}, deadline, "preflight", signals_,
+                &answers) ||
+      !answers[0]) {
+    return failed("no preflight answer");
+  }
+  if (answers[0]->contains("error"))
+    return failed((*answers[0])["error"].get<std::string>());
+  // Its engine listens on its address in the store's subnet, else on its
+  // first one.
+  std::string address;
+  for (const Json& candidate : (*answers[0])["addresses"]) {
+    const std::string here = candidate.value("address", "");
+    if (address.empty()) address = here;
+    StatusOr<bool> near = AddressInSubnet(
+        store_host_,
+        here + "/" + std::to_string(candidate.value("prefix", 32)));
+    if (near.ok() && *near) {
+      address = here;
+      break;
+    }
+  }
+  settings.emplace_back(env::kGlooHostname, address);
+  const Json probe = {
+      {"type", "probe"}, {"targets", Json::array()}, {"timeout_ms", 1000}};
+  if (!Exchange(&links, {probe.dump()}, deadline, "probe", signals_,
+                &answers) ||
+      !answers[0]) {
+    return failed("no probe answer");
+  }
+  Json pairs = Json::array();
+  for (const auto& [name, value] : settings) pairs.push_back({name, value});
+  const Json launch = {{"type", "launch"},
+                       {"host", worker->host},
+                       {"ranks",
+                        {{"first_rank", 0},
+                         {"local_size", 1},
+                         {"size", 1},
+                         {"cross_rank", 0},
+                         {"cross_size", 1}}},
+                       {"command", options_.command},
+                       {"settings", pairs},
+                       {"bind_to", "none"},
+                       {"verbose", options_.verbose},
+                       {"tag", "w" + std::to_string(worker->id)},
+                       {"name", "worker " + std::to_string(worker->id)}};
+  WriteAll(link.child.stdin_fd, launch.dump() + "\n");
+  worker->pid = link.child.pid;
+  worker->stdin_fd = link.child.stdin_fd;
+  worker->out.fd = link.child.stdout_fd;
+  worker->err.fd = link.child.stderr_fd;
+  if (!Trim(link.err).empty()) Say(worker->host + ": " + Trim(link.err));
+  return Status::Ok();
 }
 
 std::optional<int32_t> Driver::RankOf(int64_t worker) const {
@@ -476,12 +576,6 @@ void Driver::Discover(Clock::time_point now) {
   std::set<std::string> listed;
   for (const HostSlots& host : *found) {
     listed.insert(host.name);
-    if (!IsLocalHost(host.name)) {
-      Say("--host-discovery-script lists '" + host.name +
-          "', another machine; --elastic starts workers on this machine only "
-          "for now");
-      continue;
-    }
     HostRecord* record = FindHost(host.name);
     if (record == nullptr) {
       AddHost(host);
@@ -677,6 +771,8 @@ void Driver::CountHostFailure(const std::string& host, Clock::time_point now) {
 
 void Driver::OnExit(Worker* worker, int wait_status) {
   worker->running = false;
+  if (worker->stdin_fd >= 0) close(worker->stdin_fd);
+  worker->stdin_fd = -1;
   Drain(&worker->out);
   Drain(&worker->err);
   const bool success = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
@@ -805,17 +901,31 @@ bool Driver::AnyStreamOpen() const {
 
 int RunElastic(const LaunchOptions& options, const std::string& program_path,
                SignalWatcher* signals) {
+  StatusOr<std::string> self = SelfPath();
   StatusOr<std::string> secret = NewJobSecret();
-  if (!secret.ok()) {
-    Say(secret.status().message());
+  if (!self.ok() || !secret.ok()) {
+    Say((!self.ok() ? self.status() : secret.status()).message());
     return 1;
   }
-  StatusOr<HostedStore> hosted = StartJobStore(kStoreHost, *secret);
+  // On loopback when every host is this one; otherwise on this machine's
+  // address on its route to the first other host.
+  std::string store_host = kStoreHost;
+  for (const HostSlots& host : options.hosts) {
+    if (IsLocalHost(host.name)) continue;
+    StatusOr<InterfaceAddress> route = RouteTo(host.name);
+    if (!route.ok()) {
+      Say("no route to host " + host.name + ": " + route.status().message());
+      return 1;
+    }
+    store_host = route->address;
+    break;
+  }
+  StatusOr<HostedStore> hosted = StartJobStore(store_host, *secret);
   if (!hosted.ok()) {
     Say(hosted.status().ToString());
     return 1;
   }
-  Driver driver(options, program_path, signals, hosted->server.get(),
+  Driver driver(options, program_path, *self, signals, hosted->server.get(),
                 hosted->info);
   const int exit_code = driver.Run();
   hosted->server->Stop();
