@@ -197,6 +197,45 @@ TEST(ConfigTest, HostIdentityAndHierarchicalSwitch) {
               HasSubstr("KOLO_HOST_ID is set but empty"));
 }
 
+TEST(ConfigTest, ElasticWorker) {
+  StatusOr<ElasticWorkerConfig> none = ReadElasticWorkerConfig(Env({}));
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(none.status().message().find("kolorun --elastic"),
+            std::string::npos);
+
+  StatusOr<ElasticWorkerConfig> config =
+      ReadElasticWorkerConfig(Env({{"KOLO_ELASTIC_WORKER", "7"},
+                                   {"KOLO_STORE_ADDR", "10.1.0.1:4000"},
+                                   {"KOLO_STORE_SECRET", "s"},
+                                   {"KOLO_ELASTIC_TIMEOUT_S", "90"},
+                                   {"KOLO_ELASTIC_HEARTBEAT_MS", "250"}}));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->worker, 7);
+  EXPECT_EQ(config->store.host, "10.1.0.1");
+  EXPECT_EQ(config->store.port, 4000);
+  EXPECT_EQ(config->store.secret, "s");
+  EXPECT_EQ(config->round_timeout, std::chrono::seconds(90));
+  EXPECT_EQ(config->heartbeat_interval, std::chrono::milliseconds(250));
+
+  const std::map<std::string, std::string> bad[] = {
+      {{"KOLO_ELASTIC_WORKER", "x"}, {"KOLO_STORE_ADDR", "h:1"}},
+      {{"KOLO_ELASTIC_WORKER", "1"}},
+      {{"KOLO_ELASTIC_WORKER", "1"}, {"KOLO_STORE_ADDR", "nohost"}},
+      {{"KOLO_ELASTIC_WORKER", "1"},
+       {"KOLO_STORE_ADDR", "h:1"},
+       {"KOLO_ELASTIC_HEARTBEAT_MS", "1"}},
+  };
+  const char* named[] = {"KOLO_ELASTIC_WORKER", "KOLO_STORE_ADDR",
+                         "KOLO_STORE_ADDR", "KOLO_ELASTIC_HEARTBEAT_MS"};
+  for (size_t i = 0; i < std::size(bad); ++i) {
+    StatusOr<ElasticWorkerConfig> failed = ReadElasticWorkerConfig(Env(bad[i]));
+    ASSERT_FALSE(failed.ok()) << named[i];
+    EXPECT_EQ(failed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(failed.status().message().find(named[i]), std::string::npos)
+        << failed.status().message();
+  }
+}
+
 TEST(ConfigTest, DirectPathIsOnUnlessTurnedOff) {
   EXPECT_TRUE(ReadInitOptions(Env({}))->direct_path.enabled);
   EXPECT_FALSE(
