@@ -219,6 +219,11 @@ class Driver {
   void ReapExited();
   void OnExit(Worker* worker, int wait_status);
   void RecordDeathInNews(const Worker& worker);
+  // Whether every member of the current round passed its gate.
+  bool RoundFormed();
+  // Closes the current round's gate unless every member passed it: those
+  // waiting there stop waiting, with `why`.
+  void CloseGate(const std::string& why);
   void CountHostFailure(const std::string& host, Clock::time_point now);
   void Fail(int exit_code, const std::string& why);
   void HandleSignals();
@@ -260,6 +265,7 @@ class Driver {
 
   Phase phase_ = Phase::kRunning;
   std::optional<Clock::time_point> finish_deadline_;
+  std::optional<Clock::time_point> finish_kill_deadline_;
   Clock::time_point kill_deadline_{};
   bool kill_sent_ = false;
   int exit_code_ = 0;
@@ -539,15 +545,29 @@ void Driver::Tick(Clock::time_point now) {
   }
   CheckHeartbeats(now);
   if (phase_ == Phase::kFinishing) {
-    // The members finish on their own; workers still waiting to join
-    // would wait for a round that never comes.
+    // The members of the round that trained finish on their own. Workers
+    // waiting to join would wait for a round that never comes, and so
+    // would the members of a round published just before the success,
+    // which never formed: its gate is closed and they are stopped too.
     if (finish_deadline_ && now >= *finish_deadline_) {
+      const bool formed = round_ >= 0 && RoundFormed();
+      if (!formed) CloseGate("the job finished");
       for (auto& worker : workers_) {
-        if (worker->running && !RankOf(worker->id) && !worker->stop_sent) {
+        const bool waiting = !RankOf(worker->id) || !formed;
+        if (worker->running && waiting && !worker->stop_sent) {
           SignalGroup(worker->pid, SIGTERM);
           worker->stop_sent = true;
         }
       }
+      finish_deadline_.reset();  // once
+      finish_kill_deadline_ = now + kTermGrace;
+    }
+    if (finish_kill_deadline_ && now >= *finish_kill_deadline_) {
+      for (auto& worker : workers_) {
+        if (worker->running && worker->stop_sent)
+          SignalGroup(worker->pid, SIGKILL);
+      }
+      finish_kill_deadline_.reset();
     }
     return;
   }
@@ -716,17 +736,9 @@ void Driver::MaybePublishRound(Clock::time_point now) {
 void Driver::PublishRound(const std::vector<int64_t>& members) {
   change_noticed_.reset();
   broken_noticed_.reset();
-  if (round_ >= 0) {
-    // Members still gathering for the old round must not wait for one
-    // that went away.
-    StatusOr<int64_t> arrivals =
-        store_.Add(elastic::GateArrivalsKey(round_), elastic::kGateClosed);
-    if (arrivals.ok() && *arrivals - elastic::kGateClosed <
-                             static_cast<int64_t>(members_.size())) {
-      (void)store_.Set(elastic::GateKey(round_),
-                       "replaced by round " + std::to_string(round_ + 1));
-    }
-  }
+  // Members still gathering for the old round must not wait for one that
+  // went away.
+  if (round_ >= 0) CloseGate("replaced by round " + std::to_string(round_ + 1));
   if (round_ >= 0) {
     ++resets_;
     if (options_.reset_limit >= 0 && resets_ > options_.reset_limit) {
@@ -746,6 +758,21 @@ void Driver::PublishRound(const std::vector<int64_t>& members) {
   for (int64_t worker : members_) list += " " + std::to_string(worker);
   Say("round " + std::to_string(round_) + ": " +
       std::to_string(members_.size()) + " workers (rank order:" + list + ")");
+}
+
+bool Driver::RoundFormed() {
+  StatusOr<int64_t> arrivals = store_.Add(elastic::GateArrivalsKey(round_), 0);
+  return arrivals.ok() && *arrivals % elastic::kGateClosed >=
+                              static_cast<int64_t>(members_.size());
+}
+
+void Driver::CloseGate(const std::string& why) {
+  StatusOr<int64_t> arrivals =
+      store_.Add(elastic::GateArrivalsKey(round_), elastic::kGateClosed);
+  if (arrivals.ok() && *arrivals % elastic::kGateClosed <
+                           static_cast<int64_t>(members_.size())) {
+    (void)store_.Set(elastic::GateKey(round_), why);
+  }
 }
 
 void Driver::RecordDeathInNews(const Worker& worker) {
