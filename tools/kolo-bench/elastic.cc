@@ -27,15 +27,17 @@ using nlohmann::json;
 // The rank the faulty runs kill: not rank 0, whose step times are read.
 constexpr int kKilledRank = 1;
 
-// Images per second over the steps in [first, last) of `times` (pairs of
-// step and seconds): the steps done over the time they took.
+// Images per second of the steps in [first, last) of `times` (pairs of
+// step and seconds): the global batch over the median time between two
+// consecutive completions, so that one slow step (an epoch's evaluation, a
+// worker joining) does not stand for the rest.
 double Rate(const std::vector<std::pair<int64_t, double>>& times, size_t first,
             size_t last, int64_t global_batch) {
-  if (last <= first + 1) return 0;
-  const double seconds = times[last - 1].second - times[first].second;
-  if (seconds <= 0) return 0;
-  return static_cast<double>(last - 1 - first) *
-         static_cast<double>(global_batch) / seconds;
+  std::vector<double> intervals;
+  for (size_t i = first + 1; i < last; ++i)
+    intervals.push_back(times[i].second - times[i - 1].second);
+  const double median = SpreadOf(intervals).median;
+  return median > 0 ? static_cast<double>(global_batch) / median : 0;
 }
 
 struct RunOutput {
@@ -76,6 +78,8 @@ std::vector<std::string> JobCommand(const ElasticFlags& f,
                                 std::to_string(f.epochs),
                                 "--batch-size",
                                 std::to_string(f.batch_size),
+                                "--global-batch",
+                                std::to_string(f.global_batch),
                                 "--commit-every",
                                 std::to_string(f.commit_every),
                                 "--train-subset",
@@ -113,26 +117,38 @@ StatusOr<RecoveryMeasurement> MeasureRecovery(const json& step_times,
                                               int64_t kill_step,
                                               int64_t global_batch) {
   std::vector<std::pair<int64_t, double>> times;
+  std::vector<int64_t> resets;
   for (const json& entry : step_times) {
-    if (!entry.is_array() || entry.size() < 2) {
-      return InvalidArgument("step_times entries are [step, seconds, ...]");
+    if (!entry.is_array() || entry.size() < 4 || !entry[0].is_number() ||
+        !entry[1].is_number() || !entry[3].is_number()) {
+      return InvalidArgument(
+          "step_times entries are [step, seconds, workers, resets]");
     }
     times.emplace_back(entry[0].get<int64_t>(), entry[1].get<double>());
+    resets.push_back(entry[3].get<int64_t>());
   }
-  // The first step completed after the kill: the survivors' first one in
-  // the new round.
+  // The first step completed after the reset the kill caused. (Rank 0 may
+  // complete the kill's own step a moment after the killed worker did, so
+  // the clock alone cannot tell.)
   size_t after = 0;
-  while (after < times.size() && times[after].second <= kill_time) ++after;
+  while (after < times.size() &&
+         (times[after].second <= kill_time || resets[after] == 0)) {
+    ++after;
+  }
   if (after == times.size()) {
     return InvalidArgument(fmt::format(
-        "rank 0 completed no step after the kill at t={:.6f}", kill_time));
+        "rank 0 completed no step after a reset following the kill at "
+        "t={:.6f}",
+        kill_time));
   }
+  size_t before = after;
+  while (before > 0 && times[before - 1].second > kill_time) --before;
   RecoveryMeasurement m;
   m.recovery_seconds = times[after].second - kill_time;
   // Step numbers count steps completed: the first redone one is the last
   // commit's step + 1.
   m.steps_lost = std::max<int64_t>(0, kill_step - (times[after].first - 1));
-  m.images_per_second_before = Rate(times, 0, after, global_batch);
+  m.images_per_second_before = Rate(times, 0, before, global_batch);
   m.images_per_second_after = Rate(times, after, times.size(), global_batch);
   return m;
 }
@@ -157,6 +173,9 @@ CLI::App* AddElasticCommand(CLI::App& app, ElasticFlags* f) {
   cmd->add_option("--batch-size", f->batch_size,
                   "batch per worker of the first round")
       ->capture_default_str();
+  cmd->add_option("--global-batch", f->global_batch,
+                  "images per step at every worker count")
+      ->capture_default_str();
   cmd->add_option("--epochs", f->epochs, "epochs of each run")
       ->capture_default_str();
   cmd->add_option("--train-subset", f->train_subset, "training images")
@@ -175,10 +194,10 @@ int RunElasticCommand(const ElasticFlags& f) {
     return 1;
   };
   if (f.repeat < 1 || f.kill_step < 1 || f.commit_every < 1 ||
-      f.batch_size < 1 || f.epochs < 1) {
+      f.batch_size < 1 || f.epochs < 1 || f.global_batch < 1) {
     return fail(
-        "--repeat, --kill-step, --commit-every, --batch-size and --epochs "
-        "must be at least 1");
+        "--repeat, --kill-step, --commit-every, --batch-size, --global-batch "
+        "and --epochs must be at least 1");
   }
   std::vector<int32_t> nps;
   for (const std::string& item : SplitList(f.np)) {

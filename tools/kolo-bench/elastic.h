@@ -13,7 +13,8 @@
 //     survivors' failure detection, the new round, the state sync and the
 //     steps redone are all inside);
 //   - steps lost: the steps between the last commit and the kill;
-//   - images/s before the kill and after the recovery;
+//   - images/s before the kill and after the recovery (the global batch
+//     over the median time between two steps);
 //   - the test accuracy of both runs, and their difference.
 // Medians over the repetitions. lenet trains on Fashion-MNIST, other models
 // on synthetic images (--image-size 32).
@@ -37,12 +38,16 @@ struct ElasticFlags {
   std::string models = "lenet,resnet18";
   std::string np = "2,4,8";
   int32_t repeat = 3;
-  int64_t kill_step = 30;
+  int64_t kill_step = 15;
   int64_t commit_every = 10;
-  int64_t batch_size = 32;  // per worker of the first round
-  int64_t epochs = 1;
-  int64_t train_subset = 6144;
-  int64_t test_subset = 2000;
+  // The learning rate is scaled for --global-batch as kolo-train scales
+  // it for --batch-size times the workers; the same at every worker count,
+  // so every run trains the same way.
+  int64_t batch_size = 32;
+  int64_t global_batch = 64;
+  int64_t epochs = 3;
+  int64_t train_subset = 12288;
+  int64_t test_subset = 10000;
   std::string kolorun;     // default: beside kolo-bench
   std::string kolo_train;  // default: beside kolo-bench
   std::string json_path;
@@ -56,8 +61,8 @@ struct RecoveryMeasurement {
   double images_per_second_after = 0;
 };
 
-// `step_times` is kolo-train's [[global step, monotonic seconds, workers],
-// ...] of its rank 0; `kill_time` the killed worker's clock at the kill;
+// `step_times` is kolo-train's [[global step, monotonic seconds, workers,
+// resets], ...] of its rank 0; `kill_time` the killed worker's clock at the kill;
 // `global_batch` images per step. kInvalidArgument when the run shows no
 // step after the kill.
 StatusOr<RecoveryMeasurement> MeasureRecovery(const nlohmann::json& step_times,

@@ -202,7 +202,8 @@ class ElasticTraining {
         images_ += count;
         ++step_;
         furthest_step_ = std::max(furthest_step_, GlobalStep());
-        step_times_.push_back({GlobalStep(), MonotonicSeconds(), size});
+        step_times_.push_back(
+            {GlobalStep(), MonotonicSeconds(), size, state_.resets()});
         if (step_ % f_.commit_every == 0) KOLO_RETURN_IF_ERROR(state_.Commit());
       }
       KOLO_RETURN_IF_ERROR(EndEpoch(rank, size, has_buffers));
@@ -265,7 +266,7 @@ class ElasticTraining {
     if (rank != 0) return Status::Ok();
     json steps = json::array();
     for (const StepTime& t : step_times_)
-      steps.push_back({t.global_step, t.seconds, t.workers});
+      steps.push_back({t.global_step, t.seconds, t.workers, t.resets});
     report_ = {{"mode", "elastic"},
                {"model", f_.model},
                {"dataset", f_.dataset},
@@ -284,10 +285,13 @@ class ElasticTraining {
     return Status::Ok();
   }
 
+  // Each step this process completed (redone ones again): kolo-bench
+  // elastic reads when the first one after a reset came.
   struct StepTime {
     int64_t global_step;
     double seconds;
     int32_t workers;
+    int32_t resets;  // this process's resets before the step
   };
 
   const Flags& f_;

@@ -11,6 +11,7 @@ if(TARGET kolo_bench_lib)
   include(GoogleTest)
   add_executable(kolo_bench_test
     ${CMAKE_CURRENT_LIST_DIR}/collectives_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/elastic_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/fusion_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/link_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/peers_test.cc
