@@ -28,7 +28,13 @@ What is the same as in kolo-train:
     world size. In epochs mode the rate also follows kolo-train's schedule
     (tools/kolo-train/plan.h): it climbs linearly from --lr to the scaled
     rate over --warmup-epochs (1; none at np 1, where the two are equal),
-    then follows half a cosine down to zero at the last step;
+    then follows half a cosine down to zero at the last step. The same
+    flags as kolo-train's change it: --optimizer adam or adamw (betas 0.9
+    and 0.999, eps 1e-8, --weight-decay), --no-lr-scaling, --lr-schedule
+    constant, --gradient-clipping (by the global norm, after DDP's
+    allreduce) and --precision bf16 (CPU autocast of the forward pass and
+    the loss to bfloat16; the weights, gradients and optimizer stay fp32,
+    as kolo's master weights do);
   - the batches: --batch-size per worker; in epochs mode every epoch ends
     with the shard's partial last batch, as kolo's loader does;
   - the evaluation (epochs mode): after every epoch, rank 0's batch-norm
@@ -89,6 +95,22 @@ gloo's interface from GLOO_SOCKET_IFNAME as torch reads it. On each host:
 3.11 it fails unless --redirects and --tee are 1 or 2: it cannot parse 0
 or 3 there.)
 
+--zero wraps the optimizer in torch.distributed.optim.
+ZeroRedundancyOptimizer on top of DDP: PyTorch's ZeRO stage 1, where each
+rank keeps the optimizer state of its share of the parameters (whole
+tensors, balanced by size, so the shares are uneven) and broadcasts its
+updated parameters after the step. Gradients are still allreduced whole
+by DDP; PyTorch has no ZeRO stage 2 for DDP.
+
+Memory (both modes): result.memory holds, per rank, optimizer_state_bytes
+(the bytes of the tensors in the rank's optimizer state, for --zero its
+local shard's), gradient_bytes (the bytes of the parameters' .grad tensors
+after the last step) and master_weight_bytes (0: the weights are fp32
+already). DDP's gradient buckets, a second copy of every gradient, are
+inside its C++ reducer and not visible from Python (they would be with
+gradient_as_bucket_view=True, which makes .grad a view into them), so
+gradient_bytes counts the .grad tensors only.
+
 --compression fp16 registers DDP's own fp16_compress_hook, which sends
 gradients in half precision the way kolo-train --compression fp16 does;
 none (the default) leaves DDP as it is. There is no bf16: torch 1.13's DDP
@@ -118,10 +140,14 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler
 
 NUM_CLASSES = 10
+# --optimizer: the classes, and their options beyond the learning rate.
+OPTIMIZERS = ("sgd", "adam", "adamw")
+PRECISIONS = ("fp32", "bf16")
 # --compression: DDP's hook that allreduces gradients in half precision
 # (its bf16 hook needs CUDA and NCCL).
 COMPRESSION_HOOKS = {"fp16": default_hooks.fp16_compress_hook}
@@ -584,12 +610,64 @@ def set_threads(threads):
         pass
 
 
-def train_step(model, optimizer, images, labels):
+def train_step(model, optimizer, images, labels, args):
     optimizer.zero_grad()  # fills with zeros, as LibTorch's zero_grad() does
-    loss = F.cross_entropy(model(images), labels)
+    # bf16: the forward pass and the loss in bfloat16 where autocast has CPU
+    # kernels; the backward pass writes fp32 gradients into fp32 weights.
+    with torch.autocast("cpu", dtype=torch.bfloat16,
+                        enabled=args.precision == "bf16"):
+        loss = F.cross_entropy(model(images), labels)
     loss.backward()
+    if args.gradient_clipping > 0:
+        # DDP has allreduced every gradient by now: this is the global norm.
+        nn.utils.clip_grad_norm_(model.parameters(), args.gradient_clipping)
     optimizer.step()
     return loss
+
+
+def make_optimizer(model, args):
+    """--optimizer at the scaled rate, wrapped in ZeroRedundancyOptimizer
+    (ZeRO stage 1) with --zero."""
+    if args.optimizer == "sgd":
+        cls = torch.optim.SGD
+        options = {"momentum": 0.9, "nesterov": True,
+                   "weight_decay": args.weight_decay}
+    else:
+        # LibTorch's (and kolo-train's) Adam defaults.
+        cls = (torch.optim.Adam if args.optimizer == "adam"
+               else torch.optim.AdamW)
+        options = {"betas": (0.9, 0.999), "eps": 1e-8,
+                   "weight_decay": args.weight_decay}
+    lr = scaled_lr(args)
+    if args.zero:
+        return ZeroRedundancyOptimizer(model.parameters(), optimizer_class=cls,
+                                       lr=lr, **options)
+    return cls(model.parameters(), lr=lr, **options)
+
+
+def scaled_lr(args):
+    """--lr times the workers, unless --no-lr-scaling."""
+    return args.lr * (1 if args.no_lr_scaling else args.np)
+
+
+def tensor_bytes(tensors):
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def memory_bytes(model, optimizer):
+    """This rank's result.memory: the optimizer state's tensors (for
+    ZeroRedundancyOptimizer, its local shard's state, optimizer.optim.state)
+    and the .grad tensors. DDP's bucket copies of the gradients live in its
+    C++ reducer, invisible from Python unless gradient_as_bucket_view makes
+    .grad a view into them, so they are not counted."""
+    inner = (optimizer.optim if isinstance(optimizer, ZeroRedundancyOptimizer)
+             else optimizer)
+    state = tensor_bytes(value for entry in inner.state.values()
+                         for value in entry.values() if torch.is_tensor(value))
+    gradients = tensor_bytes(p.grad for p in model.parameters()
+                             if p.grad is not None)
+    return {"optimizer_state_bytes": state, "gradient_bytes": gradients,
+            "master_weight_bytes": 0}
 
 
 def peak_rss_bytes():
@@ -613,11 +691,11 @@ def measure(model, optimizer, data, args):
     """Runs the warm-up steps, then times the measured ones between two
     barriers. Returns the seconds and the last step's loss."""
     for _ in range(args.warmup):
-        train_step(model, optimizer, *next(data))
+        train_step(model, optimizer, *next(data), args)
     dist.barrier()
     start = time.perf_counter()
     for _ in range(args.iters):
-        loss = train_step(model, optimizer, *next(data))
+        loss = train_step(model, optimizer, *next(data), args)
     dist.barrier()
     return time.perf_counter() - start, loss.item()
 
@@ -626,11 +704,11 @@ def learning_rate(args, iteration, warmup_iterations, total_iterations):
     """kolo-train's schedule (tools/kolo-train/plan.cc): a linear climb from
     --lr to the scaled rate over the warm-up, then half a cosine down to 0
     at the last iteration."""
-    scaled = args.lr * args.np
+    scaled = scaled_lr(args)
     if iteration < warmup_iterations:
         return args.lr + (scaled - args.lr) * iteration / warmup_iterations
     decay = total_iterations - warmup_iterations
-    if decay <= 0:
+    if decay <= 0 or args.lr_schedule == "constant":
         return scaled
     progress = min(1.0, (iteration - warmup_iterations) / decay)
     return scaled * 0.5 * (1.0 + math.cos(math.pi * progress))
@@ -699,7 +777,7 @@ def train_epochs(model, optimizer, images, labels, sampler, test, rank, args):
             for group in optimizer.param_groups:
                 group["lr"] = lr
             loss = train_step(model, optimizer, images.index_select(0, rows),
-                              labels.index_select(0, rows))
+                              labels.index_select(0, rows), args)
             loss_sum += loss.item() * len(rows)
         seconds = time.perf_counter() - start
         train_seconds += seconds
@@ -744,9 +822,7 @@ def train(rank, args, paths, port):
     if args.compression != "none":
         model.register_comm_hook(None, COMPRESSION_HOOKS[args.compression])
     torch.manual_seed(args.seed + rank)  # different dropout masks per rank
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * args.np,
-                                momentum=0.9, nesterov=True,
-                                weight_decay=1e-4)
+    optimizer = make_optimizer(model, args)
     if args.epochs:
         seconds, images_trained, history = train_epochs(
             model, optimizer, images, labels, sampler, test, rank, args)
@@ -759,6 +835,7 @@ def train(rank, args, paths, port):
             batches(images, labels, sampler, args.batch_size), args)
         measured = {"seconds": seconds, "loss": loss}
     measured["peak_rss_bytes"] = peak_rss_bytes()
+    measured["memory"] = memory_bytes(model, optimizer)
     gathered = [None] * args.np if rank == 0 else None
     dist.gather_object(measured, gathered, dst=0)
     if rank == 0:
@@ -806,24 +883,25 @@ def report(args, parameters, per_rank, train_images, test_images):
         "seconds": seconds,
         "step_ms": 1000 * seconds / args.iters,
         "peak_rss_bytes": [rank["peak_rss_bytes"] for rank in per_rank],
+        "memory": per_rank_memory(per_rank),
         "final_loss": sum(rank["loss"] for rank in per_rank) / args.np,
     }
     rss_mib = "/".join(f"{rss / 2**20:.0f}"
                        for rss in result["peak_rss_bytes"])
     print(f"torch-ddp {args.model} {args.dataset}: np {args.np}, batch "
-          f"{args.batch_size}, {args.threads} thread(s): "
+          f"{args.batch_size}, {args.threads} thread(s), {recipe(args)}: "
           f"{images_per_second:.0f} images/s "
           f"({result['images_per_second_per_worker']:.0f} per worker), "
           f"{result['step_ms']:.2f} ms/step over {args.iters} steps, "
-          f"final loss {result['final_loss']:.4f}, peak RSS {rss_mib} MiB",
-          flush=True)
+          f"final loss {result['final_loss']:.4f}, peak RSS {rss_mib} MiB, "
+          f"{memory_summary(result['memory'])}", flush=True)
     if args.json:
         config = {
             "model": args.model, "dataset": args.dataset, "np": args.np,
             "batch_size": args.batch_size, "threads": args.threads,
             "warmup": args.warmup, "iters": args.iters, "lr": args.lr,
-            "scaled_lr": args.lr * args.np, "seed": args.seed,
-            "compression": args.compression,
+            "scaled_lr": scaled_lr(args), "seed": args.seed,
+            "compression": args.compression, **recipe_config(args),
             "parameters": parameters, "torch_version": torch.__version__,
         }
         write_json(args.json,
@@ -849,11 +927,13 @@ def report_epochs(args, parameters, per_rank, train_images, test_images):
         "images_per_second": images_per_second,
         "images_per_second_per_worker": images_per_second / args.np,
         "peak_rss_bytes": [rank["peak_rss_bytes"] for rank in per_rank],
+        "memory": per_rank_memory(per_rank),
     }
     rss_mib = "/".join(f"{rss / 2**20:.0f}"
                        for rss in result["peak_rss_bytes"])
     print(f"torch-ddp {args.model} {args.dataset}: np {args.np}, batch "
-          f"{args.batch_size}, {args.threads} thread(s), {args.epochs} "
+          f"{args.batch_size}, {args.threads} thread(s), {recipe(args)}, "
+          f"{args.epochs} "
           f"epoch(s) on {train_images} images: test accuracy "
           f"{100 * result['test_accuracy']:.2f}% of {test_images}, "
           f"{result['wall_seconds']:.1f} s wall, {images_per_second:.0f} "
@@ -864,14 +944,55 @@ def report_epochs(args, parameters, per_rank, train_images, test_images):
             "np": args.np, "workers": args.np, "epochs": args.epochs,
             "train_images": train_images, "test_images": test_images,
             "batch_size": args.batch_size, "threads": args.threads,
-            "lr": args.lr, "scaled_lr": args.lr * args.np,
+            "lr": args.lr, "scaled_lr": scaled_lr(args),
             "warmup_epochs": 0 if args.np == 1 else args.warmup_epochs,
-            "lr_schedule": "cosine", "optimizer": "sgd", "momentum": 0.9,
-            "nesterov": True, "weight_decay": 1e-4, "seed": args.seed,
+            "lr_schedule": args.lr_schedule, **recipe_config(args),
+            "seed": args.seed,
             "parameters": parameters, "torch_version": torch.__version__,
         }
         write_json(args.json, {"tool": "torch-ddp", "config": config,
                                "history": history, "result": result})
+
+
+def recipe_config(args):
+    """The optimizer, ZeRO stage, precision and clipping of the run, as
+    kolo-train's JSON names them."""
+    config = {"optimizer": args.optimizer, "zero_stage": 1 if args.zero else 0,
+              "precision": args.precision,
+              "gradient_clipping": args.gradient_clipping,
+              "weight_decay": args.weight_decay,
+              "lr_scaling": not args.no_lr_scaling}
+    if args.optimizer == "sgd":
+        config.update({"momentum": 0.9, "nesterov": True})
+    else:
+        config.update({"betas": [0.9, 0.999], "eps": 1e-8})
+    return config
+
+
+def recipe(args):
+    """The recipe in a few words for the summary line: "adam, ZeRO-1"."""
+    words = [args.optimizer]
+    if args.zero:
+        words.append("ZeRO-1")
+    if args.precision != "fp32":
+        words.append(args.precision)
+    if args.gradient_clipping > 0:
+        words.append(f"clip {args.gradient_clipping:g}")
+    return ", ".join(words)
+
+
+def per_rank_memory(per_rank):
+    """result.memory: each field a list with one value per rank."""
+    return {key: [rank["memory"][key] for rank in per_rank]
+            for key in ("optimizer_state_bytes", "gradient_bytes",
+                        "master_weight_bytes")}
+
+
+def memory_summary(memory):
+    def mib(values):
+        return "/".join(f"{value / 2**20:.1f}" for value in values)
+    return (f"optimizer state {mib(memory['optimizer_state_bytes'])} MiB, "
+            f"gradients {mib(memory['gradient_bytes'])} MiB")
 
 
 def write_json(path, value):
@@ -964,6 +1085,13 @@ def non_negative_int(text):
     return value
 
 
+def non_negative_float(text):
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
+    return value
+
+
 def positive_float(text):
     value = float(text)
     if not value > 0:
@@ -991,6 +1119,30 @@ def parse_args(argv):
                         default="none",
                         help="send gradients in fp16 through DDP's "
                              "compression hook (default none)")
+    parser.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd",
+                        help="sgd (Nesterov momentum 0.9, as kolo-train's "
+                             "default), adam or adamw (betas 0.9, 0.999, eps "
+                             "1e-8)")
+    parser.add_argument("--zero", action="store_true",
+                        help="wrap the optimizer in ZeroRedundancyOptimizer "
+                             "(ZeRO stage 1: optimizer state sharded)")
+    parser.add_argument("--weight-decay", type=non_negative_float,
+                        default=1e-4,
+                        help="the optimizer's weight decay (default 1e-4, as "
+                             "kolo-train's)")
+    parser.add_argument("--gradient-clipping", type=non_negative_float,
+                        default=0.0,
+                        help="clip the gradients to this global norm "
+                             "(default 0: no clipping)")
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                        help="bf16: CPU autocast of the forward pass and the "
+                             "loss (default fp32)")
+    parser.add_argument("--no-lr-scaling", action="store_true",
+                        help="do not multiply --lr by the number of workers")
+    parser.add_argument("--lr-schedule", choices=("cosine", "constant"),
+                        default="cosine",
+                        help="--epochs, after the warm-up: cosine (down to 0 "
+                             "at the last step) or constant")
     parser.add_argument("--batch-size", type=positive_int, default=128,
                         help="batch size per worker (default 128)")
     parser.add_argument("--threads", type=non_negative_int, default=0,
