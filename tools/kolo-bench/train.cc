@@ -33,28 +33,6 @@ constexpr const char* kKolo = "kolo";
 constexpr const char* kLibtorch = "libtorch";
 constexpr const char* kTorchDdp = "torch-ddp";
 
-// Debian's python3-torch installs into the system interpreter, which a
-// python3 earlier on PATH (pyenv, a virtualenv) may not see.
-std::string FindPython() {
-  return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-}
-
-bool PythonHasTorch(const std::string& python) {
-  const std::string probe =
-      ShellQuote(python) + " -c 'import torch' >/dev/null 2>&1";
-  return std::system(probe.c_str()) == 0;
-}
-
-StatusOr<std::vector<int32_t>> ParseNpList(const std::string& text) {
-  std::vector<int32_t> out;
-  for (const std::string& item : SplitList(text)) {
-    KOLO_ASSIGN_OR_RETURN(int64_t np, ParseInt(item, 1, 1024, "--np"));
-    out.push_back(static_cast<int32_t>(np));
-  }
-  if (out.empty()) return InvalidArgument("--np needs at least one count");
-  return out;
-}
-
 // One measurement to make: a framework at a world size.
 struct Run {
   std::string framework;
@@ -70,14 +48,9 @@ std::string RunLabel(const Run& run) {
 // error quoting the last lines of its output.
 StatusOr<json> Measure(const std::vector<std::string>& command,
                        const fs::path& json_path, const fs::path& log) {
-  KOLO_RETURN_IF_ERROR(
-      RunLogged(command, json_path.string(), log.string()).status());
-  std::ifstream in(json_path);
-  json result = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (result.is_discarded() || !result.contains("result")) {
-    return Internal(fmt::format("{} wrote no result JSON", command.front()));
-  }
-  return result;
+  KOLO_ASSIGN_OR_RETURN(JobOutput job,
+                        RunJob(command, json_path.string(), log.string()));
+  return std::move(job.json);
 }
 
 // Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom.
@@ -114,6 +87,21 @@ Status Validate(const TrainFlags& f, const std::vector<std::string>& peers) {
   if (f.image_size != 32 && f.dataset != "synthetic") {
     return InvalidArgument("--image-size applies to --dataset synthetic only");
   }
+  if (f.lr < 0) {
+    return InvalidArgument(
+        fmt::format("--lr must not be negative, got {}", f.lr));
+  }
+  if (!f.config_path.empty() && !fs::is_regular_file(f.config_path)) {
+    return InvalidArgument(
+        fmt::format("--config {}: no such file", f.config_path));
+  }
+  // torch 1.13 has no CPU autocast to float16.
+  if (f.precision == "fp16" &&
+      std::find(peers.begin(), peers.end(), kTorchDdp) != peers.end()) {
+    return InvalidArgument(
+        "--precision fp16: the torch-ddp peer trains in fp32 or bf16 only "
+        "(torch has no CPU fp16 autocast); leave it out of --peer");
+  }
   if (f.epochs == 0) {
     if (f.test_subset > 0) {
       return InvalidArgument("--test-subset applies to --epochs only");
@@ -135,6 +123,72 @@ Status Validate(const TrainFlags& f, const std::vector<std::string>& peers) {
 }
 
 }  // namespace
+
+// Debian's python3-torch installs into the system interpreter, which a
+// python3 earlier on PATH (pyenv, a virtualenv) may not see.
+std::string FindPython() {
+  return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+}
+
+bool PythonHasTorch(const std::string& python) {
+  const std::string probe =
+      ShellQuote(python) + " -c 'import torch' >/dev/null 2>&1";
+  return std::system(probe.c_str()) == 0;
+}
+
+StatusOr<std::vector<int32_t>> ParseNpList(const std::string& text) {
+  std::vector<int32_t> out;
+  for (const std::string& item : SplitList(text)) {
+    KOLO_ASSIGN_OR_RETURN(int64_t np, ParseInt(item, 1, 1024, "--np"));
+    out.push_back(static_cast<int32_t>(np));
+  }
+  if (out.empty()) return InvalidArgument("--np needs at least one count");
+  return out;
+}
+
+StatusOr<TrainTools> FindTrainTools(const std::string& kolorun,
+                                    const std::string& kolo_train,
+                                    const std::string& ddp_script) {
+  TrainTools tools;
+  tools.kolorun = kolorun.empty() ? FindTool("kolorun") : kolorun;
+  tools.kolo_train = kolo_train.empty() ? FindTool("kolo-train") : kolo_train;
+  tools.ddp_script = ddp_script.empty() ? FindDdpScript() : ddp_script;
+  tools.python = FindPython();
+  for (const std::string& tool : {tools.kolorun, tools.kolo_train}) {
+    if (access(tool.c_str(), X_OK) != 0) {
+      return NotFound(tool +
+                      " is not an executable (see --kolorun, --kolo-train)");
+    }
+  }
+  return tools;
+}
+
+std::string OutputTail(const std::string& output, int lines) {
+  std::vector<std::string> all;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) all.push_back(line);
+  std::string tail;
+  const size_t first =
+      all.size() > static_cast<size_t>(lines) ? all.size() - lines : 0;
+  for (size_t i = first; i < all.size(); ++i) tail += "\n  " + all[i];
+  return tail;
+}
+
+StatusOr<JobOutput> RunJob(const std::vector<std::string>& command,
+                           const std::string& json_path,
+                           const std::string& log) {
+  JobOutput job;
+  KOLO_ASSIGN_OR_RETURN(job.output, RunLogged(command, json_path, log));
+  std::ifstream in(json_path);
+  job.json = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (job.json.is_discarded() || !job.json.is_object() ||
+      !job.json.contains("result") || !job.json["result"].is_object()) {
+    return Internal(fmt::format("{} wrote no result JSON to {}:{}",
+                                command.front(), json_path,
+                                OutputTail(job.output)));
+  }
+  return job;
+}
 
 StatusOr<std::vector<std::string>> ParseTrainPeers(const std::string& text) {
   std::vector<std::string> out;
@@ -164,6 +218,11 @@ std::vector<std::string> TrainCommand(const TrainFlags& f,
     common.insert(common.end(),
                   {"--train-subset", std::to_string(f.train_subset)});
   }
+  // Both programs take the same recipe flags; the peer has no --config.
+  std::vector<std::string> recipe;
+  if (!f.optimizer.empty())
+    recipe.insert(recipe.end(), {"--optimizer", f.optimizer});
+  if (f.lr > 0) recipe.insert(recipe.end(), {"--lr", fmt::format("{}", f.lr)});
   // Both programs take the same accuracy-mode flags.
   std::vector<std::string> mode;
   if (f.epochs > 0) {
@@ -187,6 +246,9 @@ std::vector<std::string> TrainCommand(const TrainFlags& f,
                          std::to_string(f.image_size)});
     }
     c.insert(c.end(), common.begin(), common.end());
+    c.insert(c.end(), recipe.begin(), recipe.end());
+    if (!f.precision.empty()) c.insert(c.end(), {"--precision", f.precision});
+    c.insert(c.end(), f.ddp_args.begin(), f.ddp_args.end());
     return c;
   }
   std::vector<std::string> c;
@@ -204,6 +266,10 @@ std::vector<std::string> TrainCommand(const TrainFlags& f,
     c.insert(c.end(), {"--image-size", std::to_string(f.image_size)});
   }
   c.insert(c.end(), common.begin(), common.end());
+  c.insert(c.end(), recipe.begin(), recipe.end());
+  if (!f.precision.empty()) c.insert(c.end(), {"--precision", f.precision});
+  if (!f.config_path.empty()) c.insert(c.end(), {"--config", f.config_path});
+  c.insert(c.end(), f.kolo_train_args.begin(), f.kolo_train_args.end());
   return c;
 }
 
@@ -277,6 +343,18 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags* f) {
   cmd->add_option("--peer", f->peers,
                   "peers measured in the same run: torch-ddp, libtorch "
                   "(comma-separated)");
+  cmd->add_option("--optimizer", f->optimizer,
+                  "sgd, adam or adamw, for kolo-train and the DDP peer "
+                  "(default: their SGD with Nesterov momentum)")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  cmd->add_option("--lr", f->lr,
+                  "learning rate of one worker (default: the programs')");
+  cmd->add_option("--precision", f->precision,
+                  "fp32, bf16 or fp16 (kolo-train only)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  cmd->add_option("--config", f->config_path,
+                  "a DeepSpeed-style ds_config JSON file for kolo-train "
+                  "--config (the DDP peer cannot read one)");
   cmd->add_option("--json", f->json_path, "write every figure to this file");
   cmd->add_option("--kolorun", f->kolorun, "kolorun to start kolo's jobs with");
   cmd->add_option("--kolo-train", f->kolo_train, "kolo-train to run");
@@ -300,18 +378,10 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
   if (!peers.ok()) return peers.status();
   KOLO_RETURN_IF_ERROR(Validate(f, *peers));
   const bool accuracy = f.epochs > 0;
-  TrainTools tools;
-  tools.kolorun = f.kolorun.empty() ? FindTool("kolorun") : f.kolorun;
-  tools.kolo_train =
-      f.kolo_train.empty() ? FindTool("kolo-train") : f.kolo_train;
-  tools.ddp_script = f.ddp_script.empty() ? FindDdpScript() : f.ddp_script;
-  tools.python = FindPython();
-  for (const std::string& tool : {tools.kolorun, tools.kolo_train}) {
-    if (access(tool.c_str(), X_OK) != 0) {
-      return NotFound(tool +
-                      " is not an executable (see --kolorun, --kolo-train)");
-    }
-  }
+  StatusOr<TrainTools> found =
+      FindTrainTools(f.kolorun, f.kolo_train, f.ddp_script);
+  if (!found.ok()) return found.status();
+  const TrainTools& tools = *found;
   const bool want_ddp =
       std::find(peers->begin(), peers->end(), kTorchDdp) != peers->end();
   const bool want_libtorch =
@@ -534,6 +604,22 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
               {"environment", Environment()},
               {"rows", rows}};
   if (!f.study.empty()) out["study"] = f.study;
+  // The recipe, where one was asked for: the report keeps such runs apart
+  // from runs on the programs' defaults.
+  json& config = out["config"];
+  if (!f.optimizer.empty()) config["optimizer"] = f.optimizer;
+  if (f.lr > 0) config["lr"] = f.lr;
+  if (!f.precision.empty()) config["precision"] = f.precision;
+  if (!f.config_path.empty()) {
+    config["ds_config"] = f.config_path;
+    // The file's contents, so the record says what was run after the file
+    // is gone.
+    std::ifstream file(f.config_path);
+    json contents = json::parse(file, nullptr, /*allow_exceptions=*/false);
+    if (!contents.is_discarded()) config["ds_config_contents"] = contents;
+  }
+  if (!f.kolo_train_args.empty()) config["kolo_train_args"] = f.kolo_train_args;
+  if (!f.ddp_args.empty()) config["ddp_args"] = f.ddp_args;
   if (f.json_path.empty()) return out;
   // Appended: one file collects the runs a report is drawn from.
   Status written = AppendJsonRecord(f.json_path, out);

@@ -45,6 +45,11 @@
 //
 // Scaling: weak keeps --batch-size per worker; strong keeps the global batch
 // (--batch-size at np=1) and divides it among the workers.
+//
+// The recipe: --optimizer, --lr and --precision reach kolo-train and the
+// DDP peer alike (the peer has no fp16); --config FILE (a DeepSpeed-style
+// ds_config) reaches kolo-train only, and its command-line flags override
+// it. Left out, each program keeps its default (SGD, Nesterov momentum).
 #ifndef KOLO_TOOLS_KOLO_BENCH_TRAIN_H_
 #define KOLO_TOOLS_KOLO_BENCH_TRAIN_H_
 
@@ -79,6 +84,17 @@ struct TrainFlags {
   int64_t test_subset = 0;   // the first N test images (--epochs); 0: all
   int64_t image_size = 32;   // --dataset synthetic's height and width
   std::string peers;         // comma-separated: torch-ddp, libtorch
+  // The recipe; empty (0): each program's default.
+  std::string optimizer;    // sgd, adam, adamw: both programs
+  double lr = 0;            // --lr: both programs
+  std::string precision;    // fp32, bf16 (both), fp16 (kolo-train only)
+  std::string config_path;  // kolo-train --config: a ds_config JSON file
+  // Appended as they are to kolo-train's (kolo, libtorch) and to
+  // torch_ddp.py's command lines, after every other flag: how kolo-bench
+  // zero picks a ZeRO stage (--zero-stage 2, --zero) and kolo-bench study a
+  // schedule.
+  std::vector<std::string> kolo_train_args;
+  std::vector<std::string> ddp_args;
   std::string json_path;
   std::string study;       // kolo-bench study's preset, stamped on the record
   std::string kolorun;     // empty: found next to kolo-bench
@@ -114,6 +130,39 @@ std::vector<std::string> TrainCommand(const TrainFlags& flags,
                                       const std::string& framework, int32_t np,
                                       int64_t batch, const TrainTools& tools,
                                       const std::string& json_path);
+
+// Debian's python3-torch's interpreter (/usr/bin/python3 where it exists),
+// and whether it can import torch.
+std::string FindPython();
+bool PythonHasTorch(const std::string& python);
+
+// The worker counts of an --np list ("1,2,4"); kInvalidArgument naming --np.
+StatusOr<std::vector<int32_t>> ParseNpList(const std::string& text);
+
+// The programs to run: the paths given (empty: found beside kolo-bench, or
+// the installed or source-tree script), with the system python3. kNotFound
+// naming --kolorun or --kolo-train when one is not an executable.
+StatusOr<TrainTools> FindTrainTools(const std::string& kolorun,
+                                    const std::string& kolo_train,
+                                    const std::string& ddp_script);
+
+// What one job printed and the JSON it wrote.
+struct JobOutput {
+  nlohmann::json json;
+  std::string output;
+};
+
+// Runs `command` with its output in `log` and reads the JSON it wrote to
+// `json_path`: kInternal quoting the last lines of its output when it
+// failed, wrote nothing, or wrote something that is not a JSON object with
+// a "result".
+StatusOr<JobOutput> RunJob(const std::vector<std::string>& command,
+                           const std::string& json_path,
+                           const std::string& log);
+
+// The last `lines` lines of `output`, each indented on a line of its own:
+// how an error quotes a job.
+std::string OutputTail(const std::string& output, int lines = 8);
 
 // Mean and half-width of the 95% confidence interval of `values`
 // (Student's t with n-1 degrees of freedom; 0 for fewer than 2 values).
