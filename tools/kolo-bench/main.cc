@@ -14,6 +14,7 @@
 #include "report.h"
 #include "study.h"
 #include "train.h"
+#include "zero.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kolo-bench: kolo's benchmarks, and a report of their results"};
@@ -28,6 +29,8 @@ int main(int argc, char** argv) {
   CLI::App* link = kolo::bench::AddLinkCommand(app, &link_flags);
   kolo::bench::TrainFlags train_flags;
   CLI::App* train = kolo::bench::AddTrainCommand(app, &train_flags);
+  kolo::bench::ZeroFlags zero_flags;
+  CLI::App* zero = kolo::bench::AddZeroCommand(app, &zero_flags);
   kolo::bench::ElasticFlags elastic_flags;
   CLI::App* elastic = kolo::bench::AddElasticCommand(app, &elastic_flags);
   kolo::bench::StudyFlags study_flags;
@@ -57,6 +60,9 @@ int main(int argc, char** argv) {
     }
     if (train->parsed()) {
       return kolo::bench::RunTrainCommand(train_flags);
+    }
+    if (zero->parsed()) {
+      return kolo::bench::RunZeroCommand(zero_flags);
     }
     if (elastic->parsed()) {
       return kolo::bench::RunElasticCommand(elastic_flags);

@@ -1,0 +1,542 @@
+#include "zero.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <tuple>
+
+#include "environment.h"
+#include "fusion.h"
+#include "json_file.h"
+#include "list_flag.h"
+
+namespace kolo::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kKoloDdp = "kolo-ddp";
+constexpr const char* kKolo = "kolo";
+constexpr const char* kTorchDdp = "torch-ddp";
+constexpr double kMiB = 1 << 20;
+
+// The memory fields every job reports, one integer per rank.
+constexpr const char* kMemoryFields[] = {
+    "optimizer_state_bytes", "gradient_bytes", "master_weight_bytes"};
+
+const std::vector<ZeroVariant>& AllVariants() {
+  static const std::vector<ZeroVariant> kAll = {{kKoloDdp, kKolo, 0},
+                                                {"kolo-zero1", kKolo, 1},
+                                                {"kolo-zero2", kKolo, 2},
+                                                {"torch-ddp", kTorchDdp, 0},
+                                                {"torch-zero", kTorchDdp, 1}};
+  return kAll;
+}
+
+// A per-rank array of `np` non-negative integers in `object[key]`, or why
+// not.
+StatusOr<std::vector<int64_t>> PerRank(const json& object, const char* key,
+                                       const std::string& where, int32_t np) {
+  const auto it = object.find(key);
+  if (it == object.end()) {
+    return Internal(fmt::format("no {}.{}", where, key));
+  }
+  if (!it->is_array() || it->size() != static_cast<size_t>(np)) {
+    return Internal(fmt::format("{}.{} is {}, not {} per-rank figure{}", where,
+                                key, it->dump(), np, np == 1 ? "" : "s"));
+  }
+  std::vector<int64_t> out;
+  for (const json& value : *it) {
+    if (!value.is_number_integer() || value.get<int64_t>() < 0) {
+      return Internal(fmt::format("{}.{} is {}: not all non-negative integers",
+                                  where, key, it->dump()));
+    }
+    out.push_back(value.get<int64_t>());
+  }
+  return out;
+}
+
+double Largest(const std::vector<int64_t>& per_rank) {
+  int64_t most = 0;
+  for (int64_t v : per_rank) most = std::max(most, v);
+  return static_cast<double>(most);
+}
+
+std::string Mib(double bytes) { return FormatFixed(bytes / kMiB, 1); }
+
+std::string Optional(const std::optional<double>& value, int decimals) {
+  return value ? FormatFixed(*value, decimals) : "-";
+}
+
+// The checks CLI11 does not make; kInvalidArgument naming the flag.
+Status Validate(const ZeroFlags& f, const std::vector<ZeroVariant>& variants) {
+  if (f.iters < 1 || f.warmup < 0 || f.repeat < 1 || f.threads < 1 ||
+      f.batch_size < 1) {
+    return InvalidArgument(
+        "--iters, --repeat, --threads and --batch-size must be at least 1, "
+        "--warmup at least 0");
+  }
+  if (!(f.lr > 0)) {
+    return InvalidArgument(fmt::format("--lr must be positive, got {}", f.lr));
+  }
+  if (f.image_size < 1) {
+    return InvalidArgument(
+        fmt::format("--image-size must be at least 1, got {}", f.image_size));
+  }
+  if (f.image_size != 32 && f.dataset != "synthetic") {
+    return InvalidArgument("--image-size applies to --dataset synthetic only");
+  }
+  if (SplitList(f.models).empty()) {
+    return InvalidArgument("--models needs at least one model");
+  }
+  if (variants.empty()) {
+    return InvalidArgument("--variants needs at least one variant");
+  }
+  if (f.precision == "fp16") {
+    for (const ZeroVariant& v : variants) {
+      if (v.framework == kTorchDdp) {
+        return InvalidArgument(fmt::format(
+            "--precision fp16: {} trains in fp32 or bf16 only (torch has no "
+            "CPU fp16 autocast); leave it out of --variants",
+            v.name));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::vector<ZeroVariant>> ParseZeroVariants(const std::string& text) {
+  std::vector<ZeroVariant> out;
+  for (const std::string& item : SplitList(text)) {
+    const auto& all = AllVariants();
+    const auto it = std::find_if(all.begin(), all.end(),
+                                 [&](const auto& v) { return v.name == item; });
+    if (it == all.end()) {
+      return InvalidArgument(fmt::format(
+          "--variants: unknown variant '{}' (expected kolo-ddp, kolo-zero1, "
+          "kolo-zero2, torch-ddp or torch-zero)",
+          item));
+    }
+    const bool seen = std::any_of(
+        out.begin(), out.end(), [&](const auto& v) { return v.name == item; });
+    if (!seen) out.push_back(*it);
+  }
+  return out;
+}
+
+std::vector<std::string> ZeroCommand(const ZeroFlags& f,
+                                     const ZeroVariant& variant,
+                                     const std::string& model, int32_t np,
+                                     const TrainTools& tools,
+                                     const std::string& json_path) {
+  TrainFlags t;
+  t.model = model;
+  t.dataset = f.dataset;
+  t.data_dir = f.data_dir;
+  t.batch_size = f.batch_size;
+  t.threads = f.threads;
+  t.warmup = f.warmup;
+  t.iters = f.iters;
+  t.image_size = f.image_size;
+  t.optimizer = f.optimizer;
+  t.lr = f.lr;
+  t.precision = f.precision;
+  if (variant.framework == kKolo) {
+    // Stage 0 explicitly too: a kolo-train without --zero-stage fails here
+    // rather than measuring something else.
+    t.kolo_train_args = {"--zero-stage", std::to_string(variant.zero_stage)};
+  } else if (variant.zero_stage == 1) {
+    t.ddp_args = {"--zero"};
+  }
+  return TrainCommand(t, variant.framework, np, f.batch_size, tools, json_path);
+}
+
+StatusOr<ZeroMeasurement> ReadZeroMeasurement(const json& job,
+                                              const std::string& output,
+                                              const ZeroVariant& variant,
+                                              int32_t np) {
+  auto fail = [&](const std::string& what) {
+    return Internal(
+        fmt::format("{}; the job's output ends:{}", what, OutputTail(output)));
+  };
+  if (!job.is_object() || !job.contains("result") ||
+      !job["result"].is_object()) {
+    return fail("no result in its JSON");
+  }
+  const json& result = job["result"];
+  ZeroMeasurement m;
+  for (auto [key, value] : {std::pair<const char*, double*>{
+                                "images_per_second", &m.images_per_second},
+                            {"step_ms", &m.step_ms}}) {
+    const auto it = result.find(key);
+    if (it == result.end() || !it->is_number() || !(it->get<double>() > 0) ||
+        !std::isfinite(it->get<double>())) {
+      return fail(fmt::format("result.{} is missing or not positive", key));
+    }
+    *value = it->get<double>();
+  }
+  const auto memory = result.find("memory");
+  if (memory == result.end() || !memory->is_object()) {
+    return fail(
+        "no result.memory (optimizer_state_bytes, gradient_bytes, "
+        "master_weight_bytes per rank): does this kolo-train measure ZeRO's "
+        "memory?");
+  }
+  std::vector<int64_t>* fields[] = {&m.optimizer_state_bytes, &m.gradient_bytes,
+                                    &m.master_weight_bytes};
+  for (size_t i = 0; i < 3; ++i) {
+    StatusOr<std::vector<int64_t>> values =
+        PerRank(*memory, kMemoryFields[i], "result.memory", np);
+    if (!values.ok()) return fail(values.status().message());
+    *fields[i] = *std::move(values);
+  }
+  StatusOr<std::vector<int64_t>> rss =
+      PerRank(result, "peak_rss_bytes", "result", np);
+  if (!rss.ok()) return fail(rss.status().message());
+  m.peak_rss_bytes = *std::move(rss);
+  const json& config = job.value("config", json::object());
+  const auto stage = config.find("zero_stage");
+  if (stage == config.end() || !stage->is_number_integer()) {
+    return fail("no config.zero_stage in its JSON");
+  }
+  if (stage->get<int64_t>() != variant.zero_stage) {
+    return fail(fmt::format("it ran ZeRO stage {}, not {}",
+                            stage->get<int64_t>(), variant.zero_stage));
+  }
+  return m;
+}
+
+ZeroRow SummarizeZero(const std::string& model, int32_t np,
+                      const std::string& variant,
+                      const std::vector<ZeroMeasurement>& repeats) {
+  ZeroRow row;
+  row.model = model;
+  row.np = np;
+  row.variant = variant;
+  std::vector<double> rate, step, state, gradients, master, rss;
+  for (const ZeroMeasurement& m : repeats) {
+    rate.push_back(m.images_per_second);
+    step.push_back(m.step_ms);
+    state.push_back(Largest(m.optimizer_state_bytes));
+    gradients.push_back(Largest(m.gradient_bytes));
+    master.push_back(Largest(m.master_weight_bytes));
+    rss.push_back(Largest(m.peak_rss_bytes));
+  }
+  row.images_per_second = SpreadOf(rate).median;
+  row.step_ms = SpreadOf(step).median;
+  row.optimizer_state_bytes = SpreadOf(state).median;
+  row.gradient_bytes = SpreadOf(gradients).median;
+  row.master_weight_bytes = SpreadOf(master).median;
+  row.peak_rss_bytes = SpreadOf(rss).median;
+  return row;
+}
+
+void CompareWithKoloDdp(std::vector<ZeroRow>* rows) {
+  for (ZeroRow& row : *rows) {
+    row.memory_fraction.reset();
+    row.throughput_ratio.reset();
+    const auto base =
+        std::find_if(rows->begin(), rows->end(), [&](const ZeroRow& r) {
+          return r.variant == kKoloDdp && r.model == row.model &&
+                 r.np == row.np;
+        });
+    if (base == rows->end()) continue;
+    const double base_memory =
+        base->optimizer_state_bytes + base->gradient_bytes;
+    if (base_memory > 0) {
+      row.memory_fraction =
+          (row.optimizer_state_bytes + row.gradient_bytes) / base_memory;
+    }
+    if (base->images_per_second > 0) {
+      row.throughput_ratio = row.images_per_second / base->images_per_second;
+    }
+  }
+}
+
+Table ZeroTable() {
+  auto column = [](const char* title, const char* unit, int width,
+                   const char* group = "", bool left = false) {
+    Table::Column c;
+    c.title = title;
+    c.unit = unit;
+    c.width = width;
+    c.group = group;
+    c.left_align = left;
+    return c;
+  };
+  return Table({column("model", "", 11, "", true), column("np", "", 3),
+                column("variant", "", 10, "", true), column("images/s", "", 9),
+                column("step", "(ms)", 8),
+                column("opt state", "(MiB)", 9, "per rank, largest"),
+                column("gradients", "(MiB)", 9, "per rank, largest"),
+                column("state+grad", "÷ kolo-ddp", 10),
+                column("peak RSS", "(MiB)", 8),
+                column("images/s", "÷ kolo-ddp", 10)});
+}
+
+std::vector<std::string> ZeroCells(const ZeroRow& row) {
+  return {
+      row.model,
+      std::to_string(row.np),
+      row.variant,
+      FormatFixed(row.images_per_second, row.images_per_second < 100 ? 1 : 0),
+      FormatFixed(row.step_ms, 1),
+      Mib(row.optimizer_state_bytes),
+      Mib(row.gradient_bytes),
+      Optional(row.memory_fraction, 3),
+      FormatFixed(row.peak_rss_bytes / kMiB, 0),
+      Optional(row.throughput_ratio, 2)};
+}
+
+CLI::App* AddZeroCommand(CLI::App& app, ZeroFlags* f) {
+  CLI::App* cmd = app.add_subcommand(
+      "zero",
+      "ZeRO's memory and throughput: kolo's DistributedOptimizer (kolo-ddp), "
+      "ZeRO stage 1 and 2 (kolo-zero1, kolo-zero2) and PyTorch DDP with and "
+      "without ZeroRedundancyOptimizer (torch-zero, torch-ddp): per rank, the "
+      "optimizer state and gradient bytes each job measures, its peak RSS, "
+      "and images/s, against kolo-ddp at the same worker count. The torch "
+      "variants' gradients are the .grad tensors (DDP's bucket copies are "
+      "invisible from Python); kolo's include its communication buckets");
+  cmd->add_option("--models", f->models, "model zoo networks, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--np", f->np, "worker counts, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--variants", f->variants,
+                  "kolo-ddp, kolo-zero1, kolo-zero2, torch-ddp, torch-zero "
+                  "(comma-separated)")
+      ->capture_default_str();
+  cmd->add_option("--optimizer", f->optimizer, "sgd, adam or adamw")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
+      ->capture_default_str();
+  cmd->add_option("--lr", f->lr, "learning rate of one worker")
+      ->capture_default_str();
+  cmd->add_option("--precision", f->precision,
+                  "fp32, bf16 or fp16 (fp16: kolo's variants only)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
+  cmd->add_option("--dataset", f->dataset,
+                  "synthetic, fashion-mnist, mnist or cifar10")
+      ->check(CLI::IsMember({"synthetic", "fashion-mnist", "mnist", "cifar10"}))
+      ->capture_default_str();
+  cmd->add_option("--data-dir", f->data_dir, "where the dataset's files are");
+  cmd->add_option("--image-size", f->image_size,
+                  "--dataset synthetic: the 3-channel images' height and width")
+      ->capture_default_str();
+  cmd->add_option("--batch-size", f->batch_size, "images per worker per step")
+      ->capture_default_str();
+  cmd->add_option("--threads", f->threads, "LibTorch threads per worker")
+      ->capture_default_str();
+  cmd->add_option("--warmup", f->warmup, "untimed steps before the timed ones")
+      ->capture_default_str();
+  cmd->add_option("--iters", f->iters, "timed steps per job")
+      ->capture_default_str();
+  cmd->add_option("--repeat", f->repeat,
+                  "jobs per configuration, interleaved (the table gives "
+                  "medians)")
+      ->capture_default_str();
+  cmd->add_option("--json", f->json_path,
+                  "append the record (every figure, every job's JSON) here");
+  cmd->add_option("--kolorun", f->kolorun, "kolorun to start kolo's jobs with");
+  cmd->add_option("--kolo-train", f->kolo_train, "kolo-train to run");
+  cmd->add_option("--ddp-script", f->ddp_script, "torch_ddp.py to run");
+  return cmd;
+}
+
+int RunZeroCommand(const ZeroFlags& f) {
+  StatusOr<json> record = RunZero(f);
+  if (!record.ok()) {
+    fmt::print(stderr, "kolo-bench zero: {}\n", record.status().message());
+    return 1;
+  }
+  return 0;
+}
+
+StatusOr<json> RunZero(const ZeroFlags& f) {
+  KOLO_ASSIGN_OR_RETURN(std::vector<ZeroVariant> variants,
+                        ParseZeroVariants(f.variants));
+  KOLO_ASSIGN_OR_RETURN(std::vector<int32_t> nps, ParseNpList(f.np));
+  KOLO_RETURN_IF_ERROR(Validate(f, variants));
+  const std::vector<std::string> models = SplitList(f.models);
+  KOLO_ASSIGN_OR_RETURN(TrainTools tools,
+                        FindTrainTools(f.kolorun, f.kolo_train, f.ddp_script));
+  const bool want_torch =
+      std::any_of(variants.begin(), variants.end(),
+                  [](const auto& v) { return v.framework == kTorchDdp; });
+  std::string torch_missing;
+  if (want_torch && !PythonHasTorch(tools.python)) {
+    torch_missing = "not installed (" + tools.python +
+                    " cannot import torch; apt-get install python3-torch)";
+  } else if (want_torch && !fs::exists(tools.ddp_script)) {
+    torch_missing = "script not found: " + tools.ddp_script;
+  }
+
+  // Every job, in the order one repeat runs them.
+  struct Job {
+    std::string model;
+    int32_t np;
+    ZeroVariant variant;
+  };
+  std::vector<Job> jobs;
+  for (const std::string& model : models) {
+    for (int32_t np : nps) {
+      for (const ZeroVariant& v : variants) {
+        if (v.framework == kTorchDdp && !torch_missing.empty()) continue;
+        jobs.push_back({model, np, v});
+      }
+    }
+  }
+  auto label = [](const Job& job) {
+    return fmt::format("{} np {} {}", job.model, job.np, job.variant.name);
+  };
+
+  char dir_template[] = "/tmp/kolo-bench-zero-XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) {
+    return Internal("cannot create a temporary directory in /tmp");
+  }
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+    }
+  } cleanup{dir_template};
+
+  fmt::print(
+      "# kolo-bench zero: {}, lr {}, {}, {}, batch {} per worker, {} "
+      "thread{} per worker, {} warm-up + {} timed steps, {} repeat{}\n",
+      f.optimizer, f.lr, f.precision,
+      f.dataset == "synthetic"
+          ? fmt::format("synthetic 3x{}x{}", f.image_size, f.image_size)
+          : f.dataset,
+      f.batch_size, f.threads, f.threads == 1 ? "" : "s", f.warmup, f.iters,
+      f.repeat, f.repeat == 1 ? "" : "s");
+  std::fflush(stdout);
+  std::map<std::string, std::vector<ZeroMeasurement>> measured;  // by label
+  std::map<std::string, json> runs;                              // by label
+  for (int32_t r = 0; r < f.repeat; ++r) {
+    for (const Job& job : jobs) {
+      const fs::path json_path = cleanup.dir / "result.json";
+      StatusOr<JobOutput> out =
+          RunJob(ZeroCommand(f, job.variant, job.model, job.np, tools,
+                             json_path.string()),
+                 json_path.string(), (cleanup.dir / "log.txt").string());
+      if (!out.ok()) return out.status().WithContext(label(job));
+      StatusOr<ZeroMeasurement> m =
+          ReadZeroMeasurement(out->json, out->output, job.variant, job.np);
+      if (!m.ok()) return m.status().WithContext(label(job));
+      fmt::print(
+          "#   repeat {}: {:<28} {:>8.1f} images/s, optimizer state {} MiB, "
+          "gradients {} MiB (largest rank)\n",
+          r + 1, label(job), m->images_per_second,
+          Mib(Largest(m->optimizer_state_bytes)),
+          Mib(Largest(m->gradient_bytes)));
+      std::fflush(stdout);
+      measured[label(job)].push_back(*std::move(m));
+      runs[label(job)].push_back(std::move(out->json));
+    }
+  }
+
+  // One repeat's jobs, in order, are the table's rows.
+  std::vector<ZeroRow> rows;
+  for (const Job& job : jobs) {
+    rows.push_back(SummarizeZero(job.model, job.np, job.variant.name,
+                                 measured[label(job)]));
+  }
+  CompareWithKoloDdp(&rows);
+  const Table table = ZeroTable();
+  for (const std::string& line : table.HeaderLines()) fmt::print("{}\n", line);
+  json out_rows = json::array();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const ZeroRow& row = rows[i];
+    const Job& job = jobs[i];
+    fmt::print("{}\n", table.Row(ZeroCells(row)));
+    std::vector<double> rates;
+    for (const ZeroMeasurement& m : measured[label(job)]) {
+      rates.push_back(m.images_per_second);
+    }
+    const ZeroMeasurement& last = measured[label(job)].back();
+    json r = {{"model", row.model},
+              {"np", row.np},
+              {"variant", row.variant},
+              {"framework", job.variant.framework},
+              {"zero_stage", job.variant.zero_stage},
+              {"images_per_second", rates},
+              {"images_per_second_median", row.images_per_second},
+              {"step_ms_median", row.step_ms},
+              {"optimizer_state_bytes", row.optimizer_state_bytes},
+              {"gradient_bytes", row.gradient_bytes},
+              {"master_weight_bytes", row.master_weight_bytes},
+              {"peak_rss_mib", row.peak_rss_bytes / kMiB},
+              {"per_rank",
+               {{"optimizer_state_bytes", last.optimizer_state_bytes},
+                {"gradient_bytes", last.gradient_bytes},
+                {"master_weight_bytes", last.master_weight_bytes},
+                {"peak_rss_bytes", last.peak_rss_bytes}}},
+              {"runs", runs[label(job)]}};
+    if (row.memory_fraction) r["memory_fraction"] = *row.memory_fraction;
+    if (row.throughput_ratio) {
+      r["images_per_second_ratio"] = *row.throughput_ratio;
+    }
+    out_rows.push_back(std::move(r));
+  }
+  if (!torch_missing.empty()) {
+    for (const ZeroVariant& v : variants) {
+      if (v.framework != kTorchDdp) continue;
+      fmt::print("{}\n", table.Row({"-", "-", v.name, torch_missing}));
+      out_rows.push_back({{"variant", v.name},
+                          {"framework", v.framework},
+                          {"missing", torch_missing}});
+    }
+  }
+  fmt::print(
+      "# per rank: the rank holding the most; kolo's gradients include its "
+      "communication buckets, torch's are the .grad tensors only (DDP's "
+      "bucket copies are invisible from Python)\n");
+  // The target, where this run measured it.
+  for (const ZeroRow& row : rows) {
+    if (row.variant == "kolo-zero2" && row.np == 4 && row.memory_fraction) {
+      fmt::print(
+          "# {} at np 4: kolo-zero2 holds {:.3f} of kolo-ddp's optimizer "
+          "state + gradients per rank (target at most 1/3: {})\n",
+          row.model, *row.memory_fraction,
+          *row.memory_fraction <= 1.0 / 3.0 ? "met" : "not met");
+    }
+  }
+  std::fflush(stdout);
+
+  json record = {{"benchmark", "zero"},
+                 {"tool", "kolo-bench zero"},
+                 {"config",
+                  {{"models", models},
+                   {"np", nps},
+                   {"variants", SplitList(f.variants)},
+                   {"optimizer", f.optimizer},
+                   {"lr", f.lr},
+                   {"precision", f.precision},
+                   {"dataset", f.dataset},
+                   {"image_size", f.image_size},
+                   {"batch_size", f.batch_size},
+                   {"threads", f.threads},
+                   {"warmup", f.warmup},
+                   {"iters", f.iters},
+                   {"repeat", f.repeat}}},
+                 {"environment", Environment()},
+                 {"rows", out_rows}};
+  if (!f.json_path.empty()) {
+    KOLO_RETURN_IF_ERROR(AppendJsonRecord(f.json_path, record));
+  }
+  return record;
+}
+
+}  // namespace kolo::bench
