@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "json_file.h"
 #include "list_flag.h"
 
 namespace kolo::bench {
@@ -14,6 +15,12 @@ namespace {
 constexpr const char* kSmallCnn = "small-cnn";
 constexpr const char* kResnetMobilenet = "resnet-mobilenet";
 constexpr const char* kScaling = "scaling";
+constexpr const char* kDeepSpeed = "deepspeed";
+
+// The framework study's DeepSpeed optimizer, as a ds_config writes it.
+constexpr double kDeepSpeedLr = 1e-3;
+constexpr const char* kDeepSpeedWeightDecay = "3e-7";
+constexpr const char* kDeepSpeedClipping = "1.0";
 
 // How far a preset is scaled down: the steps, epochs and examples of its
 // runs. kFull is what the README's tables were measured with: each preset
@@ -38,6 +45,12 @@ struct Scale {
   int64_t resnet18_warmup;
   int64_t resnet18_iters;
   int32_t resnet18_repeat;
+  // deepspeed: lenet trained, resnet18 timed, both in bf16 with ZeRO-2.
+  int64_t ds_lenet_epochs;
+  int64_t ds_lenet_train_subset;
+  int64_t ds_lenet_test_subset;
+  int64_t ds_resnet18_warmup;
+  int64_t ds_resnet18_iters;
 };
 
 constexpr Scale kFull = {/*lenet_epochs=*/10,
@@ -51,7 +64,12 @@ constexpr Scale kFull = {/*lenet_epochs=*/10,
                          /*mobilenet_test_subset=*/1000,
                          /*resnet18_warmup=*/1,
                          /*resnet18_iters=*/3,
-                         /*resnet18_repeat=*/2};
+                         /*resnet18_repeat=*/2,
+                         /*ds_lenet_epochs=*/2,
+                         /*ds_lenet_train_subset=*/16384,
+                         /*ds_lenet_test_subset=*/0,
+                         /*ds_resnet18_warmup=*/1,
+                         /*ds_resnet18_iters=*/4};
 
 // Small enough for a test: every job lasts a few seconds, and lenet still
 // learns enough in its three epochs (at np 4, 8 steps each) to tell a
@@ -67,7 +85,12 @@ constexpr Scale kQuick = {/*lenet_epochs=*/3,
                           /*mobilenet_test_subset=*/256,
                           /*resnet18_warmup=*/0,
                           /*resnet18_iters=*/1,
-                          /*resnet18_repeat=*/1};
+                          /*resnet18_repeat=*/1,
+                          /*ds_lenet_epochs=*/1,
+                          /*ds_lenet_train_subset=*/2048,
+                          /*ds_lenet_test_subset=*/1000,
+                          /*ds_resnet18_warmup=*/0,
+                          /*ds_resnet18_iters=*/1};
 
 std::string Examples(int64_t subset, const char* all) {
   return subset > 0 ? fmt::format("the first {}", subset) : std::string(all);
@@ -88,6 +111,15 @@ std::string ScaleText(const std::string& name, const Scale& s) {
         s.mobilenet_epochs, Examples(s.mobilenet_train_subset, "all"),
         Examples(s.mobilenet_test_subset, "all"));
   }
+  if (name == kDeepSpeed) {
+    return fmt::format(
+        "lenet: {} epoch{} on {} training and {} test images; resnet18: {} "
+        "warm-up + {} timed steps; 1 repeat",
+        s.ds_lenet_epochs, s.ds_lenet_epochs == 1 ? "" : "s",
+        Examples(s.ds_lenet_train_subset, "all 60,000"),
+        Examples(s.ds_lenet_test_subset, "all 10,000"), s.ds_resnet18_warmup,
+        s.ds_resnet18_iters);
+  }
   return fmt::format("{} warm-up + {} timed steps, {} repeats",
                      s.resnet18_warmup, s.resnet18_iters, s.resnet18_repeat);
 }
@@ -103,8 +135,52 @@ std::string Purpose(const std::string& name) {
            "throughput; mobilenetv2 on Fashion-MNIST, batch 32, np 1, 2: wall "
            "time, images/s, test accuracy";
   }
+  if (name == kDeepSpeed) {
+    return "the framework study's DeepSpeed configuration as a ds_config for "
+           "kolo-train --config (Adam lr 1e-3, betas 0.9/0.999, eps 1e-8, "
+           "weight decay 3e-7; gradient_clipping 1.0; bf16, since LibTorch "
+           "has no CPU fp16 kernels; ZeRO stage 2; no scheduler, so a "
+           "constant rate, not scaled by the workers): lenet on "
+           "Fashion-MNIST, batch 128 per worker (wall time, images/s, test "
+           "accuracy) and resnet18 on CIFAR-style 3x32x32 synthetic images, "
+           "batch 32 per worker (images/s), np 1, 2, 4. The torch-ddp peer "
+           "runs the closest it has: the same Adam, clipping and constant "
+           "rate, bf16 autocast over fp32 weights, and "
+           "ZeroRedundancyOptimizer, "
+           "which is ZeRO stage 1 (gradients allreduced whole, not "
+           "reduce-scattered); it reads no ds_config";
+  }
   return "resnet18 on 32x32 synthetic images, global batch 128, np 1, 2, 4: "
          "weak and strong scaling (images/s, speedup, efficiency)";
+}
+
+// The ds_config file of a deepspeed step: beside the study's --json file,
+// named after it and the model.
+std::string ConfigPath(const std::string& json_path, const std::string& model) {
+  std::string stem = json_path;
+  const std::string suffix = ".json";
+  if (stem.size() > suffix.size() &&
+      stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    stem.resize(stem.size() - suffix.size());
+  }
+  return stem + "." + model + ".ds_config.json";
+}
+
+// A deepspeed step: the ds_config for kolo-train, and the same recipe
+// spelled in flags for the peer (and for kolo-train's own schedule, which a
+// ds_config without "scheduler" leaves constant in DeepSpeed).
+void ApplyDeepSpeed(TrainFlags* f) {
+  f->config_path = ConfigPath(f->json_path, f->model);
+  f->optimizer = "adam";
+  f->lr = kDeepSpeedLr;
+  const std::vector<std::string> schedule = {
+      "--no-lr-scaling", "--lr-schedule", "constant", "--warmup-epochs", "0"};
+  f->kolo_train_args = schedule;
+  f->ddp_args = schedule;
+  f->ddp_args.insert(
+      f->ddp_args.end(),
+      {"--weight-decay", kDeepSpeedWeightDecay, "--gradient-clipping",
+       kDeepSpeedClipping, "--precision", "bf16", "--zero"});
 }
 
 // What every step shares: one LibTorch thread per worker (the machine's
@@ -136,7 +212,32 @@ std::string AccuracyPeers(const std::string& peers) {
 }  // namespace
 
 std::vector<std::string> StudyNames() {
-  return {kSmallCnn, kResnetMobilenet, kScaling};
+  return {kSmallCnn, kResnetMobilenet, kScaling, kDeepSpeed};
+}
+
+nlohmann::json DeepSpeedConfig(int64_t micro_batch) {
+  return {{"train_micro_batch_size_per_gpu", micro_batch},
+          {"gradient_accumulation_steps", 1},
+          {"optimizer",
+           {{"type", "Adam"},
+            {"params",
+             {{"lr", kDeepSpeedLr},
+              {"betas", {0.9, 0.999}},
+              {"eps", 1e-8},
+              {"weight_decay", 3e-7}}}}},
+          {"gradient_clipping", 1.0},
+          {"bf16", {{"enabled", true}}},
+          {"zero_optimization", {{"stage", 2}}}};
+}
+
+Status WriteStudyConfigs(const std::vector<StudyStep>& steps) {
+  for (const StudyStep& step : steps) {
+    if (step.flags.config_path.empty()) continue;
+    KOLO_RETURN_IF_ERROR(WriteJsonFile(step.flags.config_path,
+                                       DeepSpeedConfig(step.flags.batch_size))
+                             .WithContext("the ds_config of " + step.title));
+  }
+  return Status::Ok();
 }
 
 std::string PresetScale(const std::string& name) {
@@ -202,6 +303,39 @@ StatusOr<std::vector<StudyStep>> PlanStudy(const StudyFlags& study) {
                        scaling),
            f});
     }
+  } else if (study.name == kDeepSpeed) {
+    TrainFlags lenet = base;
+    lenet.model = "lenet";
+    lenet.dataset = "fashion-mnist";
+    lenet.data_dir = study.data_dir;
+    lenet.batch_size = 128;
+    lenet.np = "1,2,4";
+    lenet.epochs = s.ds_lenet_epochs;
+    lenet.train_subset = s.ds_lenet_train_subset;
+    lenet.test_subset = s.ds_lenet_test_subset;
+    lenet.peers = AccuracyPeers(study.peers);
+    ApplyDeepSpeed(&lenet);
+    steps.push_back(
+        {"lenet on Fashion-MNIST, DeepSpeed's recipe (Adam, "
+         "clipping 1.0, bf16, ZeRO-2): time, images/s, test "
+         "accuracy",
+         lenet});
+    TrainFlags resnet = base;
+    resnet.model = "resnet18";
+    resnet.dataset = "synthetic";
+    resnet.image_size = 32;
+    resnet.batch_size = 32;
+    resnet.np = "1,2,4";
+    resnet.warmup = s.ds_resnet18_warmup;
+    resnet.iters = s.ds_resnet18_iters;
+    resnet.repeat = 1;
+    // kolo-train --no-kolo has no ZeRO to run the recipe with.
+    resnet.peers = AccuracyPeers(study.peers);
+    ApplyDeepSpeed(&resnet);
+    steps.push_back(
+        {"resnet18 on CIFAR-style synthetic 3x32x32, DeepSpeed's "
+         "recipe: throughput",
+         resnet});
   } else {
     std::string names;
     for (const std::string& n : StudyNames()) {
@@ -246,6 +380,11 @@ int RunStudyCommand(const StudyFlags& flags) {
   StatusOr<std::vector<StudyStep>> steps = PlanStudy(flags);
   if (!steps.ok()) {
     fmt::print(stderr, "kolo-bench study: {}\n", steps.status().message());
+    return 1;
+  }
+  Status written = WriteStudyConfigs(*steps);
+  if (!written.ok()) {
+    fmt::print(stderr, "kolo-bench study: {}\n", written.message());
     return 1;
   }
   fmt::print("# kolo-bench study {}{}: {}\n", flags.name,

@@ -21,6 +21,22 @@
 //                     weak (128 per worker) and strong (128 / np per worker)
 //                     scaling at np 1, 2 and 4, as throughput, speedup and
 //                     efficiency
+//   deepspeed         the framework study's DeepSpeed configuration, as a
+//                     ds_config file passed to kolo-train --config: Adam (lr
+//                     1e-3, betas 0.9 and 0.999, eps 1e-8, weight decay
+//                     3e-7), gradient_clipping 1.0, bf16, ZeRO stage 2; lenet
+//                     trained on Fashion-MNIST (wall time, images/s, test
+//                     accuracy) and resnet18 timed on CIFAR-style synthetic
+//                     3x32x32 images (images/s), at np 1, 2 and 4. The study
+//                     used fp16 on GPUs; LibTorch has no CPU fp16 kernels, so
+//                     bf16 stands in. No "scheduler": the rate stays 1e-3,
+//                     the global rate as DeepSpeed reads it, so kolo-train
+//                     runs with --no-lr-scaling --lr-schedule constant
+//                     --warmup-epochs 0. The torch-ddp peer runs the closest
+//                     it has: the same Adam, clipping and constant rate, bf16
+//                     autocast over fp32 weights, and ZeroRedundancyOptimizer
+//                     (ZeRO stage 1: its gradients are allreduced whole,
+//                     where stage 2 reduce-scatters them)
 //
 // What a preset scales down to fit its time is the number of steps, epochs
 // or examples (--train-subset, --test-subset), never the model, the batch
@@ -29,10 +45,13 @@
 // figures show the plumbing works, not how fast or how accurate kolo is.
 //
 // Peers: torch-ddp joins every step when asked; libtorch (np 1 only) joins
-// the throughput steps, since kolo-train --no-kolo has no accuracy mode.
+// the throughput steps, since kolo-train --no-kolo has no accuracy mode,
+// except deepspeed's, since it has no ZeRO.
 #ifndef KOLO_TOOLS_KOLO_BENCH_STUDY_H_
 #define KOLO_TOOLS_KOLO_BENCH_STUDY_H_
 
+#include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -70,7 +89,17 @@ std::string PresetScale(const std::string& name);
 
 // The steps of `flags.name`, with flags.peers, --json, --data-dir and the
 // tool paths applied; kInvalidArgument naming an unknown preset or peer.
+// A step with flags.config_path set needs that file written first
+// (WriteStudyConfigs).
 StatusOr<std::vector<StudyStep>> PlanStudy(const StudyFlags& flags);
+
+// The deepspeed preset's ds_config for `micro_batch` images per worker per
+// step (train_micro_batch_size_per_gpu, gradient_accumulation_steps 1).
+nlohmann::json DeepSpeedConfig(int64_t micro_batch);
+
+// Writes each step's ds_config file (those with a config_path);
+// kInternal naming the file when one cannot be written.
+Status WriteStudyConfigs(const std::vector<StudyStep>& steps);
 
 CLI::App* AddStudyCommand(CLI::App& app, StudyFlags* flags);
 int RunStudyCommand(const StudyFlags& flags);
