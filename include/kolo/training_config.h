@@ -1,0 +1,231 @@
+// A training run's configuration in DeepSpeed's JSON format ("ds_config"):
+// batch sizes and gradient accumulation, the optimizer, the learning-rate
+// schedule, gradient clipping, mixed precision with loss scaling, and ZeRO's
+// sharding stage. kolo-train reads it with --config FILE; programs that do
+// not use kolo-train fill the same struct in C++ and hand its parts to
+// kolo::torch::ZeroOptimizer (kolo/torch_zero.h). A complete file opens the
+// declarations below.
+//
+// Keys and meanings are DeepSpeed's, so a DeepSpeed user's file works as it
+// is. Where kolo differs, it does so on purpose. Integer fields accept
+// numbers written as 5e8 (DeepSpeed's own examples do this) but not
+// fractions. "auto" (filled
+// in by HuggingFace's integration, not by DeepSpeed) is an error, for any
+// key kolo reads, that says kolo needs a value for that key (under a key
+// kolo ignores it is only warned about, like the key). Unknown keys are not
+// errors: each is named in `warnings`, so a file written for DeepSpeed with
+// features kolo lacks (offload, stage 3 knobs) still runs, and the user sees
+// what was ignored; so are optimizer parameters of the other family (SGD's
+// momentum given to Adam) and schedule parameters the chosen schedule does
+// not take. Values that DeepSpeed only warns about, or fails on later, are
+// errors here: a warmup_type other than "log" or "linear", a missing
+// total_num_steps (WarmupDecayLR, WarmupCosineLR) or cycle_min_lr or
+// cycle_max_lr (OneCycle). And "fp16": {"loss_scaler": "torch"} picks
+// PyTorch GradScaler's rule instead of DeepSpeed's (see kolo/loss_scaler.h).
+//
+// Thread-safety: plain values and pure functions.
+#ifndef KOLO_TRAINING_CONFIG_H_
+#define KOLO_TRAINING_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kolo/status.h"
+
+namespace kolo {
+
+// A configuration file (the study configuration):
+//
+//   {
+//     "train_batch_size": 256,
+//     "gradient_accumulation_steps": 2,
+//     "optimizer": {"type": "Adam",
+//                   "params": {"lr": 1e-3, "betas": [0.9, 0.999],
+//                              "eps": 1e-8, "weight_decay": 0.01}},
+//     "scheduler": {"type": "WarmupLR",
+//                   "params": {"warmup_min_lr": 0, "warmup_max_lr": 1e-3,
+//                              "warmup_num_steps": 100}},
+//     "gradient_clipping": 1.0,
+//     "fp16": {"enabled": true, "loss_scale": 0, "loss_scale_window": 1000,
+//              "hysteresis": 2, "min_loss_scale": 1,
+//              "initial_scale_power": 16},
+//     "zero_optimization": {"stage": 2, "reduce_bucket_size": 5e8,
+//                           "overlap_comm": true}
+//   }
+
+// "optimizer": {"type": ..., "params": {...}}. Type names are matched
+// without regard to case ("Adam", "adam", "AdamW", "SGD").
+enum class OptimizerType { kSgd, kAdam, kAdamW };
+
+struct OptimizerConfig {
+  OptimizerType type = OptimizerType::kAdam;
+  double lr = 1e-3;
+  double beta1 = 0.9;  // "betas": [beta1, beta2]
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0;
+  bool amsgrad = false;   // Adam, AdamW
+  double momentum = 0;    // SGD
+  double dampening = 0;   // SGD
+  bool nesterov = false;  // SGD
+};
+
+// "scheduler": {"type": ..., "params": {...}}, DeepSpeed's schedules with
+// DeepSpeed's parameter names and defaults (type names matched without
+// regard to case). Steps count optimizer steps that were taken
+// (a step skipped for a loss-scale overflow does not count).
+enum class LrScheduleType {
+  kNone,            // the optimizer's lr throughout
+  kWarmupLR,        // warm up from warmup_min_lr to warmup_max_lr, then hold
+  kWarmupDecayLR,   // WarmupLR, then linear decay back to warmup_min_lr
+  kWarmupCosineLR,  // warm up, then half a cosine (ratios of optimizer lr)
+  kOneCycle,        // cycle_min_lr -> cycle_max_lr -> cycle_min_lr, decay
+};
+
+struct LrScheduleConfig {
+  LrScheduleType type = LrScheduleType::kNone;
+  // WarmupLR, WarmupDecayLR, WarmupCosineLR.
+  double warmup_min_lr = 0;
+  double warmup_max_lr = 1e-3;
+  // WarmupLR given no warmup_max_lr warms up to the optimizer's lr, as
+  // DeepSpeed's does: LearningRateAt() then uses its `optimizer_lr` (the
+  // parser also copies the file's optimizer lr into warmup_max_lr).
+  bool warmup_max_lr_from_optimizer = false;
+  int64_t warmup_num_steps = 1000;
+  std::string warmup_type = "log";  // "log" or "linear"
+  int64_t total_num_steps = 0;      // WarmupDecayLR, WarmupCosineLR
+  // WarmupCosineLR: fractions of the optimizer's lr.
+  double warmup_min_ratio = 0;
+  double cos_min_ratio = 1e-4;
+  // OneCycle.
+  double cycle_min_lr = 0;
+  double cycle_max_lr = 0;
+  double decay_lr_rate = 0;
+  int64_t cycle_first_step_size = 2000;
+  int64_t cycle_second_step_size = 0;  // 0: cycle_first_step_size
+  // Stairs: the half cycle moves in this many equal jumps instead of every
+  // step; 0: continuously.
+  int64_t cycle_first_stair_count = 0;
+  int64_t cycle_second_stair_count = 0;  // 0: cycle_first_stair_count
+  int64_t decay_step_size = 0;
+  bool cycle_momentum = true;
+  double cycle_min_mom = 0.8;
+  double cycle_max_mom = 0.9;
+  double decay_mom_rate = 0;
+};
+
+// The learning rate for optimizer step `step` (0-based: the rate the first
+// step uses is LearningRateAt(config, lr, 0)). `optimizer_lr` is the
+// optimizer's configured lr, which kNone returns and kWarmupCosineLR scales.
+//
+// The rates are DeepSpeed's, step for step. DeepSpeed sets the first step's
+// rate when it builds the scheduler (its last_batch_iteration is -1) and
+// calls scheduler.step() after each optimizer step that was taken, so kolo's
+// step k runs with DeepSpeed's last_batch_iteration k - 1. With W =
+// max(2, warmup_num_steps) and T = total_num_steps:
+//   WarmupLR: step 0 warmup_min_lr; step k in 1..W: min + (max - min) x
+//     log(k) / log(W) ("log") or (k - 1) / W ("linear"), so steps 0 and 1
+//     both run at warmup_min_lr and step W reaches warmup_max_lr with "log";
+//     warmup_max_lr from step W + 1 on.
+//   WarmupDecayLR: as WarmupLR through step W; then min + (max - min) x
+//     max(0, (T - k + 1) / max(1, T - W)), reaching warmup_min_lr at step
+//     T + 1 and staying there.
+//   WarmupCosineLR: optimizer_lr x ratio; step 0 has ratio 0 (DeepSpeed's
+//     value before its scheduler starts, whatever warmup_min_ratio is);
+//     warm-up ratio warmup_min_ratio + (1 - warmup_min_ratio) x the WarmupLR
+//     fraction; after it cos_min_ratio + (1 - cos_min_ratio) x (1 +
+//     cos(pi x p)) / 2 with p = min(1, (k - W) / max(1, T - W)).
+//   OneCycle (cycle length L = first + second half): step k <= L is k steps
+//     into the cycle, min -> max over the first half and back over the
+//     second (in stairs when a stair count is set); step k > L decays:
+//     cycle_min_lr / (1 + decay_lr_rate x (k - L) / decay_step_size), or
+//     cycle_min_lr when decay_step_size or decay_lr_rate is 0.
+double LearningRateAt(const LrScheduleConfig& config, double optimizer_lr,
+                      int64_t step);
+// OneCycle with cycle_momentum: the momentum (SGD) or beta1 (Adam) for
+// `step`; std::nullopt for every other schedule. It moves opposite to the
+// rate: cycle_max_mom - (cycle_max_mom - cycle_min_mom) x the cycle
+// position, then cycle_max_mom x (1 + decay_mom_rate x (k - L) /
+// decay_step_size). Two DeepSpeed details are left out on purpose: its
+// constructor gives the very first step cycle_min_mom (not the cycle's
+// cycle_max_mom), and it sets Adam's beta2 to 0.99 while cycling (kolo leaves
+// beta2 alone); DeepSpeed also skips cycling for optimizers without betas
+// (SGD), where kolo cycles SGD's momentum.
+std::optional<double> MomentumAt(const LrScheduleConfig& config, int64_t step);
+
+enum class Precision { kFloat32, kBFloat16, kFloat16 };
+
+// Which rule moves a dynamic loss scale (kolo/loss_scaler.h).
+enum class LossScaleRule { kDeepSpeed, kTorchGradScaler };
+
+// The "fp16" section.
+struct LossScaleConfig {
+  double loss_scale = 0;  // 0: dynamic; > 0: this static scale
+  int32_t initial_scale_power = 16;
+  int64_t loss_scale_window = 1000;
+  int32_t hysteresis = 2;
+  bool consecutive_hysteresis = false;
+  double min_loss_scale = 1;
+  LossScaleRule rule = LossScaleRule::kDeepSpeed;  // "loss_scaler"
+};
+
+// The "zero_optimization" section. Bucket sizes count elements, as in
+// DeepSpeed; kolo's defaults are smaller than DeepSpeed's 5e8 so that
+// communication overlaps the backward pass on CPU-sized models.
+struct ZeroConfig {
+  int32_t stage = 0;  // 0 (none), 1 (optimizer state), 2 (and gradients)
+  int64_t reduce_bucket_size = int64_t{1} << 18;
+  int64_t allgather_bucket_size = int64_t{1} << 20;
+  bool overlap_comm = true;
+  bool contiguous_gradients = true;
+};
+
+struct TrainingConfig {
+  // Batch sizes: 0 means unset. ResolveBatchSizes() fills them in.
+  int64_t train_batch_size = 0;
+  int64_t train_micro_batch_size_per_gpu = 0;
+  int64_t gradient_accumulation_steps = 0;
+
+  std::optional<OptimizerConfig> optimizer;  // unset: the program's own
+  LrScheduleConfig scheduler;
+  double gradient_clipping = 0;  // 0: no clipping
+  Precision precision = Precision::kFloat32;
+  LossScaleConfig fp16;  // used when precision is kFloat16
+  ZeroConfig zero_optimization;
+  int64_t steps_per_print = 10;
+  uint64_t seed = 0;  // "seed"; 0: unset
+
+  // One line per key the file had that kolo does not use, naming the key
+  // with its path ("zero_optimization.offload_optimizer").
+  std::vector<std::string> warnings;
+};
+
+// Parses a configuration; `source` (a file name) starts every error message
+// and warning. kInvalidArgument naming the key and the bad value: invalid
+// JSON (with nlohmann's line and column), wrong types, negative or zero
+// sizes, a negative gradient_clipping, an unknown optimizer or scheduler
+// type (the message lists the known ones), a ZeRO stage other than 0, 1 or
+// 2, fp16 and bf16 both enabled, min_loss_scale <= 0, loss_scale_window or
+// hysteresis < 1, "auto" for a key kolo reads. A key whose value is null
+// counts as absent, as in DeepSpeed. "bfloat16" is read when "bf16" is
+// absent (and warned about when both are given).
+StatusOr<TrainingConfig> ParseTrainingConfig(const std::string& json_text,
+                                             const std::string& source);
+// Reads and parses `path`; kNotFound or kInvalidArgument naming the file.
+StatusOr<TrainingConfig> LoadTrainingConfig(const std::string& path);
+
+// Fills in the batch sizes for `world_size` workers from the ones given:
+// train_batch_size = micro batch x accumulation steps x workers. Any two
+// give the third; the micro batch alone or the global batch alone mean one
+// accumulation step. kInvalidArgument when none is given, when only the
+// accumulation steps are given, when the global batch does not divide, or
+// when all three are given and disagree; the message shows the arithmetic
+// ("train_batch_size 256 != train_micro_batch_size_per_gpu 16 x
+// gradient_accumulation_steps 2 x 4 workers = 128").
+Status ResolveBatchSizes(TrainingConfig* config, int32_t world_size);
+
+}  // namespace kolo
+
+#endif  // KOLO_TRAINING_CONFIG_H_
