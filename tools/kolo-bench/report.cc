@@ -71,6 +71,10 @@ bool IsCollectivesRecord(const json& record) {
           RowsCarry(record, "collective"));
 }
 
+bool IsZeroRecord(const json& record) {
+  return Text(record, "benchmark") == "zero";
+}
+
 int AddEnvironment(const json& record, const std::string& source,
                    Results* results) {
   const json& fields = Member(record, "environment");
@@ -128,6 +132,46 @@ TrainRecord ParseTrainRecord(const json& record, const std::string& source,
       r.test_accuracy = Number(row, "test_accuracy");
       r.wall_seconds = Number(row, "wall_seconds");
       r.epochs = Number(row, "epochs");
+      out.rows.push_back(std::move(r));
+    }
+  }
+  out.environment = AddEnvironment(record, source, results);
+  return out;
+}
+
+ZeroRecord ParseZeroRecord(const json& record, const std::string& source,
+                           Results* results) {
+  ZeroRecord out;
+  out.source = source;
+  const json& config = Member(record, "config");
+  out.config.optimizer = Text(config, "optimizer");
+  out.config.precision = Text(config, "precision");
+  out.config.dataset = Text(config, "dataset");
+  out.config.image_size =
+      static_cast<int64_t>(Number(config, "image_size").value_or(0));
+  out.config.batch_size =
+      static_cast<int64_t>(Number(config, "batch_size").value_or(0));
+  out.config.threads =
+      static_cast<int32_t>(Number(config, "threads").value_or(0));
+  const json& rows = Member(record, "rows");
+  if (rows.is_array()) {
+    for (const json& row : rows) {
+      ZeroReportRow r;
+      r.variant = Text(row, "variant");
+      if (r.variant.empty()) continue;
+      if (row.contains("missing")) {
+        out.missing.push_back({r.variant, Text(row, "missing")});
+        continue;
+      }
+      r.model = Text(row, "model");
+      const std::optional<double> np = Number(row, "np");
+      if (r.model.empty() || !np || *np < 1) continue;
+      r.np = static_cast<int32_t>(*np);
+      r.images_per_second = Number(row, "images_per_second_median");
+      r.step_ms = Number(row, "step_ms_median");
+      r.optimizer_state_bytes = Number(row, "optimizer_state_bytes");
+      r.gradient_bytes = Number(row, "gradient_bytes");
+      r.peak_rss_mib = Number(row, "peak_rss_mib");
       out.rows.push_back(std::move(r));
     }
   }
@@ -273,6 +317,8 @@ class Page {
   std::string AccuracySection(const std::vector<TrainConfigView>& views);
   std::string BandwidthSection();
   std::string BandwidthTable(const BandwidthView& view);
+  std::string ZeroSection();
+  std::string ZeroTable(const ZeroView& view);
   std::string EnvironmentSection();
 
   const Results& results_;
@@ -645,6 +691,117 @@ std::string Page::BandwidthSection() {
   return html + "</section>\n";
 }
 
+std::string Mib(const std::optional<double>& bytes) {
+  if (!bytes) return "";
+  return fmt::format("{:.1f}", *bytes / (1 << 20));
+}
+
+std::optional<double> StatePlusGradients(const ZeroReportRow& row) {
+  if (!row.optimizer_state_bytes || !row.gradient_bytes) return std::nullopt;
+  return *row.optimizer_state_bytes + *row.gradient_bytes;
+}
+
+std::string Page::ZeroTable(const ZeroView& view) {
+  const std::vector<std::string> headers = {"model",
+                                            "workers",
+                                            "variant",
+                                            "images/s",
+                                            "step (ms)",
+                                            "optimizer state (MiB/rank)",
+                                            "gradients (MiB/rank)",
+                                            "state + gradients ÷ kolo-ddp",
+                                            "peak RSS (MiB)",
+                                            "images/s ÷ kolo-ddp"};
+  std::vector<std::vector<Cell>> rows;
+  for (const ZeroReportRow& row : view.rows) {
+    rows.push_back(
+        {Label(row.model),
+         {std::to_string(row.np)},
+         Label(row.variant),
+         {row.images_per_second ? FormatRate(*row.images_per_second) : ""},
+         {Fixed(row.step_ms, 1)},
+         {Mib(row.optimizer_state_bytes)},
+         {Mib(row.gradient_bytes)},
+         {Fixed(ZeroMemoryFraction(view, row), 3)},
+         {Fixed(row.peak_rss_mib, 0)},
+         {Fixed(ZeroThroughputRatio(view, row), 2)}});
+  }
+  for (const auto& [variant, why] : view.missing) {
+    rows.push_back({{"–", false},
+                    {"–"},
+                    Label(variant),
+                    {why.empty() ? "not measured" : why, false,
+                     static_cast<int>(headers.size()) - 3}});
+  }
+  return HtmlTable(headers, rows);
+}
+
+std::string Page::ZeroSection() {
+  std::string html =
+      "<section id=\"zero\">\n<h2>ZeRO: memory per rank and "
+      "throughput</h2>\n";
+  const std::vector<ZeroView> views = GroupZero(results_);
+  if (views.empty()) {
+    return html +
+           Paragraph(
+               "No ZeRO records in these files (kolo-bench zero --json "
+               "writes them).") +
+           "</section>\n";
+  }
+  html += Paragraph(
+      "Bytes of optimizer state plus gradients held by the rank holding the "
+      "most, as each job measured them: kolo's DistributedOptimizer "
+      "(kolo-ddp), ZeRO stages 1 and 2 (kolo-zero1, kolo-zero2), PyTorch DDP "
+      "(torch-ddp) and DDP with ZeroRedundancyOptimizer (torch-zero). kolo's "
+      "gradients include its communication buckets; torch's are the .grad "
+      "tensors only, DDP's bucket copies being invisible from Python. The "
+      "ratios are against kolo-ddp at the same worker count.");
+  for (const ZeroView& view : views) {
+    // One group of bars per model and worker count, one bar per variant.
+    BarChart chart;
+    chart.title =
+        "Optimizer state + gradients per rank: " + view.config.Label();
+    chart.value_label = "MiB per rank (largest rank)";
+    chart.value_suffix = " MiB";
+    std::vector<std::pair<std::string, int32_t>> groups;
+    std::vector<std::string> variants;
+    for (const ZeroReportRow& row : view.rows) {
+      if (std::find(groups.begin(), groups.end(),
+                    std::make_pair(row.model, row.np)) == groups.end()) {
+        groups.push_back({row.model, row.np});
+      }
+      if (std::find(variants.begin(), variants.end(), row.variant) ==
+          variants.end()) {
+        variants.push_back(row.variant);
+      }
+    }
+    for (const auto& [model, np] : groups) {
+      chart.categories.push_back(
+          fmt::format("{}, {}", model, Plural(np, "worker", "workers")));
+    }
+    for (const std::string& variant : variants) {
+      BarSeries series;
+      series.name = variant;
+      series.color = ColorFor(variant);
+      for (const auto& [model, np] : groups) {
+        std::optional<double> value;
+        for (const ZeroReportRow& row : view.rows) {
+          if (row.model == model && row.np == np && row.variant == variant) {
+            if (auto bytes = StatePlusGradients(row)) {
+              value = *bytes / (1 << 20);
+            }
+          }
+        }
+        series.values.push_back(value);
+      }
+      chart.series.push_back(std::move(series));
+    }
+    html += Figure(view.config.Label(), RenderBarChart(chart));
+    html += ZeroTable(view);
+  }
+  return html + "</section>\n";
+}
+
 std::string EnvironmentValue(const json& value) {
   if (value.is_string()) return value.get<std::string>();
   return value.dump();
@@ -726,21 +883,26 @@ std::string Page::Render() {
       "initial-scale=1\">\n<title>kolo-bench report</title>\n<style>";
   html += kStyle;
   html += "</style>\n</head>\n<body>\n<h1>kolo-bench report</h1>\n";
-  html += Paragraph(
-      fmt::format("From {}: {}, {}.", files,
-                  Plural(static_cast<int64_t>(results_.train.size()),
-                         "training record", "training records"),
-                  Plural(static_cast<int64_t>(results_.collectives.size()),
-                         "collectives record", "collectives records")));
+  html += Paragraph(fmt::format(
+      "From {}: {}, {}{}.", files,
+      Plural(static_cast<int64_t>(results_.train.size()), "training record",
+             "training records"),
+      Plural(static_cast<int64_t>(results_.collectives.size()),
+             "collectives record", "collectives records"),
+      results_.zero.empty()
+          ? ""
+          : ", " + Plural(static_cast<int64_t>(results_.zero.size()),
+                          "ZeRO record", "ZeRO records")));
   html +=
       "<nav><a href=\"#throughput\">throughput</a><a "
       "href=\"#efficiency\">efficiency</a><a href=\"#accuracy\">accuracy</a><a "
-      "href=\"#bandwidth\">bus bandwidth</a><a "
+      "href=\"#bandwidth\">bus bandwidth</a><a href=\"#zero\">ZeRO</a><a "
       "href=\"#environment\">environment</a></nav>\n";
   html += ThroughputSection(views);
   html += EfficiencySection(views);
   html += AccuracySection(views);
   html += BandwidthSection();
+  html += ZeroSection();
   html += EnvironmentSection();
   return html + "</body>\n</html>\n";
 }
@@ -787,13 +949,16 @@ Status AddResults(const json& value, const std::string& source,
       results->collectives.push_back(
           ParseCollectivesRecord(*record, source, results));
       ++recognised;
+    } else if (IsZeroRecord(*record)) {
+      results->zero.push_back(ParseZeroRecord(*record, source, results));
+      ++recognised;
     }
   }
   if (recognised == 0) {
     return InvalidArgument(fmt::format(
-        "{}: no kolo-bench train or collectives records among its {} (the "
-        "files `kolo-bench train --json` and `kolo-bench collectives --json` "
-        "write)",
+        "{}: no kolo-bench train, collectives or zero records among its {} "
+        "(the files `kolo-bench train --json`, `kolo-bench collectives "
+        "--json` and `kolo-bench zero --json` write)",
         source,
         Plural(static_cast<int64_t>(records.size()), "JSON value",
                "JSON values")));
@@ -980,6 +1145,116 @@ std::vector<BandwidthView> GroupCollectives(const Results& results) {
   return views;
 }
 
+bool ZeroBenchConfig::operator==(const ZeroBenchConfig& o) const {
+  return std::tie(optimizer, precision, dataset, image_size, batch_size,
+                  threads) == std::tie(o.optimizer, o.precision, o.dataset,
+                                       o.image_size, o.batch_size, o.threads);
+}
+
+std::string ZeroBenchConfig::Label() const {
+  std::string label = fmt::format("{}, {}", optimizer.empty() ? "?" : optimizer,
+                                  precision.empty() ? "?" : precision);
+  if (dataset == "synthetic" && image_size > 0) {
+    label += fmt::format(", synthetic 3x{}x{}", image_size, image_size);
+  } else if (!dataset.empty()) {
+    label += ", " + dataset;
+  }
+  if (batch_size > 0) label += fmt::format(", batch {} per worker", batch_size);
+  if (threads > 0) label += ", " + Plural(threads, "thread", "threads");
+  return label;
+}
+
+namespace {
+
+int VariantRank(const std::string& variant) {
+  static const char* kOrder[] = {"kolo-ddp", "kolo-zero1", "kolo-zero2",
+                                 "torch-ddp", "torch-zero"};
+  for (int i = 0; i < 5; ++i) {
+    if (variant == kOrder[i]) return i;
+  }
+  return 5;
+}
+
+const ZeroReportRow* KoloDdpRow(const ZeroView& view,
+                                const ZeroReportRow& row) {
+  for (const ZeroReportRow& r : view.rows) {
+    if (r.variant == "kolo-ddp" && r.model == row.model && r.np == row.np) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<ZeroView> GroupZero(const Results& results) {
+  std::vector<ZeroView> views;
+  for (const ZeroRecord& record : results.zero) {
+    auto view = std::find_if(views.begin(), views.end(), [&](const auto& v) {
+      return v.config == record.config;
+    });
+    if (view == views.end()) {
+      views.push_back({record.config, {}, {}, {}});
+      view = views.end() - 1;
+    }
+    for (const ZeroReportRow& row : record.rows) {
+      auto same = std::find_if(
+          view->rows.begin(), view->rows.end(), [&](const ZeroReportRow& r) {
+            return r.model == row.model && r.np == row.np &&
+                   r.variant == row.variant;
+          });
+      if (same == view->rows.end()) {
+        view->rows.push_back(row);
+      } else {
+        *same = row;  // later records win
+      }
+      view->missing.erase(row.variant);
+    }
+    for (const auto& [variant, why] : record.missing) {
+      const bool measured =
+          std::any_of(view->rows.begin(), view->rows.end(),
+                      [&](const auto& r) { return r.variant == variant; });
+      if (!measured) view->missing[variant] = why;
+    }
+    if (record.environment >= 0 &&
+        std::find(view->environments.begin(), view->environments.end(),
+                  record.environment) == view->environments.end()) {
+      view->environments.push_back(record.environment);
+    }
+  }
+  for (ZeroView& view : views) {
+    std::stable_sort(
+        view.rows.begin(), view.rows.end(),
+        [](const ZeroReportRow& a, const ZeroReportRow& b) {
+          return std::make_tuple(a.model, a.np, VariantRank(a.variant),
+                                 a.variant) <
+                 std::make_tuple(b.model, b.np, VariantRank(b.variant),
+                                 b.variant);
+        });
+  }
+  return views;
+}
+
+std::optional<double> ZeroMemoryFraction(const ZeroView& view,
+                                         const ZeroReportRow& row) {
+  const ZeroReportRow* base = KoloDdpRow(view, row);
+  if (base == nullptr) return std::nullopt;
+  const std::optional<double> mine = StatePlusGradients(row);
+  const std::optional<double> theirs = StatePlusGradients(*base);
+  if (!mine || !theirs || *theirs <= 0) return std::nullopt;
+  return *mine / *theirs;
+}
+
+std::optional<double> ZeroThroughputRatio(const ZeroView& view,
+                                          const ZeroReportRow& row) {
+  const ZeroReportRow* base = KoloDdpRow(view, row);
+  if (base == nullptr || !row.images_per_second || !base->images_per_second ||
+      *base->images_per_second <= 0) {
+    return std::nullopt;
+  }
+  return *row.images_per_second / *base->images_per_second;
+}
+
 std::string RenderReport(const Results& results) {
   return Page(results).Render();
 }
@@ -988,9 +1263,9 @@ CLI::App* AddReportCommand(CLI::App& app, ReportFlags* flags) {
   CLI::App* cmd = app.add_subcommand(
       "report",
       "one self-contained HTML page (inline SVG charts and tables) from the "
-      "JSON of kolo-bench train and collectives");
+      "JSON of kolo-bench train, collectives and zero");
   cmd->add_option("results", flags->inputs,
-                  "JSON files written by kolo-bench train or collectives "
+                  "JSON files written by kolo-bench train, collectives or zero "
                   "--json")
       ->required();
   cmd->add_option("-o,--output", flags->output, "the HTML page to write")
@@ -1018,11 +1293,15 @@ int RunReportCommand(const ReportFlags& flags) {
       WriteFileAtomically(flags.output, RenderReport(*results), "-o");
   if (!written.ok()) return fail(written);
   fmt::print(
-      "kolo-bench report: wrote {} ({}, {} from {})\n", flags.output,
+      "kolo-bench report: wrote {} ({}, {}{} from {})\n", flags.output,
       Plural(static_cast<int64_t>(results->train.size()), "training record",
              "training records"),
       Plural(static_cast<int64_t>(results->collectives.size()),
              "collectives record", "collectives records"),
+      results->zero.empty()
+          ? ""
+          : ", " + Plural(static_cast<int64_t>(results->zero.size()),
+                          "ZeRO record", "ZeRO records"),
       Plural(static_cast<int64_t>(results->sources.size()), "file", "files"));
   return 0;
 }

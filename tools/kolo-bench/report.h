@@ -1,11 +1,13 @@
 // kolo-bench report: one self-contained HTML page drawn from the JSON that
-// `kolo-bench train --json` and `kolo-bench collectives --json` write.
+// `kolo-bench train --json`, `kolo-bench collectives --json` and
+// `kolo-bench zero --json` write.
 //
 //   kolo-bench report train.json collectives.json [-o report.html]
 //
 // Reading. Each file holds one record or an array of them (the benchmarks
-// append). A record is a training record (tool "kolo-bench train") or a
-// collectives record (benchmark "collectives"); anything else in a file
+// append). A record is a training record (tool "kolo-bench train"), a
+// collectives record (benchmark "collectives") or a ZeRO record (benchmark
+// "zero"); anything else in a file
 // (a fusion run, a hand-written note) is passed over, but a file with no
 // record of either kind is an error, as are a missing file and a file that
 // is not JSON. Optional fields (a study name, test accuracy, wall time,
@@ -16,7 +18,8 @@
 // each array from its start, so a later figure replaces an earlier one for
 // the same configuration, framework and worker count (training), or the
 // same collective, type, world size, series and message size (collectives):
-// re-running a benchmark into the same file updates the page. Speedups,
+// re-running a benchmark into the same file updates the page; ZeRO figures
+// are replaced per configuration, model, worker count and variant. Speedups,
 // efficiencies and kolo's ratios are computed from the merged means, so
 // they always agree with the figures beside them.
 //
@@ -24,6 +27,8 @@
 // efficiency against workers (with the ideal 100% line), test accuracy,
 // and collective bus bandwidth against message size (log2 axis), each
 // chart followed by a table of its figures and kolo's ratio to each peer;
+// ZeRO's optimizer state plus gradients per rank, as bars per worker count
+// and variant, with a table of its figures and their ratios to kolo-ddp;
 // then the environments the figures were measured in. A section without
 // data says so. Charts are inline SVG (svg_chart.h); the page has no
 // script and no address, and is written atomically.
@@ -115,6 +120,41 @@ struct CollectivesRecord {
   int environment = -1;
 };
 
+// One row of a kolo-bench zero record: a variant of a model at a worker
+// count, the largest rank's figures.
+struct ZeroReportRow {
+  std::string model;
+  int32_t np = 0;
+  std::string variant;  // "kolo-ddp", "kolo-zero2", "torch-zero", ...
+  std::optional<double> images_per_second;  // median over the repeats
+  std::optional<double> step_ms;
+  std::optional<double> optimizer_state_bytes;
+  std::optional<double> gradient_bytes;
+  std::optional<double> peak_rss_mib;
+};
+
+// What makes two ZeRO figures comparable.
+struct ZeroBenchConfig {
+  std::string optimizer;
+  std::string precision;
+  std::string dataset;
+  int64_t image_size = 0;
+  int64_t batch_size = 0;
+  int32_t threads = 0;
+
+  bool operator==(const ZeroBenchConfig& other) const;
+  // "adam, fp32, synthetic 3x32x32, batch 32 per worker, 1 thread"
+  std::string Label() const;
+};
+
+struct ZeroRecord {
+  std::string source;
+  ZeroBenchConfig config;
+  std::vector<ZeroReportRow> rows;
+  std::vector<std::pair<std::string, std::string>> missing;  // variant, why
+  int environment = -1;
+};
+
 // A machine the figures were measured on, and the files that say so.
 struct Environment {
   nlohmann::json fields;  // cpu_model, cores, kernel, kolo_commit, ...
@@ -125,6 +165,7 @@ struct Results {
   std::vector<std::string> sources;
   std::vector<TrainRecord> train;
   std::vector<CollectivesRecord> collectives;
+  std::vector<ZeroRecord> zero;
   std::vector<Environment> environments;  // distinct, as first seen
 };
 
@@ -173,6 +214,26 @@ struct BandwidthView {
 };
 
 std::vector<BandwidthView> GroupCollectives(const Results& results);
+
+// One ZeRO configuration: the latest row for each model, worker count and
+// variant, ordered by model, then worker count, then variant (kolo-ddp,
+// kolo-zero1, kolo-zero2, torch-ddp, torch-zero, then others by name).
+struct ZeroView {
+  ZeroBenchConfig config;
+  std::vector<ZeroReportRow> rows;
+  std::map<std::string, std::string> missing;  // variant -> why
+  std::vector<int> environments;
+};
+
+std::vector<ZeroView> GroupZero(const Results& results);
+
+// A row's (optimizer state + gradients) over the kolo-ddp row's of the same
+// model and worker count in `view`, and its images/s over kolo-ddp's; empty
+// without a kolo-ddp row or a figure.
+std::optional<double> ZeroMemoryFraction(const ZeroView& view,
+                                         const ZeroReportRow& row);
+std::optional<double> ZeroThroughputRatio(const ZeroView& view,
+                                          const ZeroReportRow& row);
 
 // The whole page.
 std::string RenderReport(const Results& results);
