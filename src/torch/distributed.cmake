@@ -1,1 +1,2 @@
-target_sources(kolo_torch PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/distributed/distributed.cc)
+target_sources(kolo_torch PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/distributed/distributed.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/distributed/optimizer_state.cc)

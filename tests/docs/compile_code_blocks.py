@@ -44,6 +44,7 @@ TORCH_INCLUDES = """#include <torch/torch.h>
 #include "kolo/models.h"
 #include "kolo/torch.h"
 #include "kolo/torch_elastic.h"
+#include "kolo/torch_zero.h"
 
 // A user's model.
 struct Net : torch::nn::Module {

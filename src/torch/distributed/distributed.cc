@@ -2,6 +2,7 @@
 #include <numeric>
 
 #include "kolo/torch.h"
+#include "torch/distributed/optimizer_state.h"
 
 namespace kolo::torch {
 namespace {
@@ -30,11 +31,6 @@ int64_t RowElements(const ::torch::Tensor& tensor) {
 
 int64_t Rows(const ::torch::Tensor& tensor) {
   return tensor.dim() == 0 ? 1 : tensor.size(0);
-}
-
-// The optimizer-state key LibTorch uses for a parameter.
-std::string StateKey(const ::torch::Tensor& parameter) {
-  return c10::guts::to_string(parameter.unsafeGetTensorImpl());
 }
 
 }  // namespace

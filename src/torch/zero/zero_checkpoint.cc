@@ -1,0 +1,369 @@
+// ZeroOptimizer's checkpoints: per-rank shard files plus one manifest, and
+// loading them into any layout (kolo/torch_zero.h says why and how).
+//
+// A shard file is a LibTorch archive holding, for every bucket i, the
+// rank's slice of the master weights ("b<i>.master") and of each optimizer
+// state tensor ("b<i>.exp_avg", ...). The manifest (JSON) holds what is
+// needed to find any element of any parameter in those files.
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "common/atomic_file.h"
+#include "kolo/kolo.h"
+#include "kolo/torch_zero.h"
+#include "torch/distributed/optimizer_state.h"
+#include "torch/zero/zero_internal.h"
+
+namespace kolo::torch {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr char kManifestName[] = "zero_manifest.json";
+constexpr char kFormat[] = "kolo.zero-checkpoint";
+constexpr int kVersion = 1;
+
+std::string ShardName(int64_t steps, int32_t rank, int32_t shards) {
+  return "zero-step" + std::to_string(steps) + "-shard" + std::to_string(rank) +
+         "-of" + std::to_string(shards) + ".pt";
+}
+
+std::string TensorKey(int64_t bucket, const std::string& what) {
+  return "b" + std::to_string(bucket) + "." + what;
+}
+
+// Every rank learns whether `status` failed anywhere; the message names the
+// first rank that failed.
+Status AgreeAcrossRanks(const Status& status, const std::string& what) {
+  if (Size() == 1) return status;
+  const int32_t failed = status.ok() ? 0 : 1;
+  std::vector<int32_t> all(static_cast<size_t>(Size()));
+  KOLO_RETURN_IF_ERROR(Allgather(&failed, all.data(), 1, DataType::kInt32));
+  if (!status.ok()) return status;
+  for (int32_t r = 0; r < Size(); ++r) {
+    if (all[r] != 0) {
+      return Aborted(what + " failed on rank " + std::to_string(r) +
+                     " (its error is in its output)");
+    }
+  }
+  return Status::Ok();
+}
+
+json ScalerJson(const LossScaler::State& s) {
+  return {{"scale", s.scale},
+          {"iteration", s.iteration},
+          {"last_overflow_iteration", s.last_overflow_iteration},
+          {"hysteresis_left", s.hysteresis_left},
+          {"clean_steps", s.clean_steps},
+          {"skipped_steps", s.skipped_steps}};
+}
+
+// Where one parameter's elements are in a checkpoint.
+struct OldPlace {
+  int64_t bucket = 0;
+  int64_t offset = 0;  // in its bucket
+  std::vector<int64_t> shape;
+};
+
+// The shard files of a checkpoint, read on first use and checked against
+// the manifest's slice sizes.
+class ShardReader {
+ public:
+  ShardReader(std::string dir, std::vector<std::string> files,
+              std::vector<int64_t> slices)
+      : dir_(std::move(dir)),
+        files_(std::move(files)),
+        slices_(std::move(slices)) {}
+
+  StatusOr<::torch::Tensor> Slice(int32_t shard, int64_t bucket,
+                                  const std::string& what) {
+    const std::string key = TensorKey(bucket, what);
+    auto& tensors = cache_[shard];
+    auto found = tensors.find(key);
+    if (found != tensors.end()) return found->second;
+    if (archives_.count(shard) == 0) {
+      const std::string path = (fs::path(dir_) / files_[shard]).string();
+      if (!fs::exists(path)) {
+        return InvalidArgument("checkpoint shard " + path +
+                               " is missing (the manifest lists it)");
+      }
+      try {
+        archives_[shard].load_from(path);
+      } catch (const std::exception& e) {
+        std::string message = e.what();
+        return InvalidArgument(
+            "checkpoint shard " + path +
+            " cannot be read: " + message.substr(0, message.find('\n')));
+      }
+    }
+    ::torch::Tensor tensor;
+    const std::string path = (fs::path(dir_) / files_[shard]).string();
+    if (!archives_[shard].try_read(key, tensor)) {
+      return InvalidArgument("checkpoint shard " + path + " has no tensor " +
+                             key);
+    }
+    if (tensor.dim() != 1 || tensor.numel() != slices_[bucket] ||
+        tensor.scalar_type() != ::torch::kFloat32) {
+      return InvalidArgument(
+          "checkpoint shard " + path + ": tensor " + key + " has " +
+          std::to_string(tensor.numel()) + " elements; the manifest gives " +
+          "bucket " + std::to_string(bucket) + " slices of " +
+          std::to_string(slices_[bucket]) + " float32 elements");
+    }
+    tensors[key] = tensor;
+    return tensor;
+  }
+
+ private:
+  std::string dir_;
+  std::vector<std::string> files_;
+  std::vector<int64_t> slices_;
+  std::map<int32_t, ::torch::serialize::InputArchive> archives_;
+  std::map<int32_t, std::map<std::string, ::torch::Tensor>> cache_;
+};
+
+}  // namespace
+
+Status ZeroOptimizer::Save(const std::string& dir) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  Status written;
+  if (error) {
+    written = InvalidArgument("checkpoint directory " + dir +
+                              " cannot be created: " + error.message());
+  }
+  std::vector<std::string> files;
+  for (int32_t r = 0; r < shard_count_; ++r)
+    files.push_back(ShardName(steps_taken_, r, shard_count_));
+  std::set<std::string> state_keys;
+  if (written.ok() && rank_ < shard_count_) {
+    try {
+      ::torch::serialize::OutputArchive archive;
+      for (auto& b : buckets_) {
+        archive.write(TensorKey(b->index, "master"), b->master);
+        for (const auto& [name, tensor] :
+             GetParameterState(*optimizer_, b->master).tensors) {
+          archive.write(TensorKey(b->index, name), tensor);
+        }
+      }
+      std::ostringstream bytes;
+      archive.save_to(bytes);
+      written = WriteFileAtomically((fs::path(dir) / files[rank_]).string(),
+                                    bytes.str());
+    } catch (const std::exception& e) {
+      std::string message = e.what();
+      written = Internal("checkpoint shard " + files[rank_] + " in " + dir +
+                         ": " + message.substr(0, message.find('\n')));
+    }
+  }
+  // The manifest only once every shard is on disk.
+  KOLO_RETURN_IF_ERROR(AgreeAcrossRanks(written, "writing checkpoint shards"));
+  Status manifest_written;
+  if (rank_ == 0) {
+    json buckets = json::array();
+    for (auto& b : buckets_) {
+      json members = json::array();
+      for (Parameter* p : b->members) {
+        members.push_back({{"name", p->name},
+                           {"shape", p->tensor.sizes().vec()},
+                           {"offset", p->offset},
+                           {"numel", p->tensor.numel()}});
+      }
+      buckets.push_back({{"elements", b->elements},
+                         {"padded", b->padded},
+                         {"slice", b->slice},
+                         {"parameters", members}});
+    }
+    json state = json::array();
+    int64_t optimizer_step = 0;
+    if (!buckets_.empty()) {
+      ParameterState first =
+          GetParameterState(*optimizer_, buckets_[0]->master);
+      for (const auto& named : first.tensors) state.push_back(named.first);
+      optimizer_step = first.step;
+    }
+    json manifest = {{"format", kFormat},
+                     {"version", kVersion},
+                     {"shards", shard_count_},
+                     {"world_size", Size()},
+                     {"stage", options_.stage},
+                     {"optimizer", OptimizerKind(*optimizer_)},
+                     {"state", state},
+                     {"optimizer_step", optimizer_step},
+                     {"steps_taken", steps_taken_},
+                     {"loss_scaler", ScalerJson(loss_scaler_.state())},
+                     {"buckets", buckets},
+                     {"files", files}};
+    manifest_written = WriteFileAtomically(
+        (fs::path(dir) / kManifestName).string(), manifest.dump(1));
+    if (manifest_written.ok()) {
+      // Shards of earlier saves are garbage once the manifest moved on.
+      const std::set<std::string> keep(files.begin(), files.end());
+      for (const auto& entry : fs::directory_iterator(dir, error)) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind("zero-step", 0) == 0 && keep.count(name) == 0)
+          fs::remove(entry.path(), error);
+      }
+    }
+  }
+  return AgreeAcrossRanks(manifest_written, "writing the checkpoint manifest");
+}
+
+Status ZeroOptimizer::Load(const std::string& dir) {
+  const std::string manifest_path = (fs::path(dir) / kManifestName).string();
+  StatusOr<std::string> text = ReadWholeFile(manifest_path);
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound)
+      return NotFound("no ZeRO checkpoint in " + dir + ": " + manifest_path +
+                      " does not exist");
+    return text.status();
+  }
+  json manifest;
+  std::map<std::string, OldPlace> old_places;
+  std::vector<int64_t> old_slices;
+  std::vector<std::string> files;
+  std::vector<std::string> state_names;
+  int64_t optimizer_step = 0;
+  LossScaler::State scaler;
+  int64_t steps_taken = 0;
+  auto bad = [&](const std::string& what) {
+    return InvalidArgument("checkpoint manifest " + manifest_path + ": " +
+                           what);
+  };
+  try {
+    manifest = json::parse(*text);
+    if (manifest.value("format", "") != kFormat)
+      return bad("not a kolo ZeRO checkpoint (format is not " +
+                 std::string(kFormat) + ")");
+    if (manifest.value("version", 0) != kVersion)
+      return bad("version " + manifest["version"].dump() + " is not " +
+                 std::to_string(kVersion));
+    const std::string kind = manifest.at("optimizer").get<std::string>();
+    if (kind != OptimizerKind(*optimizer_)) {
+      return bad("written by a " + kind + " optimizer; this one is " +
+                 OptimizerKind(*optimizer_));
+    }
+    files = manifest.at("files").get<std::vector<std::string>>();
+    const int64_t shards = manifest.at("shards").get<int64_t>();
+    if (static_cast<int64_t>(files.size()) != shards)
+      return bad(std::to_string(files.size()) + " files for " +
+                 std::to_string(shards) + " shards");
+    const json& buckets = manifest.at("buckets");
+    for (size_t i = 0; i < buckets.size(); ++i) {
+      const json& b = buckets[i];
+      const int64_t elements = b.at("elements").get<int64_t>();
+      const int64_t slice = b.at("slice").get<int64_t>();
+      if (slice * shards != b.at("padded").get<int64_t>() ||
+          slice * shards < elements) {
+        return bad("bucket " + std::to_string(i) + " has " +
+                   std::to_string(elements) + " elements in " +
+                   std::to_string(shards) + " slices of " +
+                   std::to_string(slice) + ", which do not cover it evenly");
+      }
+      old_slices.push_back(slice);
+      for (const json& p : b.at("parameters")) {
+        OldPlace place;
+        place.bucket = static_cast<int64_t>(i);
+        place.offset = p.at("offset").get<int64_t>();
+        place.shape = p.at("shape").get<std::vector<int64_t>>();
+        const int64_t numel = p.at("numel").get<int64_t>();
+        if (place.offset < 0 || place.offset + numel > elements)
+          return bad("parameter " + p.at("name").get<std::string>() +
+                     " lies outside bucket " + std::to_string(i));
+        old_places[p.at("name").get<std::string>()] = place;
+      }
+    }
+    state_names = manifest.at("state").get<std::vector<std::string>>();
+    optimizer_step = manifest.at("optimizer_step").get<int64_t>();
+    steps_taken = manifest.at("steps_taken").get<int64_t>();
+    const json& s = manifest.at("loss_scaler");
+    scaler.scale = s.at("scale").get<double>();
+    scaler.iteration = s.at("iteration").get<int64_t>();
+    scaler.last_overflow_iteration =
+        s.at("last_overflow_iteration").get<int64_t>();
+    scaler.hysteresis_left = s.at("hysteresis_left").get<int32_t>();
+    scaler.clean_steps = s.at("clean_steps").get<int64_t>();
+    scaler.skipped_steps = s.at("skipped_steps").get<int64_t>();
+  } catch (const json::exception& e) {
+    return bad(e.what());
+  }
+  // The model must be the one the checkpoint holds, parameter by parameter.
+  if (old_places.size() != parameters_.size()) {
+    for (const auto& [name, place] : old_places) {
+      bool found = false;
+      for (auto& p : parameters_) found = found || p->name == name;
+      if (!found) return bad("parameter " + name + " is not in this model");
+    }
+  }
+  for (auto& p : parameters_) {
+    auto it = old_places.find(p->name);
+    if (it == old_places.end())
+      return bad("has no parameter " + p->name + " (this model has it)");
+    if (it->second.shape != p->tensor.sizes().vec()) {
+      return bad("parameter " + p->name + " has shape " +
+                 json(it->second.shape).dump() + "; in this model it is " +
+                 json(p->tensor.sizes().vec()).dump());
+    }
+  }
+
+  // Each rank fills the elements it owns, run by run, from the old slices
+  // that hold them.
+  ShardReader reader(dir, files, old_slices);
+  std::vector<std::string> what = {"master"};
+  what.insert(what.end(), state_names.begin(), state_names.end());
+  std::map<std::string, std::vector<::torch::Tensor>> loaded;
+  Status status;
+  for (const std::string& name : what) {
+    for (auto& b : buckets_) {
+      ::torch::Tensor into = ::torch::zeros({b->slice}, ::torch::kFloat32);
+      const int64_t low = (rank_ % shard_count_) * b->slice;
+      const int64_t high = low + b->slice;
+      for (Parameter* p : b->members) {
+        const int64_t first = std::max(low, p->offset);
+        const int64_t last = std::min(high, p->offset + p->tensor.numel());
+        const OldPlace& old = old_places[p->name];
+        const int64_t old_slice = old_slices[old.bucket];
+        for (int64_t at = first; at < last && status.ok();) {
+          const int64_t old_at = old.offset + (at - p->offset);
+          const int32_t shard = static_cast<int32_t>(old_at / old_slice);
+          const int64_t run =
+              std::min(last - at, (shard + 1) * old_slice - old_at);
+          StatusOr<::torch::Tensor> source =
+              reader.Slice(shard, old.bucket, name);
+          if (!source.ok()) {
+            status = source.status();
+            break;
+          }
+          into.narrow(0, at - low, run)
+              .copy_(source->narrow(0, old_at - shard * old_slice, run));
+          at += run;
+        }
+      }
+      loaded[name].push_back(into);
+    }
+  }
+  KOLO_RETURN_IF_ERROR(AgreeAcrossRanks(status, "loading the checkpoint"));
+
+  ::torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = *buckets_[i];
+    b.master.copy_(loaded["master"][i]);
+    if (state_names.empty()) continue;
+    ParameterState state;
+    state.step = optimizer_step;
+    for (const std::string& name : state_names)
+      state.tensors.emplace_back(name, loaded[name][i]);
+    KOLO_RETURN_IF_ERROR(SetParameterState(*optimizer_, b.master, state)
+                             .WithContext("checkpoint " + manifest_path));
+  }
+  loss_scaler_.Restore(scaler);
+  steps_taken_ = steps_taken;
+  return GatherWeights();
+}
+
+}  // namespace kolo::torch
