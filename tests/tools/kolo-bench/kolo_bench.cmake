@@ -1,7 +1,7 @@
 # kolo-bench's pure pieces (size sweep, bus-bandwidth factors, expected
 # values, table formatting; fusion's model table and checks; --peer's list,
 # memcpy line, comparison and JSON; link's statistics; the report's charts
-# and reading), fusion, collectives --peer and link run end to end under
+# and reading; zero's command lines, checks and ratios), fusion, collectives --peer and link run end to end under
 # kolorun, and the report end to end and in a browser. Included from
 # tests/CMakeLists.txt; a build without tools/kolo-bench has no
 # kolo_bench_lib and skips it. Every test's name
@@ -15,7 +15,8 @@ if(TARGET kolo_bench_lib)
     ${CMAKE_CURRENT_LIST_DIR}/fusion_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/link_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/peers_test.cc
-    ${CMAKE_CURRENT_LIST_DIR}/report_test.cc)
+    ${CMAKE_CURRENT_LIST_DIR}/report_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/zero_test.cc)
   target_link_libraries(kolo_bench_test PRIVATE kolo_bench_lib GTest::gmock
     GTest::gtest_main)
   gtest_discover_tests(kolo_bench_test TEST_PREFIX kolo_bench.
@@ -63,6 +64,32 @@ if(TARGET kolo_bench_lib)
     gtest_discover_tests(kolo_bench_link_run_test TEST_PREFIX kolo_bench.
       TEST_FILTER "LinkNetnsTest.*" DISCOVERY_TIMEOUT 60
       PROPERTIES TIMEOUT 120 LABELS netns RUN_SERIAL TRUE)
+  endif()
+
+  # kolo-bench zero end to end: skipped, saying why, where kolo-train is not
+  # built (KOLO_WITH_TORCH=OFF) or has no --zero-stage, or python3-torch is
+  # missing.
+  if(TARGET kolorun AND TARGET kolo_testing)
+    if(TARGET kolo-train)
+      set(kolo_bench_zero_kolo_train "$<TARGET_FILE:kolo-train>")
+    else()
+      set(kolo_bench_zero_kolo_train "")
+    endif()
+    add_executable(kolo_bench_zero_run_test
+      ${CMAKE_CURRENT_LIST_DIR}/zero_run_test.cc)
+    target_link_libraries(kolo_bench_zero_run_test PRIVATE
+      kolo_testing nlohmann_json::nlohmann_json GTest::gmock
+      GTest::gtest_main)
+    target_compile_definitions(kolo_bench_zero_run_test PRIVATE
+      KOLORUN_PATH="$<TARGET_FILE:kolorun>"
+      KOLO_BENCH_PATH="$<TARGET_FILE:kolo-bench>"
+      KOLO_TRAIN_PATH="${kolo_bench_zero_kolo_train}")
+    add_dependencies(kolo_bench_zero_run_test kolorun kolo-bench)
+    if(TARGET kolo-train)
+      add_dependencies(kolo_bench_zero_run_test kolo-train)
+    endif()
+    gtest_discover_tests(kolo_bench_zero_run_test TEST_PREFIX kolo_bench.
+      DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 450)
   endif()
 
   if(TARGET kolorun AND TARGET kolo-train AND TARGET kolo_testing)

@@ -201,7 +201,7 @@ TEST(ReportRun, ErrorsNameTheFile) {
   r = RunProgram(
       {KOLO_BENCH_PATH, "report", other, "-o", dir.path() + "/out.html"});
   EXPECT_EQ(r.exit_code, 1) << Describe(r);
-  EXPECT_THAT(r.err, HasSubstr(other + ": no kolo-bench train or collectives"));
+  EXPECT_THAT(r.err, HasSubstr(other + ": no kolo-bench train, collectives or zero"));
 
   // Never the page over its own input.
   std::ofstream(dir.path() + "/train.json") << kTrain;

@@ -271,8 +271,8 @@ TEST(ReportRead, AFileWithoutRecordsIsNamed) {
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(),
-              HasSubstr("fusion.json: no kolo-bench train or collectives "
-                        "records among its 2 JSON values"));
+              HasSubstr("fusion.json: no kolo-bench train, collectives or "
+                        "zero records among its 2 JSON values"));
 }
 
 TEST(ReportRead, MissingAndGarbageFilesAreNamed) {
