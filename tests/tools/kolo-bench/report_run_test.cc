@@ -140,9 +140,11 @@ TEST(ReportRun, WritesOneSelfContainedPage) {
   EXPECT_THAT(html, Not(HasSubstr("@import")));
 
   // Throughput, efficiency, accuracy and one bandwidth chart, each a
-  // section of its own beside the environment.
+  // section of its own beside the environment, and a ZeRO section that
+  // says it has no records.
   EXPECT_EQ(Count(html, "<svg"), 4u);
-  EXPECT_EQ(Count(html, "<section"), 5u);
+  EXPECT_EQ(Count(html, "<section"), 6u);
+  EXPECT_THAT(html, HasSubstr("No ZeRO records in these files"));
   EXPECT_THAT(html, HasSubstr("<h2>Training throughput</h2>"));
   EXPECT_THAT(html, HasSubstr("<h2>Scaling efficiency</h2>"));
   EXPECT_THAT(html, HasSubstr("<h2>Test accuracy</h2>"));
@@ -201,7 +203,8 @@ TEST(ReportRun, ErrorsNameTheFile) {
   r = RunProgram(
       {KOLO_BENCH_PATH, "report", other, "-o", dir.path() + "/out.html"});
   EXPECT_EQ(r.exit_code, 1) << Describe(r);
-  EXPECT_THAT(r.err, HasSubstr(other + ": no kolo-bench train, collectives or zero"));
+  EXPECT_THAT(r.err,
+              HasSubstr(other + ": no kolo-bench train, collectives or zero"));
 
   // Never the page over its own input.
   std::ofstream(dir.path() + "/train.json") << kTrain;
