@@ -166,6 +166,9 @@ class DistributedOptimizer {
   // the communication (and the waiting for slower ranks) that backward did
   // not hide.
   double wait_seconds() const { return wait_seconds_; }
+  // Bytes of the float32 buckets gradients travel in, held for the
+  // optimizer's life (for memory benchmarks).
+  int64_t bucket_bytes() const;
 
   // When the hooks enqueued gradients during the last backward pass, for
   // tests and benchmarks: first and last enqueue times.

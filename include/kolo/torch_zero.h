@@ -90,6 +90,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -112,6 +113,15 @@ using OptimizerFactory =
 
 // A factory for SGD, Adam or AdamW with `config`'s parameters.
 OptimizerFactory MakeOptimizer(const OptimizerConfig& config);
+
+// The bytes of the state tensors (momentum, Adam's moments) an SGD, Adam or
+// AdamW optimizer holds; 0 for other optimizers.
+int64_t OptimizerStateBytes(::torch::optim::Optimizer& optimizer);
+
+// Sets SGD's momentum, or Adam's and AdamW's beta1, in every parameter
+// group (OneCycle's momentum cycling).
+void SetOptimizerMomentum(::torch::optim::Optimizer& optimizer,
+                          double momentum);
 
 struct ZeroOptions {
   int32_t stage = 2;  // 0, 1 or 2
@@ -223,8 +233,8 @@ class ZeroOptimizer {
   Status Collect(Parameter& parameter, const ::torch::Tensor& gradient);
   Status Enqueue(Bucket& bucket);
   Status FinishPass();
-  Status ReduceAtStep();
   Status AddReduced(Bucket& bucket);
+  Status DrainReductions(size_t keep);
   Status GatherWeights();
   void ReleaseModelGradients();
   void NoteGradientBytes();
@@ -234,6 +244,7 @@ class ZeroOptimizer {
   const int32_t shard_count_;
   std::vector<std::unique_ptr<Parameter>> parameters_;
   std::vector<std::unique_ptr<Bucket>> buckets_;
+  std::deque<Bucket*> in_flight_;  // reductions enqueued, oldest first
   std::unique_ptr<::torch::optim::Optimizer> optimizer_;
   LossScaler loss_scaler_;
   int32_t passes_ = 0;

@@ -44,8 +44,8 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "constant")
       ->check(CLI::IsMember({"cosine", "constant"}))
       ->capture_default_str();
-  app.add_option("--optimizer", f->optimizer, "sgd or adam")
-      ->check(CLI::IsMember({"sgd", "adam"}))
+  app.add_option("--optimizer", f->optimizer, "sgd, adam or adamw")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
       ->capture_default_str();
   app.add_option("--momentum", f->momentum, "SGD momentum")
       ->capture_default_str();
@@ -92,6 +92,23 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_flag("--no-kolo", f->no_kolo,
                "train in this one process with plain LibTorch (its own "
                "optimizer, no kolo runtime): the baseline for kolo's cost");
+  app.add_option("--config", f->config_path,
+                 "a DeepSpeed-style JSON configuration (train_batch_size, "
+                 "optimizer, scheduler, gradient_clipping, fp16, bf16, "
+                 "zero_optimization, ...); flags given here override it");
+  app.add_option("--zero-stage", f->zero_stage,
+                 "ZeRO: 0 replicates everything (DistributedOptimizer), 1 "
+                 "shards the optimizer state, 2 also the gradients")
+      ->check(CLI::Range(0, 2))
+      ->capture_default_str();
+  app.add_option("--precision", f->precision,
+                 "fp32, bf16 (bfloat16 model, float32 master weights) or "
+                 "fp16 (float16 gradients with dynamic loss scaling)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
+  app.add_option("--gradient-clipping", f->gradient_clipping,
+                 "clip the gradient to this global L2 norm (0: no clipping)")
+      ->capture_default_str();
   app.add_flag("--elastic", f->elastic,
                "train through lost and added workers (run it under kolorun "
                "--elastic)");
@@ -177,6 +194,11 @@ Status Validate(const Flags& f) {
             fmt::format("{} belongs to --elastic training", flag));
       }
     }
+  }
+  if (!(f.gradient_clipping >= 0)) {
+    return InvalidArgument(
+        fmt::format("--gradient-clipping must not be negative, got {}",
+                    f.gradient_clipping));
   }
   if (f.resume && f.checkpoint_dir.empty()) {
     return InvalidArgument("--resume needs --checkpoint-dir");

@@ -10,10 +10,13 @@
 #define KOLO_TOOLS_KOLO_TRAIN_FLAGS_H_
 
 #include <cstdint>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "kolo/status.h"
+#include "kolo/training_config.h"
 
 namespace CLI {
 class App;
@@ -34,7 +37,7 @@ struct Flags {
   bool no_lr_scaling = false;
   int64_t warmup_epochs = 1;
   std::string lr_schedule = "cosine";  // cosine | constant
-  std::string optimizer = "sgd";       // sgd | adam
+  std::string optimizer = "sgd";       // sgd | adam | adamw
   double momentum = 0.9;               // sgd only
   bool nesterov = true;                // sgd only
   double weight_decay = 1e-4;          // L2 penalty, sgd and adam
@@ -59,6 +62,21 @@ struct Flags {
   // Plain LibTorch in one process: no kolo::Init, no DistributedOptimizer.
   // The baseline that prices being distributed.
   bool no_kolo = false;
+
+  // DeepSpeed-style training (config_file.h): --config FILE.json, and the
+  // flags that override it. ZeRO, clipping or mixed precision make the run
+  // use kolo::torch::ZeroOptimizer instead of DistributedOptimizer.
+  std::string config_path;
+  int32_t zero_stage = 0;          // 0, 1 or 2
+  std::string precision = "fp32";  // fp32 | bf16 | fp16
+  double gradient_clipping = 0;    // global L2 norm; 0: none
+  // Filled by ApplyConfigFile(): the file, for what no flag carries (Adam's
+  // betas and eps, the scheduler, the fp16 section, bucket sizes,
+  // steps_per_print).
+  std::optional<TrainingConfig> config;
+  // The flags given on the command line ("--batch-size"), which win over
+  // the file; filled by main() after parsing.
+  std::set<std::string> given;
 
   // Elastic training (elastic_trainer.h), under kolorun --elastic.
   bool elastic = false;

@@ -10,10 +10,12 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
 
+#include "config_file.h"
 #include "elastic_trainer.h"
 #include "flags.h"
 #include "kolo/kolo.h"
@@ -56,6 +58,31 @@ int main(int argc, char** argv) {
   }
   kolo::Status valid = kolo::train::Validate(flags);
   if (!valid.ok()) return CommandLineError(valid.message());
+  for (const CLI::Option* option : app.get_options()) {
+    if (option->count() == 0) continue;
+    for (const std::string& name : option->get_lnames())
+      flags.given.insert("--" + name);
+  }
+  for (const char* name : {"--no-nesterov"}) {
+    // CLI11 files the negation under --nesterov; keep which one was given.
+    if (std::find_if(argv + 1, argv + argc, [name](const char* arg) {
+          return std::string(arg) == name;
+        }) != argv + argc)
+      flags.given.insert(name);
+  }
+  {
+    kolo::StatusOr<kolo::InitOptions> launch =
+        kolo::InitOptions::FromEnvironment();
+    const int32_t world_size = launch.ok() ? launch->world.ranks.size : 1;
+    std::vector<std::string> warnings;
+    kolo::Status merged =
+        kolo::train::ApplyConfigFile(&flags, world_size, &warnings);
+    if (!merged.ok()) return CommandLineError(merged.message());
+    if (PrintsCommandLineErrors()) {
+      for (const std::string& warning : warnings)
+        fmt::print(stderr, "kolo-train: warning: {}\n", warning);
+    }
+  }
 
   if (flags.no_kolo) {
     kolo::StatusOr<kolo::InitOptions> config =

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "checkpoint.h"
+#include "config_file.h"
 #include "kolo/torch.h"
+#include "kolo/torch_zero.h"
 #include "plan.h"
 
 namespace kolo::train {
@@ -88,24 +90,15 @@ Status Prepare(const Flags& f, int32_t rank, Setup* s) {
   KOLO_ASSIGN_OR_RETURN(s->model,
                         models::CreateModel(f.model, s->data.train.num_classes,
                                             s->data.train.images.size(1)));
-  if (f.optimizer == "sgd") {
-    s->optimizer = std::make_unique<::torch::optim::SGD>(
-        s->model->parameters(), ::torch::optim::SGDOptions(f.lr)
-                                    .momentum(f.momentum)
-                                    .nesterov(f.nesterov)
-                                    .weight_decay(f.weight_decay));
-  } else {
-    s->optimizer = std::make_unique<::torch::optim::Adam>(
-        s->model->parameters(),
-        ::torch::optim::AdamOptions(f.lr).weight_decay(f.weight_decay));
-  }
+  s->optimizer =
+      kolo::torch::MakeOptimizer(RunOptimizerConfig(f))(s->model->parameters());
   if (!f.resume || rank != 0) return Status::Ok();
 
   CheckpointInfo expected;
   expected.seed = f.seed;
   expected.model = f.model;
   expected.dataset = f.dataset;
-  expected.optimizer = f.optimizer;
+  expected.optimizer = CheckpointOptimizerName(f);
   StatusOr<CheckpointInfo> info =
       LoadCheckpoint(f.checkpoint_dir, expected, *s->model, *s->optimizer);
   if (!info.ok()) {
@@ -151,7 +144,8 @@ StatusOr<Evaluation> Evaluate(models::Model& model, const data::Dataset& test,
     while (true) {
       KOLO_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, loader->Next());
       if (!batch) break;
-      ::torch::Tensor predicted = model.forward(batch->images).argmax(1);
+      ::torch::Tensor predicted =
+          model.forward(ModelInput(model, batch->images)).argmax(1);
       correct += predicted.eq(batch->labels).sum().item<int64_t>();
     }
   }
@@ -178,9 +172,20 @@ CheckpointInfo CheckpointInfoAfter(const Flags& f, int64_t epochs_done,
   info.seed = f.seed;
   info.model = f.model;
   info.dataset = f.dataset;
-  info.optimizer = f.optimizer;
+  info.optimizer = CheckpointOptimizerName(f);
   info.history_json = history_json;
   return info;
+}
+
+::torch::Tensor ModelInput(models::Model& model,
+                           const ::torch::Tensor& images) {
+  const auto parameters = model.parameters();
+  if (parameters.empty()) return images;
+  return images.to(parameters.front().scalar_type());
+}
+
+std::string CheckpointOptimizerName(const Flags& f) {
+  return UsesZero(f) ? f.optimizer + " under ZeroOptimizer" : f.optimizer;
 }
 
 kolo::torch::Compression ParseCompression(const std::string& name) {

@@ -65,6 +65,14 @@ StatusOr<Evaluation> Evaluate(models::Model& model, const data::Dataset& test,
 CheckpointInfo CheckpointInfoAfter(const Flags& f, int64_t epochs_done,
                                    const std::string& history_json);
 
+// `images` in the dtype of the model's parameters (a bfloat16 model under
+// --precision bf16 takes bfloat16 input).
+::torch::Tensor ModelInput(models::Model& model, const ::torch::Tensor& images);
+
+// The optimizer's name in checkpoints: a ZeroOptimizer's state lives in
+// its own shard files, so a checkpoint of one cannot resume the other.
+std::string CheckpointOptimizerName(const Flags& f);
+
 // --compression's value (flags.h checked it).
 kolo::torch::Compression ParseCompression(const std::string& name);
 

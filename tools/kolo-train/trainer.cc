@@ -17,12 +17,15 @@
 #include <vector>
 
 #include "checkpoint.h"
+#include "config_file.h"
+#include "engine.h"
 #include "json_file.h"
 #include "kolo/data.h"
 #include "kolo/kolo.h"
 #include "kolo/models.h"
 #include "kolo/runtime.h"
 #include "kolo/torch.h"
+#include "kolo/training_config.h"
 #include "plan.h"
 #include "setup.h"
 #include "table.h"
@@ -150,6 +153,41 @@ bench::Table::Column Column(const char* title, const char* unit, int width) {
   return column;
 }
 
+// Every rank's optimizer memory, on every rank.
+StatusOr<std::vector<EngineMemory>> GatherMemory(const Engine& engine,
+                                                 int32_t size) {
+  const EngineMemory mine = engine.Memory();
+  const int64_t local[3] = {mine.optimizer_state_bytes, mine.gradient_bytes,
+                            mine.master_weight_bytes};
+  std::vector<int64_t> all(static_cast<size_t>(3 * size));
+  if (size == 1) {
+    all.assign(local, local + 3);
+  } else {
+    KOLO_RETURN_IF_ERROR(Allgather(local, all.data(), 3, DataType::kInt64));
+  }
+  std::vector<EngineMemory> memory(static_cast<size_t>(size));
+  for (int32_t r = 0; r < size; ++r) {
+    memory[r].optimizer_state_bytes = all[3 * r];
+    memory[r].gradient_bytes = all[3 * r + 1];
+    memory[r].master_weight_bytes = all[3 * r + 2];
+  }
+  return memory;
+}
+
+// Per rank, as kolo-bench zero and the PyTorch peer report it.
+json MemoryJson(const std::vector<EngineMemory>& memory) {
+  json state = json::array(), gradients = json::array(),
+       masters = json::array();
+  for (const EngineMemory& m : memory) {
+    state.push_back(m.optimizer_state_bytes);
+    gradients.push_back(m.gradient_bytes);
+    masters.push_back(m.master_weight_bytes);
+  }
+  return {{"optimizer_state_bytes", state},
+          {"gradient_bytes", gradients},
+          {"master_weight_bytes", masters}};
+}
+
 // What a finished run reports, besides its flags and setup.
 struct Outcome {
   int64_t resumed_after_epoch = 0;  // 0: a fresh run
@@ -164,6 +202,9 @@ struct Outcome {
   int64_t images_trained = 0;  // by all ranks, in this process's epochs
   std::vector<int64_t> peak_rss_bytes;  // per rank
   uint64_t checksum = 0;                // ParameterChecksum(), every rank's
+  std::vector<EngineMemory> memory;     // per rank
+  int64_t skipped_steps = 0;            // float16 overflows
+  double loss_scale = 1;                // at the end (float16)
 };
 
 // Rank 0's summary table and --json file. Images per second count the
@@ -191,13 +232,26 @@ Status Report(const Flags& f, const Setup& s, int32_t size, const Outcome& o) {
                         bench::FormatFixed(rate / size, 1),
                         bench::FormatFixed(100.0 * o.evaluation.accuracy(), 2),
                         bench::FormatFixed(o.train_loss, 4)}));
-  bench::Table memory({Column("rank", "", 6), Column("peak RSS", "(MiB)", 10)});
+  bench::Table memory({Column("rank", "", 6), Column("peak RSS", "(MiB)", 10),
+                       Column("opt state", "(MiB)", 10),
+                       Column("gradients", "(MiB)", 10),
+                       Column("masters", "(MiB)", 10)});
   for (const std::string& line : memory.HeaderLines()) fmt::print("{}\n", line);
   for (int32_t r = 0; r < size; ++r) {
     fmt::print(
         "{}\n",
-        memory.Row({std::to_string(r),
-                    bench::FormatFixed(o.peak_rss_bytes[r] / 1048576.0, 1)}));
+        memory.Row(
+            {std::to_string(r),
+             bench::FormatFixed(o.peak_rss_bytes[r] / 1048576.0, 1),
+             bench::FormatFixed(o.memory[r].optimizer_state_bytes / 1048576.0,
+                                2),
+             bench::FormatFixed(o.memory[r].gradient_bytes / 1048576.0, 2),
+             bench::FormatFixed(o.memory[r].master_weight_bytes / 1048576.0,
+                                2)}));
+  }
+  if (f.precision == "fp16") {
+    fmt::print("# float16: {} step{} skipped for overflows, loss scale {}\n",
+               o.skipped_steps, o.skipped_steps == 1 ? "" : "s", o.loss_scale);
   }
   fmt::print("# parameter checksum {} (equal on all ranks)\n", checksum_text);
   std::fflush(stdout);
@@ -221,6 +275,10 @@ Status Report(const Flags& f, const Setup& s, int32_t size, const Outcome& o) {
       {"warmup_epochs", o.warmup_epochs},
       {"lr_schedule", f.lr_schedule},
       {"optimizer", f.optimizer},
+      {"zero_stage", f.zero_stage},
+      {"precision", f.precision},
+      {"gradient_clipping", f.gradient_clipping},
+      {"config_file", f.config_path},
       {"momentum", f.momentum},
       {"nesterov", f.nesterov},
       {"weight_decay", f.weight_decay},
@@ -241,20 +299,15 @@ Status Report(const Flags& f, const Setup& s, int32_t size, const Outcome& o) {
                    {"images_per_second", rate},
                    {"images_per_second_per_worker", rate / size},
                    {"peak_rss_bytes", o.peak_rss_bytes},
+                   {"memory", MemoryJson(o.memory)},
+                   {"skipped_steps", o.skipped_steps},
+                   {"loss_scale", o.loss_scale},
                    {"parameter_checksum", checksum_text}};
   out["runtime"] = RuntimeTraffic();
   return bench::WriteJsonFile(f.json_path, out);
 }
 
 // ---------------------------------------------------------------- training
-
-kolo::torch::DistributedOptimizerOptions OptimizerOptions(const Flags& f) {
-  kolo::torch::DistributedOptimizerOptions options;
-  options.compression = ParseCompression(f.compression);
-  options.backward_passes_per_step = f.backward_passes_per_step;
-  options.bucket_bytes = f.bucket_kib * 1024;
-  return options;
-}
 
 // This rank's shard of the training set, and the loader over it.
 StatusOr<data::DistributedSampler> TrainSampler(const Flags& f, const Data& d,
@@ -275,6 +328,34 @@ data::LoaderOptions TrainLoaderOptions(const Flags& f, const Data& d) {
   return options;
 }
 
+// Rank 0's lines about single steps: a float16 overflow at the minimum loss
+// scale (the step was skipped; training may be diverging), and, with a
+// --config file, DeepSpeed's progress line every steps_per_print steps.
+void ReportStep(const Flags& f, const Engine& engine,
+                const kolo::torch::StepOutcome& outcome, double loss,
+                double lr) {
+  if (outcome.overflow_at_minimum_scale) {
+    fmt::print(
+        "kolo-train: warning: step {} overflowed at the minimum loss scale "
+        "{}; skipped\n",
+        engine.steps_taken() + engine.skipped_steps(), outcome.loss_scale);
+    std::fflush(stdout);
+  }
+  if (!f.config || !outcome.stepped || f.config->steps_per_print <= 0 ||
+      engine.steps_taken() % f.config->steps_per_print != 0) {
+    return;
+  }
+  std::string line = fmt::format("kolo-train: step {}  loss {:.4f}  lr {:.4g}",
+                                 engine.steps_taken(), loss, lr);
+  if (outcome.gradient_norm > 0)
+    line += fmt::format("  grad norm {:.4g}", outcome.gradient_norm);
+  if (f.precision == "fp16")
+    line += fmt::format("  loss scale {}  skipped {}", outcome.loss_scale,
+                        engine.skipped_steps());
+  fmt::print("{}\n", line);
+  std::fflush(stdout);
+}
+
 Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
              Clock::time_point start, Setup& s) {
   models::Model& model = *s.model;
@@ -283,14 +364,27 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
   const data::Dataset& test = s.data.test;
 
   // Every rank starts from rank 0's weights, optimizer state and epoch.
+  if (f.precision == "bf16") model.to(::torch::kBFloat16);
   KOLO_RETURN_IF_ERROR(kolo::torch::BroadcastParameters(model, 0));
   KOLO_RETURN_IF_ERROR(kolo::torch::BroadcastOptimizerState(inner, 0));
   int64_t epochs_done = s.epochs_done;
   KOLO_RETURN_IF_ERROR(
       Broadcast(&epochs_done, &epochs_done, 1, DataType::kInt64, 0));
 
-  kolo::torch::DistributedOptimizer optimizer(inner, model.named_parameters(),
-                                              OptimizerOptions(f));
+  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                        Engine::Create(f, model, inner));
+  const std::string zero_dir = f.checkpoint_dir + "/zero";
+  if (engine->zero() != nullptr && f.resume) {
+    // ZeroOptimizer's shards load at any number of workers.
+    Status loaded = engine->zero()->Load(zero_dir);
+    if (loaded.code() == StatusCode::kNotFound && epochs_done > 0) {
+      return InvalidArgument("--resume: " + CheckpointPath(f.checkpoint_dir) +
+                             " holds " + std::to_string(epochs_done) +
+                             " epochs but " + loaded.message());
+    }
+    if (!loaded.ok() && loaded.code() != StatusCode::kNotFound) return loaded;
+  }
+  const bool file_lr = FileDrivesLearningRate(f);
   KOLO_ASSIGN_OR_RETURN(data::DistributedSampler sampler,
                         TrainSampler(f, s.data, rank, size));
   const data::LoaderOptions loader_options = TrainLoaderOptions(f, s.data);
@@ -298,7 +392,8 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
       (sampler.num_samples() + f.batch_size - 1) / f.batch_size;
   const int64_t images_per_epoch = sampler.num_samples() * size;
 
-  const double scaled_lr = f.no_lr_scaling ? f.lr : f.lr * size;
+  // A --config file's rate is the global batch's (config_file.h).
+  const double scaled_lr = f.no_lr_scaling || file_lr ? f.lr : f.lr * size;
   const int64_t warmup_iterations =
       scaled_lr == f.lr ? 0 : f.warmup_epochs * batches_per_epoch;
   LrPlan lr_plan;
@@ -322,7 +417,14 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
       lr_text += fmt::format(" with {} warm-up epoch{}", f.warmup_epochs,
                              f.warmup_epochs == 1 ? "" : "s");
     }
-    lr_text += fmt::format(", {} schedule", f.lr_schedule);
+    lr_text += file_lr ? ", the --config file's schedule"
+                       : fmt::format(", {} schedule", f.lr_schedule);
+    if (engine->zero() != nullptr) {
+      lr_text += fmt::format("; ZeRO stage {}, {}", f.zero_stage, f.precision);
+      if (f.gradient_clipping > 0)
+        lr_text +=
+            fmt::format(", gradients clipped to norm {}", f.gradient_clipping);
+    }
     const int64_t steps = batches_per_epoch / f.backward_passes_per_step;
     fmt::print(
         "kolo-train: {} workers x batch {} (global {}), {} LibTorch "
@@ -368,15 +470,29 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
       KOLO_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, loader->Next());
       if (!batch) break;
       const int64_t iteration = epoch * batches_per_epoch + batch->number;
-      lr = LearningRate(lr_plan, iteration);
-      for (auto& group : inner.param_groups()) group.options().set_lr(lr);
-      if (passes % f.backward_passes_per_step == 0) optimizer.ZeroGrad();
+      if (file_lr) {
+        const LrScheduleConfig& schedule = f.config->scheduler;
+        lr = LearningRateAt(schedule, f.lr, engine->steps_taken());
+        if (std::optional<double> momentum =
+                MomentumAt(schedule, engine->steps_taken())) {
+          engine->SetMomentum(*momentum);
+        }
+      } else {
+        lr = LearningRate(lr_plan, iteration);
+      }
+      engine->SetLearningRate(lr);
+      if (passes % f.backward_passes_per_step == 0) engine->ZeroGrad();
       ::torch::Tensor loss = ::torch::nn::functional::cross_entropy(
-          model.forward(batch->images), batch->labels);
-      loss.backward();
+          model.forward(ModelInput(model, batch->images)).to(::torch::kFloat32),
+          batch->labels);
+      engine->Backward(loss);
       ++passes;
-      KOLO_RETURN_IF_ERROR(optimizer.Step().WithContext(
-          fmt::format("epoch {} batch {}", epoch + 1, batch->number + 1)));
+      StatusOr<kolo::torch::StepOutcome> outcome = engine->Step();
+      if (!outcome.ok()) {
+        return outcome.status().WithContext(
+            fmt::format("epoch {} batch {}", epoch + 1, batch->number + 1));
+      }
+      if (rank == 0) ReportStep(f, *engine, *outcome, loss.item<double>(), lr);
       const int64_t n = batch->labels.size(0);
       loss_sum += loss.item<double>() * static_cast<double>(n);
       seen += n;
@@ -437,6 +553,9 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
     // Rank 0 alone writes; the others must not train on if it failed.
     if (!f.checkpoint_dir.empty()) {
       KOLO_RETURN_IF_ERROR(AgreeAcrossRanks(saved, rank, size));
+      // Every rank writes its own shard of a ZeroOptimizer's state.
+      if (engine->zero() != nullptr)
+        KOLO_RETURN_IF_ERROR(engine->zero()->Save(zero_dir));
     }
   }
   if (!last_eval) {
@@ -456,6 +575,8 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
   std::vector<int64_t> peak_rss_all(static_cast<size_t>(size));
   KOLO_RETURN_IF_ERROR(
       Allgather(&peak_rss, peak_rss_all.data(), 1, DataType::kInt64));
+  KOLO_ASSIGN_OR_RETURN(std::vector<EngineMemory> memory,
+                        GatherMemory(*engine, size));
   for (int32_t r = 1; r < size; ++r) {
     if (checksums[r] != checksums[0]) {
       return Internal(
@@ -479,6 +600,10 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
   outcome.images_trained = images_trained;
   outcome.peak_rss_bytes = std::move(peak_rss_all);
   outcome.checksum = checksum;
+  outcome.memory = std::move(memory);
+  outcome.skipped_steps = engine->skipped_steps();
+  if (engine->zero() != nullptr)
+    outcome.loss_scale = engine->zero()->loss_scaler().scale();
   return Report(f, s, size, outcome);
 }
 
@@ -494,13 +619,16 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
   const bool distributed = !f.no_kolo;
   models::Model& model = *s.model;
   ::torch::optim::Optimizer& inner = *s.optimizer;
-  std::optional<kolo::torch::DistributedOptimizer> optimizer;
+  std::unique_ptr<Engine> engine;
+  if (f.precision == "bf16") model.to(::torch::kBFloat16);
   if (distributed) {
     KOLO_RETURN_IF_ERROR(kolo::torch::BroadcastParameters(model, 0));
-    optimizer.emplace(inner, model.named_parameters(), OptimizerOptions(f));
+    KOLO_ASSIGN_OR_RETURN(engine, Engine::Create(f, model, inner));
   }
-  const double lr = f.no_lr_scaling ? f.lr : f.lr * size;
+  const double lr =
+      f.no_lr_scaling || FileDrivesLearningRate(f) ? f.lr : f.lr * size;
   for (auto& group : inner.param_groups()) group.options().set_lr(lr);
+  if (engine) engine->SetLearningRate(lr);
 
   KOLO_ASSIGN_OR_RETURN(data::DistributedSampler sampler,
                         TrainSampler(f, s.data, rank, size));
@@ -526,7 +654,8 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
         if (distributed) {
           KOLO_RETURN_IF_ERROR(Barrier());
           stats_before = GetRuntimeStats();
-          wait_before = optimizer->wait_seconds();
+          wait_before = engine->wait_seconds();
+          engine->ResetPeakMemory();
         }
         timed_start = Clock::now();
       }
@@ -534,19 +663,27 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
       KOLO_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, loader->Next());
       if (!batch) break;
       if (distributed) {
-        optimizer->ZeroGrad();
+        engine->ZeroGrad();
       } else {
         inner.zero_grad();
       }
       const Clock::time_point t1 = Clock::now();
       ::torch::Tensor loss = ::torch::nn::functional::cross_entropy(
-          model.forward(batch->images), batch->labels);
+          model.forward(ModelInput(model, batch->images)).to(::torch::kFloat32),
+          batch->labels);
       const Clock::time_point t2 = Clock::now();
-      loss.backward();
+      if (distributed) {
+        engine->Backward(loss);
+      } else {
+        loss.backward();
+      }
       const Clock::time_point t3 = Clock::now();
       if (distributed) {
-        KOLO_RETURN_IF_ERROR(optimizer->Step().WithContext(
-            fmt::format("benchmark step {}", steps + 1)));
+        StatusOr<kolo::torch::StepOutcome> outcome = engine->Step();
+        if (!outcome.ok()) {
+          return outcome.status().WithContext(
+              fmt::format("benchmark step {}", steps + 1));
+        }
       } else {
         inner.step();
       }
@@ -568,11 +705,15 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
   const int64_t peak_rss = PeakRssBytes();
   std::vector<int64_t> peak_rss_all(static_cast<size_t>(size), peak_rss);
   std::vector<int64_t> images_all(static_cast<size_t>(size), timed_images);
+  std::vector<EngineMemory> memory(static_cast<size_t>(size));
   if (distributed) {
     KOLO_RETURN_IF_ERROR(
         Allgather(&peak_rss, peak_rss_all.data(), 1, DataType::kInt64));
     KOLO_RETURN_IF_ERROR(
         Allgather(&timed_images, images_all.data(), 1, DataType::kInt64));
+    KOLO_ASSIGN_OR_RETURN(memory, GatherMemory(*engine, size));
+  } else {
+    memory[0].optimizer_state_bytes = kolo::torch::OptimizerStateBytes(inner);
   }
   if (rank != 0) return Status::Ok();
   int64_t images = 0;
@@ -586,7 +727,7 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
   const double negotiation =
       stats.negotiation_seconds - stats_before.negotiation_seconds;
   const double waiting =
-      distributed ? optimizer->wait_seconds() - wait_before : 0.0;
+      distributed ? engine->wait_seconds() - wait_before : 0.0;
   const double per_step_ms =
       1000.0 / static_cast<double>(std::max<int64_t>(f.benchmark_steps, 1));
   fmt::print(
@@ -604,6 +745,12 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
       "{:.2f} ms)\n",
       data_s * per_step_ms, forward_s * per_step_ms, backward_s * per_step_ms,
       step_s * per_step_ms, waiting * per_step_ms);
+  fmt::print(
+      "kolo-train benchmark: rank 0 holds {:.2f} MiB of optimizer state, "
+      "{:.2f} MiB of gradients at most, {:.2f} MiB of master weights\n",
+      memory[0].optimizer_state_bytes / 1048576.0,
+      memory[0].gradient_bytes / 1048576.0,
+      memory[0].master_weight_bytes / 1048576.0);
   std::fflush(stdout);
   if (f.json_path.empty()) return Status::Ok();
   json out;
@@ -622,6 +769,11 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
       {"steps", f.benchmark_steps},
       {"compression", f.compression},
       {"bucket_kib", f.bucket_kib},
+      {"optimizer", f.optimizer},
+      {"zero_stage", f.zero_stage},
+      {"precision", f.precision},
+      {"gradient_clipping", f.gradient_clipping},
+      {"config_file", f.config_path},
       {"seed", f.seed}};
   out["result"] = {{"images_per_second", rate},
                    {"images_per_second_per_worker", rate / size},
@@ -638,7 +790,8 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
                      {"backward", backward_s * per_step_ms},
                      {"step", step_s * per_step_ms}}},
                    {"final_loss", loss_value},
-                   {"peak_rss_bytes", peak_rss_all}};
+                   {"peak_rss_bytes", peak_rss_all},
+                   {"memory", MemoryJson(memory)}};
   out["runtime"] = RuntimeTraffic();
   return bench::WriteJsonFile(f.json_path, out);
 }

@@ -522,6 +522,13 @@ Status DistributedOptimizer::Step() {
 
 void DistributedOptimizer::ZeroGrad() { optimizer_.zero_grad(); }
 
+int64_t DistributedOptimizer::bucket_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& b : buckets_)
+    bytes += static_cast<int64_t>(b->gradients.nbytes());
+  return bytes;
+}
+
 std::pair<std::chrono::steady_clock::time_point,
           std::chrono::steady_clock::time_point>
 DistributedOptimizer::last_enqueue_window() const {

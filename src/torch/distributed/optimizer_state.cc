@@ -123,4 +123,20 @@ int64_t OptimizerStateBytes(::torch::optim::Optimizer& optimizer) {
   return bytes;
 }
 
+void SetOptimizerMomentum(::torch::optim::Optimizer& optimizer,
+                          double momentum) {
+  for (auto& group : optimizer.param_groups()) {
+    auto& options = group.options();
+    if (auto* sgd = dynamic_cast<::torch::optim::SGDOptions*>(&options)) {
+      sgd->momentum(momentum);
+    } else if (auto* adam =
+                   dynamic_cast<::torch::optim::AdamOptions*>(&options)) {
+      adam->betas({momentum, std::get<1>(adam->betas())});
+    } else if (auto* adamw =
+                   dynamic_cast<::torch::optim::AdamWOptions*>(&options)) {
+      adamw->betas({momentum, std::get<1>(adamw->betas())});
+    }
+  }
+}
+
 }  // namespace kolo::torch

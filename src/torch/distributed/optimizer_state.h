@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kolo/status.h"
+#include "kolo/torch_zero.h"  // OptimizerStateBytes
 
 namespace kolo::torch {
 
@@ -37,9 +38,6 @@ ParameterState GetParameterState(::torch::optim::Optimizer& optimizer,
 Status SetParameterState(::torch::optim::Optimizer& optimizer,
                          const ::torch::Tensor& parameter,
                          const ParameterState& state);
-
-// The bytes of every state tensor the optimizer holds.
-int64_t OptimizerStateBytes(::torch::optim::Optimizer& optimizer);
 
 }  // namespace kolo::torch
 

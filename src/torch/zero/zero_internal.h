@@ -35,9 +35,10 @@ struct ZeroOptimizer::Bucket {
   // The gradients being collected for one reduction (float32, padded);
   // undefined when none is under way.
   ::torch::Tensor flat;
-  int32_t collected = 0;  // members collected into `flat`
+  int32_t collected = 0;  // members collected into `flat` this pass
   TensorHandle handle;
-  bool enqueued = false;
+  bool enqueued = false;  // its reduction is in flight
+  bool reduced = false;   // this pass's slice is in master's gradient
 };
 
 }  // namespace kolo::torch

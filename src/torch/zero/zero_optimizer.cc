@@ -11,6 +11,11 @@ namespace {
 
 int32_t ShardCount(int32_t stage) { return stage == 0 ? 1 : Size(); }
 
+// Reductions in flight before collecting waits for the oldest: bounds the
+// gradient buffers a rank holds at stage 2 (DeepSpeed double-buffers its
+// reduction buckets for the same reason) while still overlapping.
+constexpr size_t kBucketsInFlight = 4;
+
 int64_t Bytes(const ::torch::Tensor& tensor) {
   return tensor.defined() ? static_cast<int64_t>(tensor.nbytes()) : 0;
 }
@@ -182,6 +187,7 @@ void ZeroOptimizer::OnGradient(Parameter& parameter,
     // it, so that a rank never holds the whole model's gradients.
     ReleaseModelGradients();
     status = Collect(parameter, grad.detach());
+    if (status.ok()) status = DrainReductions(kBucketsInFlight);
   } else {
     // Stage 0: only the last pass of an accumulation is reduced; .grad
     // holds the earlier passes' sum.
@@ -190,6 +196,8 @@ void ZeroOptimizer::OnGradient(Parameter& parameter,
     if (parameter.tensor.grad().defined())
       sum = sum + parameter.tensor.grad().detach();
     status = Collect(parameter, sum);
+    // Stage 0 overlaps like DistributedOptimizer: never waits in a hook.
+    if (status.ok()) status = DrainReductions(buckets_.size());
   }
   NoteGradientBytes();
   if (!status.ok()) {
@@ -214,11 +222,12 @@ Status ZeroOptimizer::Collect(Parameter& parameter,
   parameter.collected = true;
   if (++bucket.collected < static_cast<int32_t>(bucket.members.size()))
     return Status::Ok();
+  NoteGradientBytes();  // the bucket is full: the most it holds
   return Enqueue(bucket);
 }
 
 Status ZeroOptimizer::Enqueue(Bucket& bucket) {
-  if (Size() == 1) return Status::Ok();  // nothing to reduce
+  if (Size() == 1) return AddReduced(bucket);  // nothing to communicate
   ::torch::Tensor wire = bucket.flat;
   if (options_.precision == Precision::kFloat16)
     wire = wire.to(::torch::kFloat16);
@@ -231,20 +240,21 @@ Status ZeroOptimizer::Enqueue(Bucket& bucket) {
         ReducescatterAsync(bucket.name, wire, ReduceOp::kAverage));
   }
   bucket.enqueued = true;
+  in_flight_.push_back(&bucket);
   return Status::Ok();
 }
 
-// Waits for the bucket's reduction and adds this rank's averaged slice to
-// the master's gradient.
+// Adds the bucket's reduced slice (waiting for it when it is in flight) to
+// the master's gradient, and lets go of the bucket's buffers.
 Status ZeroOptimizer::AddReduced(Bucket& bucket) {
   ::torch::NoGradGuard no_grad;
   ::torch::Tensor slice;
   if (Size() == 1) {
     slice = bucket.flat;
   } else {
-    if (!bucket.enqueued) KOLO_RETURN_IF_ERROR(Enqueue(bucket));
     StatusOr<::torch::Tensor> reduced = bucket.handle.Wait();
     bucket.enqueued = false;
+    bucket.handle = TensorHandle();
     KOLO_RETURN_IF_ERROR(reduced.status());
     slice = reduced->to(::torch::kFloat32);
   }
@@ -254,38 +264,60 @@ Status ZeroOptimizer::AddReduced(Bucket& bucket) {
   } else {
     grad = slice.clone();
   }
-  NoteGradientBytes();
   bucket.flat = ::torch::Tensor();
-  bucket.collected = 0;
-  for (Parameter* p : bucket.members) p->collected = false;
+  bucket.reduced = true;
+  NoteGradientBytes();
+  return Status::Ok();
+}
+
+// Takes in the reductions that have finished, oldest first, and waits for
+// the oldest while more than `keep` are in flight; each frees its bucket.
+Status ZeroOptimizer::DrainReductions(size_t keep) {
+  while (!in_flight_.empty() &&
+         (in_flight_.size() > keep || in_flight_.front()->handle.Poll())) {
+    Bucket* oldest = in_flight_.front();
+    in_flight_.pop_front();
+    KOLO_RETURN_IF_ERROR(AddReduced(*oldest));
+  }
   return Status::Ok();
 }
 
 // Collects what this pass did not produce (parameters unused on this rank
-// get zeros, so every rank reduces every bucket) and adds every bucket's
-// reduced slice to the masters' gradients.
+// get zeros, so every rank reduces every bucket; at stage 1, .grad), frees
+// each .grad once it is in its bucket, and adds every bucket's reduced
+// slice to the masters' gradients.
 Status ZeroOptimizer::FinishPass() {
   ::torch::NoGradGuard no_grad;
+  Status first_error;
   for (auto& p : parameters_) {
     if (p->collected) continue;
     ::torch::Tensor grad = p->tensor.grad().defined()
                                ? p->tensor.grad().detach()
                                : ::torch::zeros_like(p->tensor);
-    KOLO_RETURN_IF_ERROR(Collect(*p, grad));
+    Status collected = Collect(*p, grad);
+    p->tensor.mutable_grad() = ::torch::Tensor();
+    if (collected.ok()) collected = DrainReductions(kBucketsInFlight);
+    if (!collected.ok()) {
+      first_error = collected;
+      break;
+    }
   }
   ReleaseModelGradients();
-  Status first_error;
+  Status drained = DrainReductions(0);
+  if (first_error.ok()) first_error = drained;
+  // Whatever failed, the next pass starts clean.
+  in_flight_.clear();
   for (auto& b : buckets_) {
-    Status added = AddReduced(*b);
-    if (!added.ok() && first_error.ok()) first_error = added;
+    b->collected = 0;
+    b->reduced = false;
+    b->flat = ::torch::Tensor();
   }
-  for (auto& p : parameters_) p->passes_seen = 0;
+  for (auto& p : parameters_) {
+    p->collected = false;
+    p->passes_seen = 0;
+  }
   return first_error;
 }
-
-// Stage 1 (and stage 0 without overlap): .grad holds the sum of the
-// passes; every bucket is reduced now.
-Status ZeroOptimizer::ReduceAtStep() { return FinishPass(); }
 
 void ZeroOptimizer::ReleaseModelGradients() {
   for (auto& p : parameters_) {
@@ -321,7 +353,8 @@ StatusOr<StepOutcome> ZeroOptimizer::Step() {
   if (options_.stage == 2) KOLO_RETURN_IF_ERROR(FinishPass());
   if (++passes_ < options_.gradient_accumulation_steps) return outcome;
   passes_ = 0;
-  if (options_.stage != 2) KOLO_RETURN_IF_ERROR(ReduceAtStep());
+  // Stages 0 and 1: .grad holds the sum of the passes.
+  if (options_.stage != 2) KOLO_RETURN_IF_ERROR(FinishPass());
 
   ::torch::NoGradGuard no_grad;
   // The slices hold the sum over the passes of the rank average, scaled.
@@ -440,18 +473,7 @@ void ZeroOptimizer::SetLearningRate(double lr) {
 }
 
 void ZeroOptimizer::SetMomentum(double momentum) {
-  for (auto& group : optimizer_->param_groups()) {
-    auto& options = group.options();
-    if (auto* sgd = dynamic_cast<::torch::optim::SGDOptions*>(&options)) {
-      sgd->momentum(momentum);
-    } else if (auto* adam =
-                   dynamic_cast<::torch::optim::AdamOptions*>(&options)) {
-      adam->betas({momentum, std::get<1>(adam->betas())});
-    } else if (auto* adamw =
-                   dynamic_cast<::torch::optim::AdamWOptions*>(&options)) {
-      adamw->betas({momentum, std::get<1>(adamw->betas())});
-    }
-  }
+  SetOptimizerMomentum(*optimizer_, momentum);
 }
 
 ZeroMemory ZeroOptimizer::Memory() const {

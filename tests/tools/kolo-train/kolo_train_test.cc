@@ -583,4 +583,219 @@ TEST(KoloTrainElastic, OutsideAnElasticJobSaysSo) {
   EXPECT_THAT(run.err, HasSubstr("--elastic runs under kolorun --elastic"));
 }
 
+// ------------------------------------------------------- --config, ZeRO
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+// The study's configuration, as a DeepSpeed user writes it.
+constexpr char kStudyConfig[] = R"({
+  "train_micro_batch_size_per_gpu": 64,
+  "gradient_accumulation_steps": 1,
+  "optimizer": {"type": "Adam",
+                "params": {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8,
+                           "weight_decay": 3e-7}},
+  "gradient_clipping": 1.0,
+  "zero_optimization": {"stage": 2, "reduce_bucket_size": 4e3,
+                        "overlap_comm": true},
+  "steps_per_print": 5,
+  "wall_clock_breakdown": false
+})";
+
+std::vector<std::string> ConfigRun(const TempDir& dir, const std::string& json,
+                                   std::vector<std::string> extra) {
+  std::vector<std::string> args = {"--config",       dir / "ds_config.json",
+                                   "--dataset",      "fashion-mnist",
+                                   "--train-subset", "1024",
+                                   "--test-subset",  "256",
+                                   "--json",         json};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// ZeRO stages 0, 1 and 2 train the same model from the same file; sharding
+// changes what each rank holds, not what it learns: the same test accuracy
+// within a point (the reductions round differently), and Adam's state per
+// rank halves at np 2 from stage 1 on, the gradients from stage 2 on.
+TEST(KoloTrainZero, StagesLearnAlikeAndShardTheirState) {
+  KOLO_REQUIRE_OR_SKIP(HaveFashionMnist(), "Fashion-MNIST at "
+                                               << kFashionMnistDir
+                                               << " (dataset-fashion-mnist)");
+  TempDir dir;
+  WriteFile(dir / "ds_config.json", kStudyConfig);
+  std::map<int, nlohmann::json> runs;
+  for (int stage : {0, 1, 2}) {
+    const std::string json = dir / ("stage" + std::to_string(stage) + ".json");
+    RunResult run = RunKoloTrain(
+        2, ConfigRun(dir, json,
+                     {"--zero-stage", std::to_string(stage), "--epochs", "1"}));
+    ASSERT_EQ(run.exit_code, 0) << Describe(run);
+    EXPECT_THAT(run.err, HasSubstr("'wall_clock_breakdown' is not used by "
+                                   "kolo; ignored"));
+    // steps_per_print 5: DeepSpeed's progress line.
+    EXPECT_THAT(run.out, HasSubstr("kolo-train: step 5  loss"));
+    runs[stage] = ReadJson(json);
+    ASSERT_FALSE(runs[stage].is_discarded());
+    EXPECT_EQ(runs[stage]["config"]["zero_stage"], stage);
+    EXPECT_EQ(runs[stage]["config"]["optimizer"], "adam");
+    EXPECT_EQ(runs[stage]["config"]["batch_size"], 64);
+    EXPECT_EQ(runs[stage]["config"]["gradient_clipping"], 1.0);
+  }
+  auto state = [&](int stage) {
+    return runs[stage]["result"]["memory"]["optimizer_state_bytes"][1]
+        .get<double>();
+  };
+  auto gradients = [&](int stage) {
+    return runs[stage]["result"]["memory"]["gradient_bytes"][1].get<double>();
+  };
+  // lenet's 21,840 float32 parameters, two Adam moments each.
+  EXPECT_EQ(state(0), 2 * 21840 * 4);
+  EXPECT_NEAR(state(1) / state(0), 0.5, 0.01);
+  EXPECT_NEAR(state(2) / state(0), 0.5, 0.01);
+  // DistributedOptimizer holds .grad and a bucket copy of it (2 x 87,360
+  // bytes); stage 1 frees each .grad into its bucket as it reduces; stage
+  // 2 holds its slices and the buckets in flight (4,000 elements each, or
+  // one parameter when larger: lenet's largest has 48,000 bytes).
+  EXPECT_EQ(gradients(0), 2 * 21840 * 4);
+  EXPECT_LT(gradients(1), 0.6 * gradients(0));
+  EXPECT_LT(gradients(2), 0.6 * gradients(0));
+  for (int stage : {1, 2}) {
+    EXPECT_NEAR(runs[stage]["result"]["test_accuracy"].get<double>(),
+                runs[0]["result"]["test_accuracy"].get<double>(), 0.01)
+        << "stage " << stage;
+  }
+}
+
+// A ZeRO checkpoint resumes the run exactly at the same world size, and
+// loads at another one.
+TEST(KoloTrainZero, ResumesFromItsShardsAtAnyWorldSize) {
+  KOLO_REQUIRE_OR_SKIP(HaveFashionMnist(), "Fashion-MNIST at "
+                                               << kFashionMnistDir
+                                               << " (dataset-fashion-mnist)");
+  TempDir dir;
+  WriteFile(dir / "ds_config.json", kStudyConfig);
+  auto run = [&](int np, const std::string& name, const char* epochs,
+                 std::vector<std::string> extra) {
+    extra.insert(extra.end(), {"--epochs", epochs});
+    return RunKoloTrain(np, ConfigRun(dir, dir / (name + ".json"), extra));
+  };
+  RunResult straight =
+      run(2, "straight", "2", {"--checkpoint-dir", dir / "straight"});
+  ASSERT_EQ(straight.exit_code, 0) << Describe(straight);
+  RunResult first = run(2, "first", "1", {"--checkpoint-dir", dir / "split"});
+  ASSERT_EQ(first.exit_code, 0) << Describe(first);
+  EXPECT_TRUE(std::filesystem::exists(dir / "split/zero/zero_manifest.json"));
+  // Another copy of the one-epoch checkpoint, for a world of one.
+  std::filesystem::copy(dir / "split", dir / "split-alone",
+                        std::filesystem::copy_options::recursive);
+  RunResult resumed =
+      run(2, "resumed", "2", {"--checkpoint-dir", dir / "split", "--resume"});
+  ASSERT_EQ(resumed.exit_code, 0) << Describe(resumed);
+  EXPECT_EQ(ReadJson(dir / "straight.json")["result"]["parameter_checksum"],
+            ReadJson(dir / "resumed.json")["result"]["parameter_checksum"]);
+
+  // The shards of 2 workers load into 1.
+  RunResult alone = run(1, "alone", "2",
+                        {"--checkpoint-dir", dir / "split-alone", "--resume",
+                         "--batch-size", "128"});
+  ASSERT_EQ(alone.exit_code, 0) << Describe(alone);
+  EXPECT_THAT(alone.out, HasSubstr("resumed from"));
+  EXPECT_THAT(alone.out, HasSubstr("epoch 2/2"));
+
+  // A DistributedOptimizer checkpoint holds no shards: refused, named.
+  RunResult plain = run(2, "plain", "1",
+                        {"--zero-stage", "0", "--gradient-clipping", "0",
+                         "--checkpoint-dir", dir / "plain"});
+  ASSERT_EQ(plain.exit_code, 0) << Describe(plain);
+  RunResult mixed =
+      run(2, "mixed", "2", {"--checkpoint-dir", dir / "plain", "--resume"});
+  EXPECT_NE(mixed.exit_code, 0) << Describe(mixed);
+  EXPECT_THAT(mixed.err, HasSubstr("adam under ZeroOptimizer"))
+      << Describe(mixed);
+}
+
+// bf16 trains a bfloat16 model against float32 masters; fp16 scales the
+// loss and reports the skipped steps and the final scale.
+TEST(KoloTrainZero, MixedPrecisionTrains) {
+  KOLO_REQUIRE_OR_SKIP(HaveFashionMnist(), "Fashion-MNIST at "
+                                               << kFashionMnistDir
+                                               << " (dataset-fashion-mnist)");
+  TempDir dir;
+  WriteFile(dir / "ds_config.json", kStudyConfig);
+  double fp32_accuracy = 0;
+  for (const char* precision : {"fp32", "bf16", "fp16"}) {
+    const std::string json = dir / (std::string(precision) + ".json");
+    RunResult run = RunKoloTrain(
+        2, ConfigRun(dir, json, {"--precision", precision, "--epochs", "2"}));
+    ASSERT_EQ(run.exit_code, 0) << Describe(run);
+    const nlohmann::json result = ReadJson(json);
+    EXPECT_EQ(result["config"]["precision"], precision);
+    const double accuracy = result["result"]["test_accuracy"].get<double>();
+    if (std::string(precision) == "fp32") fp32_accuracy = accuracy;
+    // An untrained lenet scores about 10%; lower precision costs little.
+    EXPECT_GT(accuracy, 0.4) << Describe(run);
+    EXPECT_NEAR(accuracy, fp32_accuracy, 0.05) << precision;
+    // float32 masters of every parameter, half on each rank.
+    EXPECT_NEAR(
+        result["result"]["memory"]["master_weight_bytes"][0].get<double>(),
+        21840 * 4 / 2, 8);
+    if (std::string(precision) == "fp16") {
+      EXPECT_GE(result["result"]["loss_scale"].get<double>(), 1.0);
+      EXPECT_THAT(run.out, HasSubstr("loss scale"));
+    }
+  }
+}
+
+// The file's keys and the flags that override them; bad files give one
+// line naming the key.
+TEST(KoloTrainZero, ConfigFileKeysFlagsAndErrors) {
+  TempDir dir;
+  WriteFile(dir / "ds_config.json", R"({"train_batch_size": 64,
+      "gradient_accumulation_steps": 2})");
+  // 64 = micro x 2 passes x 2 workers: micro 16; --batch-size 8 wins.
+  RunResult overridden = RunKoloTrain(
+      2, {"--config", dir / "ds_config.json", "--dataset", "synthetic",
+          "--model", "lenet", "--image-size", "28", "--benchmark-steps", "2",
+          "--batch-size", "8", "--json", dir / "b.json"});
+  ASSERT_EQ(overridden.exit_code, 0) << Describe(overridden);
+  const nlohmann::json b = ReadJson(dir / "b.json");
+  EXPECT_EQ(b["config"]["batch_size"], 8);
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"({"zero_optimization": {"stage": 4}})", "zero_optimization.stage"},
+      {R"({"gradient_clipping": -1})", "gradient_clipping"},
+      {R"({"optimizer": {"type": "Lamb"}})", "optimizer.type"},
+      {R"({"optimizer": {"type": "Adam", "params": {"lr": "auto"}}})",
+       "kolo needs a value"},
+      {R"({"train_batch_size": 100, "train_micro_batch_size_per_gpu": 16,
+           "gradient_accumulation_steps": 2})",
+       "train_batch_size 100 != train_micro_batch_size_per_gpu 16 x "
+       "gradient_accumulation_steps 2 x 2 workers = 64"},
+      {R"({"zero_optimization": {"stage": 2}, "x": 1})", ""},
+  };
+  for (const auto& [text, expected] : bad) {
+    WriteFile(dir / "bad.json", text);
+    std::vector<std::string> args = {"--config", dir / "bad.json"};
+    if (expected.empty()) {
+      // ZeRO with --compression: the flags contradict the file.
+      args.insert(args.end(), {"--compression", "fp16"});
+    }
+    RunResult run = RunKoloTrain(2, args);
+    EXPECT_NE(run.exit_code, 0) << Describe(run);
+    std::vector<std::string> lines = KoloTrainLines(run);
+    // The warning about "x" may come first; the error is the last line.
+    ASSERT_FALSE(lines.empty()) << Describe(run);
+    EXPECT_THAT(lines.back(),
+                HasSubstr(expected.empty() ? "--compression fp16 applies to "
+                                             "DistributedOptimizer"
+                                           : expected))
+        << text << "\n"
+        << Describe(run);
+  }
+  RunResult missing = RunKoloTrain(2, {"--config", dir / "nothing.json"});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_THAT(missing.err, HasSubstr(dir / "nothing.json"));
+}
+
 }  // namespace

@@ -1,0 +1,119 @@
+#include "config_file.h"
+
+#include <fmt/format.h>
+
+namespace kolo::train {
+namespace {
+
+std::string OptimizerName(OptimizerType type) {
+  switch (type) {
+    case OptimizerType::kSgd: return "sgd";
+    case OptimizerType::kAdam: return "adam";
+    case OptimizerType::kAdamW: return "adamw";
+  }
+  return "sgd";
+}
+
+std::string PrecisionName(Precision precision) {
+  switch (precision) {
+    case Precision::kFloat32: return "fp32";
+    case Precision::kBFloat16: return "bf16";
+    case Precision::kFloat16: return "fp16";
+  }
+  return "fp32";
+}
+
+}  // namespace
+
+Status ApplyConfigFile(Flags* f, int32_t world_size,
+                       std::vector<std::string>* warnings) {
+  const auto given = [f](const char* flag) { return f->given.count(flag) > 0; };
+  if (!f->config_path.empty()) {
+    KOLO_ASSIGN_OR_RETURN(TrainingConfig config,
+                          LoadTrainingConfig(f->config_path));
+    for (const std::string& warning : config.warnings)
+      warnings->push_back(warning);
+
+    // Batch sizes: flags replace the file's, and the global batch follows.
+    if (given("--batch-size") || given("--backward-passes-per-step"))
+      config.train_batch_size = 0;
+    if (given("--batch-size"))
+      config.train_micro_batch_size_per_gpu = f->batch_size;
+    if (given("--backward-passes-per-step"))
+      config.gradient_accumulation_steps = f->backward_passes_per_step;
+    if (config.train_batch_size == 0 &&
+        config.train_micro_batch_size_per_gpu == 0) {
+      config.train_micro_batch_size_per_gpu = f->batch_size;  // the default
+    }
+    KOLO_RETURN_IF_ERROR(ResolveBatchSizes(&config, world_size)
+                             .WithContext("--config " + f->config_path));
+    f->batch_size = config.train_micro_batch_size_per_gpu;
+    f->backward_passes_per_step =
+        static_cast<int32_t>(config.gradient_accumulation_steps);
+
+    if (config.optimizer && !given("--optimizer")) {
+      const OptimizerConfig& o = *config.optimizer;
+      f->optimizer = OptimizerName(o.type);
+      if (!given("--lr")) f->lr = o.lr;
+      if (!given("--weight-decay")) f->weight_decay = o.weight_decay;
+      if (o.type == OptimizerType::kSgd) {
+        if (!given("--momentum")) f->momentum = o.momentum;
+        if (!given("--nesterov") && !given("--no-nesterov"))
+          f->nesterov = o.nesterov;
+      }
+    }
+    if (!given("--gradient-clipping"))
+      f->gradient_clipping = config.gradient_clipping;
+    if (!given("--precision")) f->precision = PrecisionName(config.precision);
+    if (!given("--zero-stage")) f->zero_stage = config.zero_optimization.stage;
+    if (!given("--seed") && config.seed != 0) f->seed = config.seed;
+    f->config = config;
+  }
+  if (UsesZero(*f)) {
+    const std::string why =
+        f->zero_stage > 0
+            ? fmt::format("ZeRO stage {}", f->zero_stage)
+            : (f->precision != "fp32" ? "--precision " + f->precision
+                                      : std::string("gradient clipping"));
+    if (f->elastic)
+      return InvalidArgument(why + " does not combine with --elastic yet");
+    if (f->no_kolo)
+      return InvalidArgument(why + " needs kolo; --no-kolo runs without it");
+    if (f->compression != "none") {
+      return InvalidArgument(
+          "--compression " + f->compression +
+          " applies to DistributedOptimizer; " + why +
+          " uses ZeroOptimizer (--precision fp16 sends float16 "
+          "gradients)");
+    }
+  }
+  return Status::Ok();
+}
+
+bool UsesZero(const Flags& f) {
+  return f.zero_stage > 0 || f.gradient_clipping > 0 || f.precision != "fp32";
+}
+
+bool FileDrivesLearningRate(const Flags& f) {
+  return f.config.has_value() &&
+         (f.config->optimizer.has_value() ||
+          f.config->scheduler.type != LrScheduleType::kNone);
+}
+
+OptimizerConfig RunOptimizerConfig(const Flags& f) {
+  OptimizerConfig config;
+  if (f.config && f.config->optimizer) config = *f.config->optimizer;
+  config.type = f.optimizer == "adam"    ? OptimizerType::kAdam
+                : f.optimizer == "adamw" ? OptimizerType::kAdamW
+                                         : OptimizerType::kSgd;
+  config.lr = f.lr;
+  config.weight_decay = f.weight_decay;
+  if (config.type == OptimizerType::kSgd) {
+    config.momentum = f.momentum;
+    config.nesterov = f.nesterov && f.momentum > 0;
+    config.dampening = 0;
+  }
+  return config;
+}
+
+}  // namespace kolo::train
