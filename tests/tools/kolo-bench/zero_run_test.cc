@@ -1,8 +1,8 @@
-// kolo-bench zero end to end: every variant of lenet at np 1 and 2, each a
-// real job (kolorun and kolo-train --zero-stage, torch_ddp.py [--zero]),
-// two timed steps, one repeat. Checks the exit status, the table, and what
-// the appended record holds: one row per variant and worker count, each
-// with memory figures per rank, ratios to kolo-ddp, and every job's JSON.
+// kolo-bench zero end to end: kolo-ddp, kolo-zero2 and torch-zero on lenet at
+// np 2, each a real job (kolorun and kolo-train --zero-stage, torch_ddp.py
+// --zero), two timed steps, one repeat. Checks the exit status, the table,
+// and what the appended record holds: one row per variant and worker count,
+// each with memory figures per rank, ratios to kolo-ddp, and every job's JSON.
 // Skipped, saying why, without python3-torch or without a kolo-train that
 // has --zero-stage.
 #include <gmock/gmock.h>
@@ -42,7 +42,7 @@ std::string KoloTrainMissing() {
   return "a kolo-train with --zero-stage (" + path + " has none)";
 }
 
-TEST(ZeroRun, EveryVariantOfLenetAtOneAndTwoWorkers) {
+TEST(ZeroRun, KoloAndTorchVariantsOfLenetAtTwoWorkers) {
   KOLO_REQUIRE_OR_SKIP(HasTorch(),
                        "python3-torch (/usr/bin/python3 cannot "
                        "import torch)");
@@ -51,19 +51,18 @@ TEST(ZeroRun, EveryVariantOfLenetAtOneAndTwoWorkers) {
   const std::string json_path = ::testing::TempDir() + "kolo_bench_zero_" +
                                 std::to_string(getpid()) + ".json";
   std::remove(json_path.c_str());
-  RunResult r = RunProgram(
-      {KOLO_BENCH_PATH, "zero",
-       "--models",      "lenet",
-       "--np",          "1,2",
-       "--variants",    "kolo-ddp,kolo-zero1,kolo-zero2,torch-ddp,torch-zero",
-       "--batch-size",  "16",
-       "--warmup",      "1",
-       "--iters",       "2",
-       "--repeat",      "1",
-       "--kolorun",     KOLORUN_PATH,
-       "--kolo-train",  KOLO_TRAIN_PATH,
-       "--json",        json_path},
-      {}, std::chrono::seconds(400));
+  RunResult r = RunProgram({KOLO_BENCH_PATH, "zero",
+                            "--models",      "lenet",
+                            "--np",          "2",
+                            "--variants",    "kolo-ddp,kolo-zero2,torch-zero",
+                            "--batch-size",  "16",
+                            "--warmup",      "1",
+                            "--iters",       "2",
+                            "--repeat",      "1",
+                            "--kolorun",     KOLORUN_PATH,
+                            "--kolo-train",  KOLO_TRAIN_PATH,
+                            "--json",        json_path},
+                           {}, std::chrono::seconds(400));
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   EXPECT_THAT(r.out, HasSubstr("state+grad"));
   EXPECT_THAT(r.out, HasSubstr("lenet np 2 kolo-zero2"));
@@ -76,7 +75,7 @@ TEST(ZeroRun, EveryVariantOfLenetAtOneAndTwoWorkers) {
   EXPECT_EQ(record["benchmark"], "zero");
   EXPECT_EQ(record["config"]["optimizer"], "adam");
   const nlohmann::json& rows = record["rows"];
-  ASSERT_EQ(rows.size(), 10u) << rows.dump(2);
+  ASSERT_EQ(rows.size(), 3u) << rows.dump(2);
   for (const nlohmann::json& row : rows) {
     const int np = row["np"].get<int>();
     SCOPED_TRACE(row["variant"].get<std::string>() + " np " +
@@ -98,8 +97,10 @@ TEST(ZeroRun, EveryVariantOfLenetAtOneAndTwoWorkers) {
       EXPECT_DOUBLE_EQ(row["images_per_second_ratio"].get<double>(), 1.0);
     }
   }
-  // At np 2 ZeRO shards Adam's state: ZeRO-1 and ZeRO-2 hold less of it on
-  // their largest rank than DistributedOptimizer does.
+  // At np 2 ZeRO shards Adam's state: ZeRO-2 holds less of it on its
+  // largest rank than DistributedOptimizer does. (The other variants and
+  // world sizes take the same code path; one run of each kind keeps the
+  // test short.)
   auto at = [&](const std::string& variant, int np) {
     for (const nlohmann::json& row : rows) {
       if (row["variant"] == variant && row["np"] == np) return row;
@@ -109,8 +110,6 @@ TEST(ZeroRun, EveryVariantOfLenetAtOneAndTwoWorkers) {
   };
   const double ddp_state =
       at("kolo-ddp", 2)["optimizer_state_bytes"].get<double>();
-  EXPECT_LT(at("kolo-zero1", 2)["optimizer_state_bytes"].get<double>(),
-            ddp_state);
   EXPECT_LT(at("kolo-zero2", 2)["optimizer_state_bytes"].get<double>(),
             ddp_state);
   std::remove(json_path.c_str());
