@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -262,7 +263,7 @@ Status ZeroOptimizer::AddReduced(Bucket& bucket) {
   if (grad.defined()) {
     grad.add_(slice);
   } else {
-    grad = slice.clone();
+    grad = slice;  // a fresh tensor, or the bucket this pass lets go of
   }
   bucket.flat = ::torch::Tensor();
   bucket.reduced = true;
@@ -364,7 +365,7 @@ StatusOr<StepOutcome> ZeroOptimizer::Step() {
   for (auto& b : buckets_) {
     ::torch::Tensor& grad = b->master.mutable_grad();
     if (divisor != 1.0) grad.div_(divisor);
-    square_sum += grad.to(::torch::kFloat64).square().sum().item<double>();
+    square_sum += grad.square().sum(::torch::kFloat64).item<double>();
   }
   bool overflow = !std::isfinite(square_sum);
   if (shard_count_ > 1) {
@@ -412,14 +413,13 @@ StatusOr<StepOutcome> ZeroOptimizer::Step() {
 // Every rank's updated slices, into every rank's model parameters.
 Status ZeroOptimizer::GatherWeights() {
   ::torch::NoGradGuard no_grad;
-  auto write_bucket = [](Bucket& b, const ::torch::Tensor& full) {
-    for (Parameter* p : b.members) {
-      p->tensor.copy_(
-          full.narrow(0, p->offset, p->tensor.numel()).view_as(p->tensor));
-    }
-  };
   if (shard_count_ == 1) {
-    for (auto& b : buckets_) write_bucket(*b, b->master);
+    for (auto& b : buckets_) {
+      for (Parameter* p : b->members) {
+        p->tensor.copy_(b->master.narrow(0, p->offset, p->tensor.numel())
+                            .view_as(p->tensor));
+      }
+    }
     return Status::Ok();
   }
   // Groups of consecutive buckets travel in one allgather; rank r's part of
@@ -449,14 +449,25 @@ Status ZeroOptimizer::GatherWeights() {
   }
   for (Group& group : groups) {
     KOLO_ASSIGN_OR_RETURN(::torch::Tensor gathered, group.handle.Wait());
+    // Each parameter straight from the slices that hold it; only one that
+    // straddles two ranks' slices is joined first.
     int64_t prefix = 0;
     for (Bucket* b : group.buckets) {
-      std::vector<::torch::Tensor> pieces;
-      for (int32_t r = 0; r < shard_count_; ++r) {
-        pieces.push_back(
-            gathered.narrow(0, r * group.slice_elements + prefix, b->slice));
+      for (Parameter* p : b->members) {
+        const int64_t end = p->offset + p->tensor.numel();
+        std::vector<::torch::Tensor> runs;
+        for (int64_t at = p->offset; at < end;) {
+          const int64_t rank = at / b->slice;
+          const int64_t run = std::min(end, (rank + 1) * b->slice) - at;
+          runs.push_back(gathered.narrow(
+              0, rank * group.slice_elements + prefix + at - rank * b->slice,
+              run));
+          at += run;
+        }
+        const ::torch::Tensor source =
+            runs.size() == 1 ? runs.front() : ::torch::cat(runs);
+        p->tensor.copy_(source.view_as(p->tensor));
       }
-      write_bucket(*b, ::torch::cat(pieces));
       prefix += b->slice;
     }
   }
