@@ -166,16 +166,15 @@ std::string ConfigPath(const std::string& json_path, const std::string& model) {
   return stem + "." + model + ".ds_config.json";
 }
 
-// A deepspeed step: the ds_config for kolo-train, and the same recipe
-// spelled in flags for the peer (and for kolo-train's own schedule, which a
-// ds_config without "scheduler" leaves constant in DeepSpeed).
+// A deepspeed step: the ds_config for kolo-train (whose optimizer section
+// makes kolo-train keep its rate constant and unscaled, as DeepSpeed does
+// without a "scheduler"), and the same recipe spelled in flags for the peer.
 void ApplyDeepSpeed(TrainFlags* f) {
   f->config_path = ConfigPath(f->json_path, f->model);
   f->optimizer = "adam";
   f->lr = kDeepSpeedLr;
   const std::vector<std::string> schedule = {
       "--no-lr-scaling", "--lr-schedule", "constant", "--warmup-epochs", "0"};
-  f->kolo_train_args = schedule;
   f->ddp_args = schedule;
   f->ddp_args.insert(
       f->ddp_args.end(),

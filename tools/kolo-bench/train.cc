@@ -266,7 +266,9 @@ std::vector<std::string> TrainCommand(const TrainFlags& f,
     c.insert(c.end(), {"--image-size", std::to_string(f.image_size)});
   }
   c.insert(c.end(), common.begin(), common.end());
-  c.insert(c.end(), recipe.begin(), recipe.end());
+  // A ds_config carries kolo-train's optimizer and learning rate: flags
+  // would override the file's (its weight decay, say) with their defaults.
+  if (f.config_path.empty()) c.insert(c.end(), recipe.begin(), recipe.end());
   if (!f.precision.empty()) c.insert(c.end(), {"--precision", f.precision});
   if (!f.config_path.empty()) c.insert(c.end(), {"--config", f.config_path});
   c.insert(c.end(), f.kolo_train_args.begin(), f.kolo_train_args.end());
