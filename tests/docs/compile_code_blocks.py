@@ -15,7 +15,10 @@ fragment runs in a nested scope, so it may declare those names again.
 
 Blocks that use LibTorch compile only when --torch-flags is given; without
 it they are listed as skipped. Every block is checked with -fsyntax-only
-(names and types, no code generation). Exit 1 if any block fails.
+(names and types, no code generation). The fragments of each kind compile
+together, each in a function of its own under a #line naming its source,
+so LibTorch's headers are parsed once; when that fails, each fragment
+compiles alone to name the ones at fault. Exit 1 if any block fails.
 """
 import argparse
 import pathlib
@@ -112,6 +115,22 @@ def program(code, torch):
             "\n  }\n  return kolo::Status::Ok();\n}\n")
 
 
+def unit(fragments, torch):
+    """Every fragment of `fragments` in one source, each in its own function."""
+    head = INCLUDES + (TORCH_INCLUDES if torch else "")
+    context = CONTEXT + (TORCH_CONTEXT if torch else "")
+    parts = [head]
+    for number, (where, code) in enumerate(fragments):
+        name, line = where.rsplit(":", 1)
+        # A README block's code starts on the line after its ```cpp fence; a
+        # header's on the block's first line.
+        first = int(line) + 1 if name.endswith(".md") else int(line)
+        parts.append(f"\nkolo::Status Example{number}() {{\n{context}  {{\n"
+                     f'#line {first} "{name}"\n{code}\n  }}\n'
+                     "  return kolo::Status::Ok();\n}\n")
+    return "".join(parts)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--source-dir", required=True)
@@ -126,24 +145,52 @@ def main():
         blocks.extend(header_blocks(header))
     flags = shlex.split(args.flags)
     torch_flags = shlex.split(args.torch_flags)
-    failed, skipped, compiled = [], [], 0
+    failed, skipped = [], []
+    # Fragments share one translation unit per kind (with and without
+    # LibTorch), each in a function of its own and under a #line that points
+    # at its source, so LibTorch's headers are parsed once rather than once
+    # per block; programs (with main) compile alone. A failing unit is
+    # compiled again block by block to name the blocks that fail.
+    fragments = {False: [], True: []}
+    programs = []
+    for where, code in blocks:
+        torch = uses_torch(code)
+        if torch and not torch_flags:
+            skipped.append(where)
+        elif re.search(r"\bint main\(", code):
+            programs.append((where, code, torch))
+        else:
+            fragments[torch].append((where, code))
+
     with tempfile.TemporaryDirectory() as scratch:
-        for where, code in blocks:
-            torch = uses_torch(code)
-            if torch and not torch_flags:
-                skipped.append(where)
-                continue
+        def compile_source(text, torch):
             path = pathlib.Path(scratch) / "block.cc"
-            path.write_text(program(code, torch))
+            path.write_text(text)
             command = [args.compiler, "-std=c++17", "-fsyntax-only", "-w",
                        f"-I{source / 'include'}"] + flags + (torch_flags if torch else []) + [str(path)]
-            result = subprocess.run(command, capture_output=True, text=True)
-            compiled += 1
+            return subprocess.run(command, capture_output=True, text=True)
+
+        def compile_alone(where, code, torch):
+            result = compile_source(program(code, torch), torch)
             if result.returncode != 0:
                 failed.append(where)
                 print(f"FAILED {where}:\n{code}\n{result.stderr[-3000:]}", file=sys.stderr)
             else:
                 print(f"ok {where}")
+
+        for torch, group in fragments.items():
+            if not group:
+                continue
+            result = compile_source(unit(group, torch), torch)
+            if result.returncode == 0:
+                for where, _ in group:
+                    print(f"ok {where}")
+            else:
+                for where, code in group:
+                    compile_alone(where, code, torch)
+        for where, code, torch in programs:
+            compile_alone(where, code, torch)
+    compiled = sum(len(group) for group in fragments.values()) + len(programs)
     for where in skipped:
         print(f"skipped {where}: uses LibTorch, and kolo was built without it")
     print(f"{compiled} blocks compiled, {len(failed)} failed, {len(skipped)} skipped")
