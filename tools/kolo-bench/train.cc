@@ -20,6 +20,7 @@
 #include "json_file.h"
 #include "kolo_internal/config.h"
 #include "list_flag.h"
+#include "progress_line.h"
 #include "sibling_tools.h"
 #include "table.h"
 
@@ -429,8 +430,11 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
                : fmt::format("{} warm-up + {} timed steps", f.warmup, f.iters),
       subsets, f.repeat, f.repeat == 1 ? "" : "s");
   std::fflush(stdout);
+  // On a terminal, which run is on and how long the rest will take.
+  RunsProgress progress(static_cast<int64_t>(runs.size()) * f.repeat);
   for (int32_t r = 0; r < f.repeat; ++r) {
     for (const Run& run : runs) {
+      progress.Start(fmt::format("{} repeat {}", RunLabel(run), r + 1));
       const fs::path json_path = scratch / "result.json";
       StatusOr<json> result = Measure(
           TrainCommand(f, run.framework, run.np, run.batch, tools, json_path),
@@ -441,18 +445,19 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
         return result.status().WithContext(RunLabel(run));
       }
       const json& figures = (*result)["result"];
-      fmt::print("#   repeat {}: {:<16} {:>8.0f} images/s", r + 1,
-                 RunLabel(run), figures["images_per_second"].get<double>());
+      std::string line = fmt::format(
+          "#   repeat {}: {:<16} {:>8.0f} images/s", r + 1, RunLabel(run),
+          figures["images_per_second"].get<double>());
       if (accuracy) {
-        fmt::print(", test accuracy {:.2f}%, {:.1f} s wall",
-                   100.0 * figures["test_accuracy"].get<double>(),
-                   figures["wall_seconds"].get<double>());
+        line += fmt::format(", test accuracy {:.2f}%, {:.1f} s wall",
+                            100.0 * figures["test_accuracy"].get<double>(),
+                            figures["wall_seconds"].get<double>());
       }
-      fmt::print("\n");
-      std::fflush(stdout);
+      progress.Print(line);
       results[RunLabel(run)].push_back(*std::move(result));
     }
   }
+  progress.Finish();
   std::error_code ignored;
   fs::remove_all(scratch, ignored);
 

@@ -16,6 +16,7 @@
 #include "fusion.h"
 #include "json_file.h"
 #include "list_flag.h"
+#include "progress_line.h"
 
 namespace kolo::bench {
 namespace {
@@ -424,8 +425,11 @@ StatusOr<json> RunZero(const ZeroFlags& f) {
   std::fflush(stdout);
   std::map<std::string, std::vector<ZeroMeasurement>> measured;  // by label
   std::map<std::string, json> runs;                              // by label
+  // On a terminal, which job is on and how long the rest will take.
+  RunsProgress progress(static_cast<int64_t>(jobs.size()) * f.repeat);
   for (int32_t r = 0; r < f.repeat; ++r) {
     for (const Job& job : jobs) {
+      progress.Start(fmt::format("{} repeat {}", label(job), r + 1));
       const fs::path json_path = cleanup.dir / "result.json";
       StatusOr<JobOutput> out =
           RunJob(ZeroCommand(f, job.variant, job.model, job.np, tools,
@@ -435,17 +439,17 @@ StatusOr<json> RunZero(const ZeroFlags& f) {
       StatusOr<ZeroMeasurement> m =
           ReadZeroMeasurement(out->json, out->output, job.variant, job.np);
       if (!m.ok()) return m.status().WithContext(label(job));
-      fmt::print(
+      progress.Print(fmt::format(
           "#   repeat {}: {:<28} {:>8.1f} images/s, optimizer state {} MiB, "
-          "gradients {} MiB (largest rank)\n",
+          "gradients {} MiB (largest rank)",
           r + 1, label(job), m->images_per_second,
           Mib(Largest(m->optimizer_state_bytes)),
-          Mib(Largest(m->gradient_bytes)));
-      std::fflush(stdout);
+          Mib(Largest(m->gradient_bytes))));
       measured[label(job)].push_back(*std::move(m));
       runs[label(job)].push_back(std::move(out->json));
     }
   }
+  progress.Finish();
 
   // One repeat's jobs, in order, are the table's rows.
   std::vector<ZeroRow> rows;

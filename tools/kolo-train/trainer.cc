@@ -27,12 +27,15 @@
 #include "kolo/torch.h"
 #include "kolo/training_config.h"
 #include "plan.h"
+#include "progress_line.h"
 #include "setup.h"
 #include "table.h"
 
 namespace kolo::train {
 namespace {
 
+using bench::FormatDuration;
+using bench::ProgressLine;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
@@ -79,46 +82,6 @@ Status AgreeAcrossRanks(const Status& status, int32_t rank, int32_t size) {
   if (first == all.end()) return Status::Ok();
   if (first - all.begin() == rank) return status;
   return Aborted(kReportedByAnotherRank);
-}
-
-// --------------------------------------------------------------- progress
-
-// Rank 0's report on the epoch in flight. On a terminal, one line redrawn in
-// place at most every kRedraw; elsewhere (a file, a pipe, kolorun's relay)
-// nothing, since there only the line per epoch is worth keeping.
-class Progress {
- public:
-  explicit Progress(bool on_terminal) : on_terminal_(on_terminal) {}
-
-  void Update(const std::string& line) {
-    if (!on_terminal_) return;
-    const Clock::time_point now = Clock::now();
-    if (now - last_ < kRedraw) return;
-    last_ = now;
-    // "\033[K" clears what a longer previous line left behind.
-    fmt::print("\r{}\033[K", line);
-    std::fflush(stdout);
-  }
-
-  void EndEpoch(const std::string& line) {
-    if (on_terminal_)
-      fmt::print("\r{}\033[K\n", line);
-    else
-      fmt::print("{}\n", line);
-    std::fflush(stdout);
-  }
-
- private:
-  static constexpr std::chrono::milliseconds kRedraw{250};
-  const bool on_terminal_;
-  Clock::time_point last_;
-};
-
-std::string FormatDuration(double seconds) {
-  const int64_t s = static_cast<int64_t>(seconds + 0.5);
-  if (s >= 3600)
-    return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
-  return fmt::format("{}:{:02}", s / 60, s % 60);
 }
 
 // ---------------------------------------------------------------- summary
@@ -331,15 +294,15 @@ data::LoaderOptions TrainLoaderOptions(const Flags& f, const Data& d) {
 // Rank 0's lines about single steps: a float16 overflow at the minimum loss
 // scale (the step was skipped; training may be diverging), and, with a
 // --config file, DeepSpeed's progress line every steps_per_print steps.
+// Both go above the progress line.
 void ReportStep(const Flags& f, const Engine& engine,
-                const kolo::torch::StepOutcome& outcome, double loss,
-                double lr) {
+                const kolo::torch::StepOutcome& outcome, double loss, double lr,
+                ProgressLine* progress) {
   if (outcome.overflow_at_minimum_scale) {
-    fmt::print(
+    progress->Print(fmt::format(
         "kolo-train: warning: step {} overflowed at the minimum loss scale "
-        "{}; skipped\n",
-        engine.steps_taken() + engine.skipped_steps(), outcome.loss_scale);
-    std::fflush(stdout);
+        "{}; skipped",
+        engine.steps_taken() + engine.skipped_steps(), outcome.loss_scale));
   }
   if (!f.config || !outcome.stepped || f.config->steps_per_print <= 0 ||
       engine.steps_taken() % f.config->steps_per_print != 0) {
@@ -352,8 +315,7 @@ void ReportStep(const Flags& f, const Engine& engine,
   if (f.precision == "fp16")
     line += fmt::format("  loss scale {}  skipped {}", outcome.loss_scale,
                         engine.skipped_steps());
-  fmt::print("{}\n", line);
-  std::fflush(stdout);
+  progress->Print(line);
 }
 
 Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
@@ -447,7 +409,10 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
     std::fflush(stdout);
   }
 
-  Progress progress(rank == 0 && isatty(STDOUT_FILENO));
+  // Rank 0's epoch in flight, redrawn in place on a terminal (kolorun gives
+  // rank 0 one when its own output is a terminal); elsewhere, only the line
+  // per epoch.
+  ProgressLine progress(stdout, {rank == 0 && bench::DrawsInPlace(stdout)});
   json history = s.history;
   double train_seconds = 0;
   int64_t images_trained = 0;
@@ -492,7 +457,9 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
         return outcome.status().WithContext(
             fmt::format("epoch {} batch {}", epoch + 1, batch->number + 1));
       }
-      if (rank == 0) ReportStep(f, *engine, *outcome, loss.item<double>(), lr);
+      if (rank == 0) {
+        ReportStep(f, *engine, *outcome, loss.item<double>(), lr, &progress);
+      }
       const int64_t n = batch->labels.size(0);
       loss_sum += loss.item<double>() * static_cast<double>(n);
       seen += n;
@@ -504,11 +471,13 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
         const double per_batch = elapsed / static_cast<double>(done);
         const int64_t left = (batches_per_epoch - done) +
                              (f.epochs - epoch - 1) * batches_per_epoch;
-        progress.Update(fmt::format(
-            "epoch {}/{}  step {}/{}  loss {:.4f}  {:.0f} images/s  ETA {}",
-            epoch + 1, f.epochs, done, batches_per_epoch,
-            loss_sum / static_cast<double>(seen), rate,
-            FormatDuration(per_batch * static_cast<double>(left))));
+        progress.Update(
+            fmt::format(
+                "epoch {}/{}  step {}/{}  loss {:.4f}  {:.0f} images/s  ETA {}",
+                epoch + 1, f.epochs, done, batches_per_epoch,
+                loss_sum / static_cast<double>(seen), rate,
+                FormatDuration(per_batch * static_cast<double>(left))),
+            /*force=*/done == batches_per_epoch);
       }
     }
     const double epoch_seconds = Seconds(Clock::now() - epoch_start);
@@ -538,7 +507,7 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
                        {"seconds", epoch_seconds},
                        {"images_per_second", rate}});
     if (rank == 0) {
-      progress.EndEpoch(
+      progress.Finish(
           fmt::format("epoch {}/{}  train loss {:.4f}  test accuracy {:.2f}% "
                       "({}/{})  {:.0f} images/s  {:.1f} s",
                       epoch + 1, f.epochs, last_loss, 100.0 * eval.accuracy(),
