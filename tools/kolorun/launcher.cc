@@ -2,10 +2,12 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <regex>
 #include <utility>
@@ -17,6 +19,10 @@ namespace {
 using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
+
+// "\x1b[K" erases from the cursor to the end of the line.
+constexpr const char* kEraseToEnd = "\x1b[K";
+constexpr const char* kEraseLine = "\r\x1b[K";
 
 bool NeedsQuoting(const std::string& arg) {
   if (arg.empty()) return true;
@@ -48,6 +54,24 @@ std::string JoinCommand(const std::vector<std::string>& args) {
     joined += Quote(arg);
   }
   return joined;
+}
+
+void DrawInPlaceThrough(int terminal_fd, ProcessSpec* spec) {
+  const char* term = std::getenv("TERM");
+  if (!isatty(terminal_fd) ||
+      (term != nullptr && std::strcmp(term, "dumb") == 0))
+    return;
+  winsize window{};
+  TerminalSize size;
+  if (ioctl(terminal_fd, TIOCGWINSZ, &window) == 0) {
+    size.rows = window.ws_row;
+    // Never narrower than a short progress line, though it wraps then.
+    const size_t tag = spec->stdout_prefix.size();
+    size.columns = window.ws_col > tag + 20
+                       ? static_cast<uint16_t>(window.ws_col - tag)
+                       : window.ws_col;
+  }
+  spec->child.stdout_terminal = size;
 }
 
 Launcher::Launcher(LauncherOptions options, SignalWatcher* signals)
@@ -142,7 +166,9 @@ void Launcher::Start(const ProcessSpec& spec) {
   process.running = true;
   process.out.fd = child->stdout_fd;
   process.out.out_fd = STDOUT_FILENO;
-  process.out.splitter.emplace(spec.format, spec.stdout_prefix);
+  process.out.in_place = spec.child.stdout_terminal.has_value();
+  process.out.splitter.emplace(spec.format, spec.stdout_prefix,
+                               process.out.in_place);
   process.err.fd = child->stderr_fd;
   process.err.out_fd = STDERR_FILENO;
   process.err.splitter.emplace(spec.format, spec.stderr_prefix);
@@ -244,13 +270,15 @@ void Launcher::Drain(Stream* stream) {
     if (n > 0) {
       const std::string text =
           stream->splitter->Append(buffer, static_cast<size_t>(n));
-      WriteAll(stream->out_fd, text);
+      Relay(*stream, text);
       if (options_.failure_in_line) NoticeReportedFailures(text);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    // End of file, or an error that leaves nothing more to read.
+    // End of file, or an error that leaves nothing more to read: a
+    // pseudo-terminal's master reads EIO once every holder of its other end
+    // has closed it.
     CloseStream(stream);
     return;
   }
@@ -292,9 +320,47 @@ std::optional<int> AgentReportedFailure(const std::string& line) {
 
 void Launcher::CloseStream(Stream* stream) {
   if (stream->fd < 0) return;
-  WriteAll(stream->out_fd, stream->splitter->Finish());
+  Relay(*stream, stream->splitter->Finish());
   close(stream->fd);
   stream->fd = -1;
+}
+
+void Launcher::Relay(const Stream& stream, const std::string& lines) {
+  if (!stream.in_place) {
+    if (!lines.empty()) WriteAbove(stream.out_fd, lines);
+    return;
+  }
+  const std::string status = stream.splitter->Status();
+  if (lines.empty() && status == status_) return;
+  // One write: the finished lines replace the line shown, and the new one
+  // is drawn below them; without lines, it is drawn over the old one.
+  std::string bytes;
+  if (!status_.empty()) bytes = lines.empty() ? "\r" : kEraseLine;
+  bytes += lines;
+  if (!status.empty()) {
+    bytes += status + kEraseToEnd;
+  } else if (lines.empty()) {
+    bytes += kEraseToEnd;  // the line is gone without a trace
+  }
+  status_ = status;
+  WriteAll(STDOUT_FILENO, bytes);
+}
+
+void Launcher::WriteAbove(int fd, const std::string& text) const {
+  if (status_.empty()) {
+    WriteAll(fd, text);
+    return;
+  }
+  const std::string redraw = status_ + kEraseToEnd;
+  if (fd == STDOUT_FILENO) {
+    WriteAll(fd, kEraseLine + text + redraw);
+    return;
+  }
+  // Stderr is most likely the same terminal; the order of the writes keeps
+  // the line in place below the text there too.
+  WriteAll(STDOUT_FILENO, kEraseLine);
+  WriteAll(fd, text);
+  WriteAll(STDOUT_FILENO, redraw);
 }
 
 void Launcher::AdvanceDeadlines(TimePoint now) {
@@ -375,7 +441,7 @@ int Launcher::PollTimeoutMs(TimePoint now) const {
 }
 
 void Launcher::Message(const std::string& text) const {
-  WriteAll(STDERR_FILENO, "kolorun: " + text + "\n");
+  WriteAbove(STDERR_FILENO, "kolorun: " + text + "\n");
 }
 
 }  // namespace kolorun

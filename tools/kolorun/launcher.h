@@ -4,6 +4,11 @@
 // The policy, which a user can rely on:
 //  - Every line a process prints is relayed whole, tagged (see output.h), to
 //    kolorun's stdout or stderr; output is drained until every pipe closes.
+//  - When kolorun's stdout is a terminal, rank 0's stdout is one too
+//    (DrawInPlaceThrough), so that it may redraw a progress line in place;
+//    kolorun relays each redraw at once, behind rank 0's tag, and keeps that
+//    line below everything else it prints: another line first erases it,
+//    then draws it again underneath.
 //  - When a process exits non-zero or is killed, kolorun names it
 //    ("kolorun: rank 1 exited with code 3") and gives the others
 //    failure_grace to exit on their own, long enough to print their own
@@ -81,6 +86,14 @@ struct LauncherOptions {
   std::function<std::optional<int>(const std::string& line)> failure_in_line;
 };
 
+// When `terminal_fd` (kolorun's stdout) is a terminal that can redraw a
+// line in place (TERM is not "dumb"), gives `spec` a pseudo-terminal as its
+// stdout: as tall as that terminal, and as wide less the width of its tag,
+// so that a program fitting its progress line to its terminal fits
+// kolorun's. Elsewhere `spec` keeps its pipe, and its program sees no
+// terminal. Resizing kolorun's terminal later does not resize the rank's.
+void DrawInPlaceThrough(int terminal_fd, ProcessSpec* spec);
+
 // The failure a line of a host's agent reports ("kolorun: rank 5 on h2 was
 // killed by signal 9 (Killed)", "kolorun: rank 2 on h1 exited with code
 // 3"), as the exit code a shell would show (137, 3); nullopt for any other
@@ -112,6 +125,9 @@ class Launcher {
     int fd = -1;  // -1 once closed
     int out_fd = -1;
     std::optional<LineSplitter> splitter;
+    // Its splitter is in place, and the line it redraws is status_; one
+    // stream at most, on kolorun's stdout.
+    bool in_place = false;
   };
 
   struct Process {
@@ -134,6 +150,12 @@ class Launcher {
   // Reads what `stream` holds now; closes it at end of file.
   void Drain(Stream* stream);
   void CloseStream(Stream* stream);
+  // Writes the `lines` `stream` completed, and for an in-place stream
+  // redraws the line it shows now.
+  void Relay(const Stream& stream, const std::string& lines);
+  // Writes `text` (whole lines) to `fd` above the line in place, if one is
+  // shown.
+  void WriteAbove(int fd, const std::string& text) const;
   void AdvanceDeadlines(TimePoint now);
   void SignalAll(int signal);
   // The last resort when the loop cannot go on.
@@ -157,6 +179,9 @@ class Launcher {
   int exit_code_ = 0;
   bool exit_code_from_signal_ = false;
   bool stop_fd_open_ = false;
+  // The line an in-place stream shows now on kolorun's stdout, its tag
+  // included; the cursor stands at its end. Empty when none is shown.
+  std::string status_;
 };
 
 // `args` joined with spaces, quoted where a shell would need it, for

@@ -174,6 +174,8 @@ int Main(int argc, char** argv) {
         BuildMpiJob(options, mpirun, geteuid() == 0, store, base_env));
   } else {
     specs = BuildRankJob(options, *program, store, base_env, usable_cores);
+    // Rank 0 draws its progress in place when kolorun's stdout is a terminal.
+    if (!specs.empty()) DrawInPlaceThrough(STDOUT_FILENO, &specs.front());
   }
 
   Launcher launcher(launcher_options, &*signals);

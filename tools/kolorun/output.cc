@@ -61,20 +61,38 @@ void WriteAll(int fd, const std::string& text) {
   }
 }
 
-LineSplitter::LineSplitter(LineFormat format, std::string prefix)
-    : format_(format), prefix_(std::move(prefix)), mpi_(prefix_) {}
+LineSplitter::LineSplitter(LineFormat format, std::string prefix, bool in_place)
+    : format_(format),
+      prefix_(std::move(prefix)),
+      in_place_(in_place && format == LineFormat::kPrefix),
+      mpi_(prefix_) {}
 
 std::string LineSplitter::Append(const char* data, size_t size) {
   std::string out;
   size_t begin = 0;
+  // Adds data[begin, end) to the line; in place, text after a '\r' starts
+  // it over.
+  auto take = [&](size_t end) {
+    if (end == begin) return;
+    if (restart_) partial_.clear();
+    restart_ = false;
+    partial_.append(data + begin, end - begin);
+  };
   for (size_t i = 0; i < size; ++i) {
-    if (data[i] != '\n') continue;
-    partial_.append(data + begin, i - begin);
-    FormatLine(partial_, &out);
-    partial_.clear();
+    if (data[i] == '\n') {
+      take(i);
+      FormatLine(partial_, &out);
+      partial_.clear();
+      redrawn_ = restart_ = false;
+    } else if (data[i] == '\r' && in_place_) {
+      take(i);
+      redrawn_ = restart_ = true;
+    } else {
+      continue;
+    }
     begin = i + 1;
   }
-  partial_.append(data + begin, size - begin);
+  take(size);
   while (partial_.size() >= kMaxLineBytes) {
     FormatLine(partial_.substr(0, kMaxLineBytes), &out);
     partial_.erase(0, kMaxLineBytes);
@@ -86,8 +104,13 @@ std::string LineSplitter::Finish() {
   std::string out;
   if (!partial_.empty()) FormatLine(partial_, &out);
   partial_.clear();
+  redrawn_ = restart_ = false;
   if (format_ == LineFormat::kMpiTagged) out += mpi_.Finish();
   return out;
+}
+
+std::string LineSplitter::Status() const {
+  return redrawn_ ? prefix_ + partial_ : std::string();
 }
 
 void LineSplitter::FormatLine(const std::string& line, std::string* out) {

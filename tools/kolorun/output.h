@@ -5,7 +5,18 @@
 //
 //   [1]<stdout>: epoch 3 loss 0.25
 //
-// so that lines of different ranks never interleave mid-line. mpirun
+// so that lines of different ranks never interleave mid-line.
+//
+// The exception is a line redrawn in place. A rank whose stdout is a
+// terminal (kolorun gives rank 0 one when its own stdout is a terminal; see
+// launcher.h) may draw a progress line with '\r': "\repoch 1 step 3\x1b[K",
+// "\repoch 1 step 4\x1b[K", ... and end it with '\n'. Waiting for that '\n'
+// would show nothing until the epoch ends, so such a stream's splitter is
+// in place: once its line holds a '\r', the text after the last '\r' is
+// the line shown now (Status()), relayed at once behind the rank's tag, and
+// kolorun redraws it as it changes.
+//
+// mpirun
 // (--backend mpi, started with --tag-output) tags lines itself as
 // "[jobid,rank]<stdout>:"; kolorun rewrites those tags into its own form and
 // joins the pieces mpirun tagged apart, so that a job's output reads the
@@ -76,7 +87,10 @@ class MpiLineJoiner {
 };
 
 // Cuts a byte stream into lines and formats them. A line longer than
-// kMaxLineBytes is cut there.
+// kMaxLineBytes is cut there. In place (kPrefix only), '\r' starts the
+// line over: a line that ends with '\n' is the text after its last '\r'
+// ("a\rb\n" is the line "b"; "a\r\n" is "a"), and until it ends, Status()
+// is that text.
 //
 // Thread-safety: none; one per stream, used by kolorun's one loop.
 class LineSplitter {
@@ -86,21 +100,30 @@ class LineSplitter {
   // `prefix` ("[0]<stdout>: ") goes in front of every line for kPrefix and
   // in front of untagged lines (mpirun's own messages) for kMpiTagged, where
   // it is normally empty.
-  LineSplitter(LineFormat format, std::string prefix);
+  LineSplitter(LineFormat format, std::string prefix, bool in_place = false);
 
   // Takes the next bytes of the stream; returns the formatted text of every
   // line they complete, each ending in '\n' (empty when none is complete).
   std::string Append(const char* data, size_t size);
   // At the end of the stream: the formatted unterminated last line, if any.
   std::string Finish();
+  // In place: the unfinished line being redrawn, behind the prefix and
+  // without '\n' ("[0]<stdout>: epoch 1 step 4"); empty when the line
+  // has no '\r' yet.
+  std::string Status() const;
 
  private:
   void FormatLine(const std::string& line, std::string* out);
 
   const LineFormat format_;
   const std::string prefix_;
-  std::string partial_;  // bytes after the last '\n'
-  MpiLineJoiner mpi_;    // kMpiTagged only
+  const bool in_place_;
+  std::string partial_;  // bytes after the last '\n' (in place: or '\r')
+  // In place: the line holds a '\r', and whether the next byte of text
+  // starts it over.
+  bool redrawn_ = false;
+  bool restart_ = false;
+  MpiLineJoiner mpi_;  // kMpiTagged only
 };
 
 }  // namespace kolorun

@@ -4,12 +4,14 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -32,6 +34,31 @@ bool IsExecutableFile(const std::string& path) {
 void CloseIfOpen(int* fd) {
   if (*fd >= 0) close(*fd);
   *fd = -1;
+}
+
+// Opens a pseudo-terminal of `size` for a child's stdout: `fds[0]` is the
+// master, kolorun's end, read like a pipe's; `fds[1]` the child's end.
+// Both are close-on-exec, as pipe2(O_CLOEXEC) would make them. Raw mode
+// turns off the output processing that would make "\r\n" of every '\n'.
+// Returns false with errno set.
+bool OpenTerminal(const TerminalSize& size, int fds[2]) {
+  fds[0] = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (fds[0] < 0) return false;
+  char name[128];
+  if (grantpt(fds[0]) != 0 || unlockpt(fds[0]) != 0 ||
+      ptsname_r(fds[0], name, sizeof(name)) != 0) {
+    return false;
+  }
+  fds[1] = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (fds[1] < 0) return false;
+  termios mode;
+  if (tcgetattr(fds[1], &mode) != 0) return false;
+  cfmakeraw(&mode);
+  if (tcsetattr(fds[1], TCSANOW, &mode) != 0) return false;
+  winsize window{};
+  window.ws_row = size.rows;
+  window.ws_col = size.columns;
+  return ioctl(fds[1], TIOCSWINSZ, &window) == 0;
 }
 
 // Marks every descriptor from 3 up close-on-exec, so that a worker inherits
@@ -214,7 +241,14 @@ StatusOr<Child> SpawnChild(const ChildSpec& spec, const sigset_t& child_mask) {
       CloseIfOpen(fd);
     }
   };
-  if (in_pipe[0] < 0 || pipe2(out_pipe, O_CLOEXEC) != 0 ||
+  if (spec.stdout_terminal && !OpenTerminal(*spec.stdout_terminal, out_pipe)) {
+    int error = errno;
+    close_all();
+    return Internal("cannot open a pseudo-terminal for '" + spec.path +
+                    "': " + ErrnoText(error));
+  }
+  if (in_pipe[0] < 0 ||
+      (!spec.stdout_terminal && pipe2(out_pipe, O_CLOEXEC) != 0) ||
       pipe2(err_pipe, O_CLOEXEC) != 0 || pipe2(exec_pipe, O_CLOEXEC) != 0) {
     int error = errno;
     close_all();

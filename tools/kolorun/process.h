@@ -8,6 +8,8 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +54,12 @@ class SignalWatcher {
   sigset_t original_mask_;
 };
 
+// The size of a pseudo-terminal kolorun gives a child (ChildSpec).
+struct TerminalSize {
+  uint16_t rows = 0;
+  uint16_t columns = 0;  // 0: unknown
+};
+
 struct ChildSpec {
   std::string path;               // resolved by FindExecutable
   std::vector<std::string> argv;  // argv[0] included
@@ -61,6 +69,13 @@ struct ChildSpec {
   // /dev/null: a host's agent reads its orders there, and reads the pipe's
   // end as the sign that the launching kolorun is gone.
   bool stdin_pipe = false;
+  // Give the child a pseudo-terminal of this size as its stdout instead of
+  // a pipe (Child::stdout_fd is then the terminal's master side), because
+  // programs redraw their progress in place only on a terminal. The
+  // terminal is raw: the bytes the program writes arrive unchanged ('\n'
+  // stays '\n'). Reading the master once the child has exited gives EIO
+  // rather than end of file. Stderr stays a pipe.
+  std::optional<TerminalSize> stdout_terminal;
 };
 
 // A started child. Its output pipes are non-blocking, and all of its pipes
@@ -73,7 +88,8 @@ struct Child {
 };
 
 // Forks and execs `spec` with stdin from /dev/null (or a pipe, with
-// stdin_pipe) and stdout/stderr on new pipes. The child leads a new process group (its pgid is its pid), so that
+// stdin_pipe) and stdout/stderr on new pipes (stdout on a pseudo-terminal,
+// with stdout_terminal). The child leads a new process group (its pgid is its pid), so that
 // signalling the group also reaches whatever the program starts, and it gets
 // SIGKILL if kolorun dies, so that no rank outlives a killed launcher.
 // Returns an error naming the program when exec fails; the child has then

@@ -27,6 +27,45 @@ TEST(LineSplitterTest, CutsOverlongLines) {
   EXPECT_EQ(splitter.Finish(), "p aaa\n");
 }
 
+TEST(LineSplitterTest, InPlaceTheTextAfterTheLastReturnIsTheStatus) {
+  LineSplitter splitter(LineFormat::kPrefix, "[0]<stdout>: ",
+                        /*in_place=*/true);
+  EXPECT_EQ(splitter.Append("loading\n", 8), "[0]<stdout>: loading\n");
+  EXPECT_EQ(splitter.Status(), "");
+  // Without a '\r' an unfinished line is held back, as on a pipe.
+  EXPECT_EQ(splitter.Append("half", 4), "");
+  EXPECT_EQ(splitter.Status(), "");
+  EXPECT_EQ(splitter.Append("\rstep 1\x1b[K", 10), "");
+  EXPECT_EQ(splitter.Status(), "[0]<stdout>: step 1\x1b[K");
+  // A redraw in pieces: the status follows each piece.
+  EXPECT_EQ(splitter.Append("\rst", 3), "");
+  EXPECT_EQ(splitter.Status(), "[0]<stdout>: st");
+  EXPECT_EQ(splitter.Append("ep 2", 4), "");
+  EXPECT_EQ(splitter.Status(), "[0]<stdout>: step 2");
+  // A '\r' alone keeps the line until text follows it.
+  EXPECT_EQ(splitter.Append("\r", 1), "");
+  EXPECT_EQ(splitter.Status(), "[0]<stdout>: step 2");
+  EXPECT_EQ(splitter.Append("epoch 1 done\nnext\n", 18),
+            "[0]<stdout>: epoch 1 done\n[0]<stdout>: next\n");
+  EXPECT_EQ(splitter.Status(), "");
+}
+
+TEST(LineSplitterTest, InPlaceReturnNewlineKeepsTheLine) {
+  LineSplitter splitter(LineFormat::kPrefix, "p ", /*in_place=*/true);
+  EXPECT_EQ(splitter.Append("a\r\n", 3), "p a\n");
+  EXPECT_EQ(splitter.Append("x\ry", 3), "");
+  EXPECT_EQ(splitter.Status(), "p y");
+  EXPECT_EQ(splitter.Finish(), "p y\n");
+  EXPECT_EQ(splitter.Status(), "");
+}
+
+TEST(LineSplitterTest, OnAPipeAReturnIsAnOrdinaryByte) {
+  LineSplitter splitter(LineFormat::kPrefix, "p ");
+  EXPECT_EQ(splitter.Append("a\rb\n", 4), "p a\rb\n");
+  EXPECT_EQ(splitter.Append("\rc", 2), "");
+  EXPECT_EQ(splitter.Status(), "");
+}
+
 std::string Rewrite(const std::string& line,
                     const std::string& untagged_prefix = "") {
   MpiLineJoiner joiner(untagged_prefix);
