@@ -17,6 +17,9 @@ packages=(
   python3-torch
   # Headless rendering of kolo-bench report's page in its tests.
   chromium
+  # A terminal for the tests that read what a person sees of kolorun's
+  # in-place progress line (tests/tools/kolo-train/progress_test.cc).
+  tmux
   # ip, tc, and sshd inside test namespaces (scripts/netns_cluster.sh). The
   # package's own service is not used; where it starts it listens in the
   # root namespace only, apart from the namespaces' sshds.

@@ -22,3 +22,18 @@ if(TARGET kolo-train AND TARGET kolorun AND TARGET kolo_testing)
   gtest_discover_tests(kolo_train_test TEST_PREFIX kolo_train. DISCOVERY_TIMEOUT 60
     PROPERTIES TIMEOUT 300)
 endif()
+
+# What a person sees of kolo-train's progress under kolorun: in place in a
+# tmux terminal, one line per epoch in a file. Needs tmux (skipped without
+# it, a failure under CI=true).
+if(TARGET kolo-train AND TARGET kolorun AND TARGET kolo_testing)
+  add_executable(kolo_train_progress_test ${CMAKE_CURRENT_LIST_DIR}/progress_test.cc)
+  target_link_libraries(kolo_train_progress_test PRIVATE
+    kolo_testing GTest::gmock GTest::gtest_main)
+  target_compile_definitions(kolo_train_progress_test PRIVATE
+    KOLORUN_PATH="$<TARGET_FILE:kolorun>"
+    KOLO_TRAIN_PATH="$<TARGET_FILE:kolo-train>")
+  add_dependencies(kolo_train_progress_test kolorun kolo-train)
+  gtest_discover_tests(kolo_train_progress_test TEST_PREFIX kolo_train.
+    DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 180)
+endif()
