@@ -9,8 +9,11 @@
 #include "collectives/backend_factory.h"
 #include "collectives/mpi/mpi_bootstrap.h"
 #include "collectives/topology.h"
+#include "common/config.h"
 #include "common/logging.h"
 #include "common/reduce.h"
+#include "metrics/exporter.h"
+#include "metrics/process_arena.h"
 #include "net/interfaces.h"
 #include "store/message_auth.h"
 #include "store/store.h"
@@ -28,6 +31,8 @@ struct Process::Membership {
   std::shared_ptr<TcpStoreClient> store_client;
   std::unique_ptr<Runtime> runtime;
   std::unique_ptr<SynchronousCollectives> sync;
+  // This rank's own metrics endpoint (KOLO_METRICS_PORT without kolorun).
+  std::unique_ptr<metrics::MetricsExporter> metrics_exporter;
 };
 
 namespace {
@@ -182,6 +187,48 @@ StatusOr<Engines> BuildEngines(const InitOptions& options,
   return engines;
 }
 
+// The engines this build has, for kolo_info.
+std::string BuiltEngines() {
+  std::string engines = "shm,tcp";
+#ifdef KOLO_WITH_GLOO
+  engines += ",gloo";
+#endif
+#ifdef KOLO_WITH_MPI
+  engines += ",mpi";
+#endif
+  return engines;
+}
+
+// Step 8. The metrics learn this rank's number, and where no kolorun serves
+// them and KOLO_METRICS_PORT asks for it, the rank serves its own (port P +
+// its local rank, so that the ranks of a host do not collide).
+StatusOr<std::unique_ptr<metrics::MetricsExporter>> StartMetrics(
+    const WorldInfo& world) {
+  metrics::SetProcessRank(world.rank);
+  metrics::SetProcessPhase(metrics::RankPhase::kRunning);
+  static const metrics::Gauge info = metrics::KoloGauge(
+      "kolo_info", "kolo's version and the engines this build has; always 1.",
+      {{"version", KOLO_VERSION_STRING}, {"engines", BuiltEngines()}});
+  info.Set(1);
+  KOLO_ASSIGN_OR_RETURN(MetricsEnvironment env,
+                        ReadMetricsEnvironment(ProcessEnvironment()));
+  if (!env.port) return std::unique_ptr<metrics::MetricsExporter>();
+  metrics::ExporterOptions options;
+  options.address = env.address;
+  options.port = *env.port == 0 ? 0 : *env.port + world.local_rank;
+  options.job = env.job;
+  options.host = env.host;
+  options.own_arena = &metrics::ProcessArena();
+  StatusOr<std::unique_ptr<metrics::MetricsExporter>> exporter =
+      metrics::MetricsExporter::Start(options);
+  if (!exporter.ok()) {
+    return exporter.status().WithContext(std::string(env::kMetricsPort) + "=" +
+                                         std::to_string(*env.port));
+  }
+  KOLO_LOG(INFO) << "metrics at " << (*exporter)->Url() << "/metrics";
+  return exporter;
+}
+
 // A program that returns from main without Shutdown() still leaves the job
 // in step with its peers (and before MPI ends, whose own exit handler was
 // registered earlier and so runs later).
@@ -267,10 +314,20 @@ Status Process::Init(const InitOptions& given) {
   runtime_options.timeline_path = options.timeline.path;
   runtime_options.timeline_section = inits_;
   runtime_options.timeout = options.engine.timeout;
+  runtime_options.engine_name = engines->plan.hierarchical
+                                    ? "hierarchical"
+                                    : BackendName(engines->plan.backend);
   StatusOr<std::unique_ptr<Runtime>> runtime =
       Runtime::Start(runtime_options, std::move(engines->backend), news_store,
                      std::move(engines->direct));
   if (!runtime.ok()) return fail(runtime.status());
+  StatusOr<std::unique_ptr<metrics::MetricsExporter>> exporter =
+      StartMetrics(membership->world);
+  if (!exporter.ok()) {
+    (void)(*runtime)->Shutdown();
+    return fail(exporter.status());
+  }
+  membership->metrics_exporter = *std::move(exporter);
 
   ++inits_;
   membership->store_server = std::move(connection.server);
@@ -294,8 +351,10 @@ Status Process::Shutdown() {
     // callbacks call back into kolo.
     membership = std::move(membership_);
   }
+  membership->metrics_exporter.reset();
   membership->sync.reset();
   Status status = membership->runtime->Shutdown();
+  metrics::SetProcessPhase(metrics::RankPhase::kFinished);
   membership->runtime.reset();
   if (membership->store_client) (void)membership->store_client->Close();
   membership->store_client.reset();

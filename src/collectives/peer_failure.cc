@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "metrics/process_arena.h"
 #include "store/tcp_store.h"
 
 namespace kolo {
@@ -14,11 +15,20 @@ constexpr std::chrono::seconds kFailureNewsWait{3};
 
 }  // namespace
 
+const metrics::Counter& PeerFailuresCounter() {
+  static const metrics::Counter failures = metrics::KoloCounter(
+      "kolo_peer_failures_total",
+      "Operations that failed because another rank died, left or stopped "
+      "answering.");
+  return failures;
+}
+
 Status ExplainPeerFailure(const Status& status, Store* store,
                           const std::string& context) {
   std::string culprit;
   const bool lost_peer = status.code() == StatusCode::kPeerFailure ||
                          status.code() == StatusCode::kTimeout;
+  if (lost_peer) PeerFailuresCounter().Increment();
   if (store != nullptr && lost_peer) {
     StatusOr<std::string> failed =
         store->Get(kFailedRanksKey, kFailureNewsWait);

@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "kolo/metrics.h"
 #include "kolo/status.h"
 #include "store/store.h"
 
@@ -17,6 +18,10 @@ namespace kolo {
 // Returns `status` with `context` in front and, for a lost peer, the rank
 // the store saw leave first (and any that left after it). `store` may be
 // null.
+// kolo_peer_failures_total, which ExplainPeerFailure counts for each lost
+// peer it explains.
+const metrics::Counter& PeerFailuresCounter();
+
 Status ExplainPeerFailure(const Status& status, Store* store,
                           const std::string& context);
 

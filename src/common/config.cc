@@ -442,6 +442,61 @@ StatusOr<std::string> ReadReduceIsa(const EnvLookup& env) {
                          " (this CPU supports " + supported + ")");
 }
 
+StatusOr<MetricsEnvironment> ReadMetricsEnvironment(const EnvLookup& env) {
+  MetricsEnvironment metrics;
+  if (std::optional<std::string> dir = env(env::kMetricsDir)) {
+    metrics.directory = *dir;
+  }
+  if (std::optional<std::string> job = env(env::kJobName)) {
+    if (!job->empty()) metrics.job = *job;
+  }
+  if (std::optional<std::string> host = env(env::kHostId);
+      host && !host->empty()) {
+    metrics.host = *host;
+  } else {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    metrics.host = name;
+  }
+  // The rank as the launcher gave it; Init() corrects it where a store
+  // renumbers the ranks, and elastic rounds change it.
+  for (const char* name :
+       {env::kRank, "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"}) {
+    if (std::optional<std::string> text = env(name)) {
+      StatusOr<int64_t> rank = ParseInt(
+          *text, 0, 1 << 30, std::string("environment variable ") + name);
+      if (rank.ok()) metrics.rank = static_cast<int32_t>(*rank);
+      break;
+    }
+  }
+  for (const char* name : {env::kLocalRank, "OMPI_COMM_WORLD_LOCAL_RANK",
+                           "SLURM_LOCALID", "MPI_LOCALRANKID"}) {
+    if (std::optional<std::string> text = env(name)) {
+      StatusOr<int64_t> local = ParseInt(
+          *text, 0, 1 << 20, std::string("environment variable ") + name);
+      if (local.ok()) metrics.local_rank = static_cast<int32_t>(*local);
+      break;
+    }
+  }
+  if (metrics.directory.empty()) {
+    if (std::optional<std::string> text = env(env::kMetricsPort)) {
+      KOLO_ASSIGN_OR_RETURN(
+          int64_t port,
+          ParseInt(*text, 0, 65535,
+                   std::string("environment variable ") + env::kMetricsPort));
+      metrics.port = static_cast<int>(port);
+    }
+  }
+  if (std::optional<std::string> address = env(env::kMetricsAddress)) {
+    if (address->empty()) {
+      return InvalidArgument(std::string("environment variable ") +
+                             env::kMetricsAddress + " is set but empty");
+    }
+    metrics.address = *address;
+  }
+  return metrics;
+}
+
 StatusOr<InitOptions> InitOptions::FromEnvironment() {
   return ReadInitOptions(ProcessEnvironment());
 }

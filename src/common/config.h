@@ -85,6 +85,12 @@ inline constexpr const char* kReduceIsa = "KOLO_REDUCE_ISA";
 inline constexpr const char* kElasticWorker = "KOLO_ELASTIC_WORKER";
 inline constexpr const char* kElasticTimeoutSeconds = "KOLO_ELASTIC_TIMEOUT_S";
 inline constexpr const char* kElasticHeartbeatMs = "KOLO_ELASTIC_HEARTBEAT_MS";
+// Metrics (kolo/metrics.h): kolorun's per-job folder of metric arenas, the
+// job's name, and a program's own endpoint without kolorun.
+inline constexpr const char* kMetricsDir = "KOLO_METRICS_DIR";
+inline constexpr const char* kJobName = "KOLO_JOB_NAME";
+inline constexpr const char* kMetricsPort = "KOLO_METRICS_PORT";
+inline constexpr const char* kMetricsAddress = "KOLO_METRICS_ADDRESS";
 }  // namespace env
 
 inline constexpr std::chrono::seconds kDefaultTimeout{30};
@@ -119,6 +125,21 @@ struct ElasticWorkerConfig {
 // kNotFound when KOLO_ELASTIC_WORKER is unset (not an elastic worker);
 // other errors as ReadInitOptions.
 StatusOr<ElasticWorkerConfig> ReadElasticWorkerConfig(const EnvLookup& env);
+
+// Where this process keeps and serves its metrics (kolo/metrics.h).
+struct MetricsEnvironment {
+  std::string directory;     // KOLO_METRICS_DIR: kolorun reads arenas there
+  std::string job = "kolo";  // KOLO_JOB_NAME
+  std::string host;          // KOLO_HOST_ID, else the hostname
+  int32_t rank = -1;         // KOLO_RANK (or the other launchers' variables)
+  int32_t local_rank = 0;
+  // KOLO_METRICS_PORT (0 to 65535; 0: the OS chooses) when set and no
+  // kolorun serves the metrics (KOLO_METRICS_DIR unset).
+  std::optional<int> port;
+  std::string address = "127.0.0.1";  // KOLO_METRICS_ADDRESS
+};
+// Errors name the variable and its value. Never reads anything but `env`.
+StatusOr<MetricsEnvironment> ReadMetricsEnvironment(const EnvLookup& env);
 
 // Integer parsing shared by flags and environment variables: the whole
 // string must be a number in [min, max].

@@ -9,6 +9,7 @@
 #include "elastic/protocol.h"
 #include "elastic/worker.h"
 #include "kolo/kolo.h"
+#include "metrics/process_arena.h"
 
 namespace kolo::elastic {
 namespace {
@@ -280,8 +281,13 @@ Status Run(State& state, const std::function<Status()>& train) {
       abandon(synced, "syncing the state");
       continue;
     }
+    static const metrics::Counter resets_counter = metrics::KoloCounter(
+        "kolo_elastic_resets_total",
+        "Elastic rounds this worker joined after its first, each after the "
+        "membership changed.");
     if (joined_before) {
       ++state.resets_;
+      resets_counter.Increment();
       Status reset = state.RunResetCallbacks();
       if (!reset.ok()) {
         (void)Shutdown();

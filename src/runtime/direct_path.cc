@@ -69,7 +69,8 @@ DirectPath::DirectPath(const Options& options, std::unique_ptr<ShmGroup> posts,
       posts_(std::move(posts)),
       engine_(std::move(engine)),
       store_(std::move(store)),
-      executor_(options.world, engine_.get(), nullptr, &run_stats_) {}
+      executor_(options.world, engine_.get(), nullptr, &run_stats_, &metrics_) {
+}
 
 void DirectPath::Open() {
   MutexLock lock(&mutex_);
@@ -297,6 +298,7 @@ StatusOr<DirectPath::Look> DirectPath::AwaitSlot(
       KOLO_LOG(WARNING) << "stall: " << DescribeWait(waiting, seconds)
                         << " (the other ranks called it; a rank that never "
                            "does hangs the job)";
+      metrics_.StallWarning();
       next_warning += warning;
     }
     if (shutdown.count() > 0 && now - began >= shutdown) {
@@ -405,6 +407,7 @@ StatusOr<bool> DirectPath::TryRun(const TensorSpec& spec, const void* send,
   ++stats_.operations;
   ++stats_.direct_operations;
   stats_.bytes += spec.bytes();
+  metrics_.Completed(spec.collective, spec.bytes(), true);
   stats_.collectives += run_stats_.collectives;
   stats_.collective_seconds += run_stats_.collective_seconds;
   if (close_owed_) {

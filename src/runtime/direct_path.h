@@ -56,6 +56,7 @@
 #include "common/spin_wait.h"
 #include "kolo/runtime.h"
 #include "runtime/executor.h"
+#include "runtime/runtime_metrics.h"
 #include "runtime/tensor_spec.h"
 #include "store/store.h"
 #include "transport/shm_group.h"
@@ -137,8 +138,10 @@ class DirectPath {
   const std::unique_ptr<Backend> engine_;
   const std::shared_ptr<Store> store_;
   RuntimeStats run_stats_;  // the caller's, while it runs a call
-  Executor executor_;       // on engine_, into run_stats_
-  AdaptiveSpin spin_;       // the caller's
+  // The direct path runs only over shared memory.
+  const RuntimeMetrics metrics_{"shm"};
+  Executor executor_;  // on engine_, into run_stats_
+  AdaptiveSpin spin_;  // the caller's
   // The caller's: the last spec every rank posted alike and that was valid.
   mutable std::string checked_spec_;
 

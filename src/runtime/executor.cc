@@ -16,8 +16,12 @@ int32_t Contributors(const ReadyOperation& op) {
 }  // namespace
 
 Executor::Executor(const WorldInfo& world, Backend* backend, Timeline* timeline,
-                   RuntimeStats* stats)
-    : world_(world), backend_(backend), timeline_(timeline), stats_(stats) {}
+                   RuntimeStats* stats, const RuntimeMetrics* metrics)
+    : world_(world),
+      backend_(backend),
+      timeline_(timeline),
+      stats_(stats),
+      metrics_(metrics) {}
 
 void Executor::Phase(const std::vector<const ReadyOperation*>& operations,
                      const char* phase, bool begin) {
@@ -37,11 +41,21 @@ Status Executor::Engine(const std::vector<const ReadyOperation*>& operations,
   Phase(operations, "COLLECTIVE", true);
   const auto start = std::chrono::steady_clock::now();
   Status status = world_.size > 1 ? call() : Status::Ok();
-  stats_->collective_seconds +=
+  const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
+  stats_->collective_seconds += seconds;
   ++stats_->collectives;
   if (operations.size() > 1) ++stats_->fused_batches;
+  if (metrics_ != nullptr) {
+    int64_t bytes = 0;
+    for (const ReadyOperation* op : operations) {
+      bytes += op->specs[world_.rank].bytes();
+    }
+    metrics_->EngineCall(operations.front()->specs[world_.rank].collective,
+                         bytes, seconds,
+                         static_cast<int64_t>(operations.size()));
+  }
   Phase(operations, "COLLECTIVE", false);
   return status;
 }

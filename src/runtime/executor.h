@@ -19,6 +19,7 @@
 #include "kolo/runtime.h"
 #include "runtime/coordinator.h"
 #include "runtime/handle_state.h"
+#include "runtime/runtime_metrics.h"
 #include "runtime/timeline.h"
 
 namespace kolo {
@@ -35,9 +36,10 @@ struct LocalOperation {
 
 class Executor {
  public:
-  // `backend` may be null in a one-rank world; `timeline` may be null.
+  // `backend` may be null in a one-rank world; `timeline` and `metrics`
+  // may be null.
   Executor(const WorldInfo& world, Backend* backend, Timeline* timeline,
-           RuntimeStats* stats);
+           RuntimeStats* stats, const RuntimeMetrics* metrics = nullptr);
 
   // Runs `operations` (one batch, all ready on every rank); locals[i] is
   // this rank's side of operations[i], null when this rank has joined.
@@ -59,6 +61,7 @@ class Executor {
   Backend* const backend_;
   Timeline* const timeline_;
   RuntimeStats* const stats_;
+  const RuntimeMetrics* const metrics_;
   std::vector<char> fusion_buffer_;
 };
 

@@ -77,7 +77,9 @@ Runtime::Runtime(const RuntimeOptions& options,
       coordinator_(options.world.size, &cache_),
       report_codec_(options.world.size, options.cache_capacity),
       stall_inspector_(options.stall_warning, options.stall_shutdown),
-      executor_(options.world, backend_.get(), timeline_.get(), &loop_stats_) {}
+      metrics_(options.engine_name),
+      executor_(options.world, backend_.get(), timeline_.get(), &loop_stats_,
+                &metrics_) {}
 
 Runtime::~Runtime() { (void)Shutdown(); }
 
@@ -278,9 +280,11 @@ bool Runtime::Tick() {
   const bool announced_any = Announce(start, &mine);
   StatusOr<std::vector<CycleReport>> reports = Exchange(mine);
   const SteadyTime decided_at = Clock::now();
-  loop_stats_.negotiation_seconds +=
+  const double negotiation =
       std::chrono::duration<double>(decided_at - start).count();
+  loop_stats_.negotiation_seconds += negotiation;
   ++loop_stats_.cycles;
+  metrics_.Negotiated(negotiation);
   if (!reports.ok())
     return Stop(NamePeerFailure(reports.status().WithContext("negotiation")));
   if (std::any_of(reports->begin(), reports->end(),
@@ -375,6 +379,7 @@ CycleDecision Runtime::Decide(const std::vector<CycleReport>& reports,
   CycleDecision decision = coordinator_.Decide(reports, decided_at);
   loop_stats_.cache_hits += decision.cache_hits;
   loop_stats_.cache_misses += decision.cache_misses;
+  metrics_.CacheLookups(decision.cache_hits, decision.cache_misses);
   if (timeline_ && (announced_any || !decision.ready.empty())) {
     timeline_->Mark("cycle", start);
   }
@@ -410,8 +415,10 @@ bool Runtime::ExecuteBatch(const std::vector<ReadyOperation>& ready,
     auto it = pending_.find(op.name);
     LocalOperation* local = it == pending_.end() ? nullptr : it->second.get();
     if (local != nullptr) {
-      loop_stats_.wait_for_others_seconds +=
+      const double waited =
           std::chrono::duration<double>(decided_at - local->announced).count();
+      loop_stats_.wait_for_others_seconds += waited;
+      metrics_.WaitedForOthers(waited);
       if (timeline_) timeline_->End(op.name, decided_at);
     }
     operations.push_back(&op);
@@ -478,6 +485,7 @@ void Runtime::Complete(LocalOperation* local, const Status& status,
   } else {
     ++loop_stats_.errors;
   }
+  metrics_.Completed(local->spec.collective, bytes, status.ok());
   {
     // The name is free again, and the statistics count the operation,
     // before anyone learns of the completion: a waiter may read them or
@@ -521,6 +529,7 @@ void Runtime::InspectStalls(SteadyTime now) {
   for (const std::string& warning : stall_inspector_.Inspect(
            coordinator_.Waiting(now, stall_inspector_.warning_time()), now)) {
     KOLO_LOG(WARNING) << warning;
+    metrics_.StallWarning();
   }
 }
 

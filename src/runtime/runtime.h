@@ -83,6 +83,7 @@
 #include "runtime/executor.h"
 #include "runtime/fusion.h"
 #include "runtime/response_cache.h"
+#include "runtime/runtime_metrics.h"
 #include "runtime/stall_inspector.h"
 #include "runtime/timeline.h"
 #include "store/store.h"
@@ -97,6 +98,9 @@ struct RuntimeOptions : RuntimeConfig {
   std::string timeline_path;     // empty: no timeline (rank 0 writes it)
   int32_t timeline_section = 0;  // see Timeline::Open
   std::chrono::milliseconds timeout{30000};
+  // How the metrics name the engine: "shm", "gloo", "mpi", "tcp",
+  // "hierarchical".
+  std::string engine_name = "none";
 };
 
 class Runtime {
@@ -229,6 +233,7 @@ class Runtime {
   Coordinator coordinator_;
   const CycleReportCodec report_codec_;
   StallInspector stall_inspector_;
+  const RuntimeMetrics metrics_;
   Executor executor_;
   RuntimeStats loop_stats_;  // copied into stats_ after each tick
   SteadyTime shutdown_since_;

@@ -38,6 +38,7 @@ INCLUDES = """#include <chrono>
 
 #include "kolo/elastic.h"
 #include "kolo/kolo.h"
+#include "kolo/metrics.h"
 #include "kolo/runtime.h"
 """
 

@@ -1,0 +1,166 @@
+// The arena: series registered once and found again, names checked against
+// Prometheus' rules, values read back from the file by another mapping (as
+// kolorun reads a rank's), concurrent updates from many threads losing
+// nothing, and a file that is not an arena refused with its name.
+#include "metrics/arena.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace kolo {
+namespace metrics {
+namespace {
+
+using ::testing::HasSubstr;
+
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/kolo-arena-test-XXXXXX";
+    path_ = mkdtemp(pattern);
+  }
+  ~TempDir() {
+    std::string command = "rm -rf '" + path_ + "'";
+    EXPECT_EQ(std::system(command.c_str()), 0);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(ArenaTest, RegisteringTwiceGivesTheSameSlots) {
+  auto arena = Arena::CreateInMemory("j", "h", 0);
+  auto a = arena->Register(MetricType::kCounter, "kolo_x_total", "X.",
+                           "op=\"a\"", {});
+  auto b = arena->Register(MetricType::kCounter, "kolo_x_total", "X.",
+                           "op=\"a\"", {});
+  auto c = arena->Register(MetricType::kCounter, "kolo_x_total", "X.",
+                           "op=\"b\"", {});
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(*a, *b);
+  EXPECT_NE(*a, *c);
+}
+
+TEST(ArenaTest, OtherTypeOrBoundsIsAnErrorNamingTheMetric) {
+  auto arena = Arena::CreateInMemory("j", "h", 0);
+  ASSERT_TRUE(
+      arena->Register(MetricType::kCounter, "kolo_x_total", "X.", "", {}).ok());
+  auto gauge =
+      arena->Register(MetricType::kGauge, "kolo_x_total", "X.", "", {});
+  ASSERT_FALSE(gauge.ok());
+  EXPECT_THAT(gauge.status().message(), HasSubstr("kolo_x_total"));
+  ASSERT_TRUE(
+      arena
+          ->Register(MetricType::kHistogram, "kolo_h_seconds", "H.", "", {1, 2})
+          .ok());
+  EXPECT_FALSE(
+      arena
+          ->Register(MetricType::kHistogram, "kolo_h_seconds", "H.", "", {1, 3})
+          .ok());
+  EXPECT_FALSE(arena
+                   ->Register(MetricType::kHistogram, "kolo_bad_seconds", "H.",
+                              "", {2, 1})
+                   .ok());
+}
+
+TEST(ArenaTest, NamesFollowPrometheusRules) {
+  EXPECT_TRUE(ValidateMetricName("kolo_steps_total").ok());
+  for (const char* bad : {"", "1abc", "kolo-steps", "kolo steps", "é"}) {
+    Status status = ValidateMetricName(bad);
+    EXPECT_FALSE(status.ok()) << bad;
+    EXPECT_THAT(status.message(), HasSubstr(std::string("'") + bad + "'"));
+  }
+  EXPECT_TRUE(ValidateLabelName("m", "op").ok());
+  for (const char* bad : {"job", "rank", "host", "le", "__x", "a-b", ""}) {
+    Status status = ValidateLabelName("kolo_m", bad);
+    EXPECT_FALSE(status.ok()) << bad;
+    EXPECT_THAT(status.message(), HasSubstr("kolo_m"));
+  }
+}
+
+TEST(ArenaTest, FullArenaIsAnError) {
+  auto arena = Arena::CreateInMemory("j", "h", 0);
+  for (uint32_t i = 0; i < kDescriptorCapacity; ++i) {
+    ASSERT_TRUE(arena
+                    ->Register(MetricType::kGauge, "kolo_g", "G.",
+                               "i=\"" + std::to_string(i) + "\"", {})
+                    .ok());
+  }
+  auto full =
+      arena->Register(MetricType::kGauge, "kolo_g", "G.", "i=\"x\"", {});
+  ASSERT_FALSE(full.ok());
+  EXPECT_THAT(full.status().message(), HasSubstr("full"));
+}
+
+TEST(ArenaTest, AnotherMappingReadsTheFileWhileItChanges) {
+  TempDir dir;
+  std::string path = dir.path() + "/rank-1.arena";
+  auto arena = Arena::CreateFile(path, "job1", "host1", 3);
+  ASSERT_TRUE(arena.ok()) << arena.status().message();
+  auto counter = (*arena)->Register(MetricType::kCounter, "kolo_c_total", "C.",
+                                    "op=\"x\"", {});
+  auto histogram = (*arena)->Register(MetricType::kHistogram, "kolo_h_seconds",
+                                      "H.", "", {0.5, 1});
+  ASSERT_TRUE(counter.ok() && histogram.ok());
+  (*counter)->store(DoubleToBits(5));
+  (*histogram)[0].store(2);
+  (*histogram)[2].store(1);
+  (*histogram)[3].store(DoubleToBits(7.5));
+  (*arena)->SetPhase(RankPhase::kRunning);
+  (*arena)->SetRank(4);
+
+  auto snapshot = ReadArenaFile(path);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status().message();
+  EXPECT_EQ(snapshot->rank, 4);
+  EXPECT_EQ(snapshot->job, "job1");
+  EXPECT_EQ(snapshot->host, "host1");
+  EXPECT_EQ(snapshot->pid, getpid());
+  EXPECT_EQ(snapshot->phase, RankPhase::kRunning);
+  ASSERT_EQ(snapshot->series.size(), 2u);
+  EXPECT_EQ(snapshot->series[0].name, "kolo_c_total");
+  EXPECT_EQ(snapshot->series[0].labels, "op=\"x\"");
+  EXPECT_EQ(snapshot->series[0].value, 5);
+  EXPECT_EQ(snapshot->series[1].bounds, (std::vector<double>{0.5, 1}));
+  EXPECT_EQ(snapshot->series[1].bucket_counts,
+            (std::vector<uint64_t>{2, 0, 1}));
+  EXPECT_EQ(snapshot->series[1].value, 7.5);
+
+  // A value written after the first read shows in the next.
+  (*counter)->store(DoubleToBits(6));
+  EXPECT_EQ(ReadArenaFile(path)->series[0].value, 6);
+  EXPECT_EQ(BitsToDouble((*counter)->load()), 6);
+}
+
+TEST(ArenaTest, FileThatIsNotAnArenaIsRefusedByName) {
+  TempDir dir;
+  std::string path = dir.path() + "/rank-2.arena";
+  {
+    std::ofstream out(path);
+    out << std::string(ArenaBytes(), 'x');
+  }
+  auto snapshot = ReadArenaFile(path);
+  ASSERT_FALSE(snapshot.ok());
+  EXPECT_THAT(snapshot.status().message(), HasSubstr(path));
+  auto missing = ReadArenaFile(dir.path() + "/none.arena");
+  EXPECT_FALSE(missing.ok());
+  // An existing name is never overwritten.
+  auto again = Arena::CreateFile(dir.path() + "/a.arena", "j", "h", 0);
+  ASSERT_TRUE(again.ok());
+  std::ofstream(dir.path() + "/b.arena.tmp") << "x";
+  auto clash = Arena::CreateFile(dir.path() + "/b.arena", "j", "h", 0);
+  EXPECT_FALSE(clash.ok());
+}
+
+}  // namespace
+}  // namespace metrics
+}  // namespace kolo
