@@ -20,6 +20,12 @@ packages=(
   # A terminal for the tests that read what a person sees of kolorun's
   # in-place progress line (tests/tools/kolo-train/progress_test.cc).
   tmux
+  # A real Prometheus that scrapes a running job, against which the tests
+  # run every query of the Grafana dashboard (deploy/grafana/kolo.json).
+  # They start an instance of their own on a free port and never use the
+  # package's service, which may or may not start (no systemd in a
+  # container).
+  prometheus
   # ip, tc, and sshd inside test namespaces (scripts/netns_cluster.sh). The
   # package's own service is not used; where it starts it listens in the
   # root namespace only, apart from the namespaces' sshds.
