@@ -22,6 +22,7 @@
 #include "json_file.h"
 #include "kolo/data.h"
 #include "kolo/kolo.h"
+#include "kolo/metrics.h"
 #include "kolo/models.h"
 #include "kolo/runtime.h"
 #include "kolo/torch.h"
@@ -424,6 +425,7 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
   for (int64_t epoch = epochs_done; epoch < f.epochs; ++epoch) {
     ::torch::manual_seed(EpochSeed(f.seed, epoch, rank));
     model.train();
+    kolo::metrics::SetEpoch(epoch + 1);
     KOLO_ASSIGN_OR_RETURN(
         std::unique_ptr<data::DataLoader> loader,
         data::DataLoader::Create(train, sampler, epoch, loader_options));
@@ -434,6 +436,7 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
     while (true) {
       KOLO_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, loader->Next());
       if (!batch) break;
+      const Clock::time_point step_start = Clock::now();
       const int64_t iteration = epoch * batches_per_epoch + batch->number;
       if (file_lr) {
         const LrScheduleConfig& schedule = f.config->scheduler;
@@ -457,11 +460,13 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
         return outcome.status().WithContext(
             fmt::format("epoch {} batch {}", epoch + 1, batch->number + 1));
       }
-      if (rank == 0) {
-        ReportStep(f, *engine, *outcome, loss.item<double>(), lr, &progress);
-      }
+      const double step_loss = loss.item<double>();
       const int64_t n = batch->labels.size(0);
-      loss_sum += loss.item<double>() * static_cast<double>(n);
+      kolo::metrics::RecordTrainingStep(n, step_loss,
+                                        Seconds(Clock::now() - step_start));
+      kolo::metrics::SetLearningRate(lr);
+      if (rank == 0) ReportStep(f, *engine, *outcome, step_loss, lr, &progress);
+      loss_sum += step_loss * static_cast<double>(n);
       seen += n;
 
       if (rank == 0) {
@@ -491,6 +496,7 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
       KOLO_RETURN_IF_ERROR(kolo::torch::BroadcastParameters(model, 0));
     }
     KOLO_ASSIGN_OR_RETURN(Evaluation eval, Evaluate(model, test, rank, size));
+    kolo::metrics::SetTestAccuracy(eval.accuracy());
     KOLO_ASSIGN_OR_RETURN(
         last_loss,
         kolo::torch::AverageMetric(

@@ -244,6 +244,11 @@ void Launcher::OnExit(Process* process, int wait_status) {
   Drain(&process->out);
   Drain(&process->err);
   bool failed = !(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0);
+  if (options_.on_exit) {
+    options_.on_exit(process->pid,
+                     failed ? DescribeWaitStatus(wait_status) : "finished",
+                     failed);
+  }
   // Exits caused by kolorun's own SIGTERM or SIGKILL are expected; only the
   // verbose log mentions them.
   bool expected = phase_ == Phase::kTerminating || phase_ == Phase::kKilled;

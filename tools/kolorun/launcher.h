@@ -84,6 +84,9 @@ struct LauncherOptions {
   // agent exits, so the first failure anywhere decides kolorun's exit
   // status and starts the failure grace.
   std::function<std::optional<int>(const std::string& line)> failure_in_line;
+  // Told of every process's exit, with how it ended ("exited with code 3",
+  // "finished") and whether that is a failure: for the metrics' job page.
+  std::function<void(pid_t pid, const std::string& how, bool failed)> on_exit;
 };
 
 // When `terminal_fd` (kolorun's stdout) is a terminal that can redraw a

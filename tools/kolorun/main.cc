@@ -20,6 +20,7 @@
 #include "job.h"
 #include "kolo_internal/store.h"
 #include "launcher.h"
+#include "metrics_service.h"
 #include "node.h"
 #include "options.h"
 #include "output.h"
@@ -169,6 +170,24 @@ int Main(int argc, char** argv) {
 
   std::vector<ProcessSpec> specs;
   std::vector<std::string> base_env = CurrentEnvironment();
+  std::unique_ptr<MetricsService> metrics;
+  if (options.metrics_port) {
+    StatusOr<MetricsEnvironment> here =
+        ReadMetricsEnvironment(ProcessEnvironment());
+    StatusOr<std::unique_ptr<MetricsService>> started = MetricsService::Start(
+        options, here.ok() ? here->host : std::string("localhost"));
+    if (!started.ok()) {
+      PrintError(started.status().message());
+      return 1;
+    }
+    metrics = *std::move(started);
+    metrics->AddEnvironment(&base_env);
+    PrintError(metrics->Announcement());
+    launcher_options.on_exit = [&metrics](pid_t pid, const std::string& how,
+                                          bool failed) {
+      metrics->RecordExit(pid, how, failed);
+    };
+  }
   if (options.launcher == LauncherKind::kMpirun) {
     specs.push_back(
         BuildMpiJob(options, mpirun, geteuid() == 0, store, base_env));

@@ -258,6 +258,14 @@ std::string Usage() {
          ")\n"
          "  --timeline-filename F  rank 0 writes a Chrome-trace timeline of\n"
          "                      the runtime to F (KOLO_TIMELINE)\n"
+         "  --metrics-port P    serve the metrics of this host's ranks at\n"
+         "                      http://ADDRESS:P/metrics (Prometheus) and a\n"
+         "                      live page of the job at http://ADDRESS:P/;\n"
+         "                      0: the OS chooses (the URL is printed)\n"
+         "  --metrics-address A where the metrics listen (default "
+         "127.0.0.1)\n"
+         "  --job-name NAME     the job label of the metrics (default: the\n"
+         "                      program's name)\n"
          "  --mpi-args \"...\"    extra arguments for mpirun (--launcher "
          "mpirun or\n"
          "                      --backend mpi)\n"
@@ -350,6 +358,7 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
   std::string nnodes_text;
   std::string node_rank_text;
   std::string np_per_node_text;
+  std::string metrics_port_text;
 
   CLI::App app("kolorun", "kolorun");
   app.set_help_flag();  // kolorun prints its own usage text
@@ -361,6 +370,10 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
   app.add_option("--env", env_texts)->allow_extra_args(false);
   app.add_option("--timeout", timeout_text)->allow_extra_args(false);
   app.add_option("--mpi-args", mpi_args_text)->allow_extra_args(false);
+  app.add_option("--metrics-port", metrics_port_text)->allow_extra_args(false);
+  app.add_option("--metrics-address", options.metrics_address)
+      ->allow_extra_args(false);
+  app.add_option("--job-name", options.job_name)->allow_extra_args(false);
   app.add_option("--timeline-filename", options.timeline_path)
       ->allow_extra_args(false);
   app.add_flag("--verbose", options.verbose);
@@ -600,6 +613,24 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
           timeout_text + "'");
     }
     options.timeout_seconds = *timeout;
+  }
+
+  if (app.count("--metrics-port") > 0) {
+    StatusOr<int64_t> port =
+        ParseInt(metrics_port_text, 0, 65535, "--metrics-port");
+    if (!port.ok()) {
+      return InvalidArgument(
+          "--metrics-port must be a TCP port from 0 (the OS chooses) to "
+          "65535, got '" +
+          metrics_port_text + "'");
+    }
+    options.metrics_port = static_cast<int>(*port);
+  }
+  if (app.count("--metrics-address") > 0 && options.metrics_address.empty()) {
+    return InvalidArgument("--metrics-address expects an address");
+  }
+  if (app.count("--job-name") > 0 && options.job_name.empty()) {
+    return InvalidArgument("--job-name expects a name");
   }
 
   if (app.count("--timeline-filename") > 0 && options.timeline_path.empty()) {

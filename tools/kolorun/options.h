@@ -35,6 +35,7 @@
 #define KOLO_TOOLS_KOLORUN_OPTIONS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -88,6 +89,13 @@ struct LaunchOptions {
   BindTo bind_to = BindTo::kCore;
   bool verbose = false;
   std::string timeline_path;  // --timeline-filename: KOLO_TIMELINE
+  // --metrics-port: serve the ranks' metrics (and the job's page) there; 0
+  // lets the OS choose. nullopt: no metrics endpoint.
+  std::optional<int> metrics_port;
+  // --metrics-address: where the endpoint listens (default loopback).
+  std::string metrics_address = "127.0.0.1";
+  // --job-name: the job label of every series; default the program's name.
+  std::string job_name;
   std::vector<std::string>
       mpi_args;                      // --mpi-args (mpirun), split on whitespace
   std::vector<std::string> command;  // program and its arguments

@@ -2,6 +2,7 @@
 #include <numeric>
 
 #include "kolo/torch.h"
+#include "torch/distributed/optimizer_metrics.h"
 #include "torch/distributed/optimizer_state.h"
 
 namespace kolo::torch {
@@ -444,8 +445,26 @@ Status DistributedOptimizer::Enqueue(Bucket& bucket) {
   return Status::Ok();
 }
 
+const OptimizerMetrics& GetOptimizerMetrics() {
+  static const OptimizerMetrics* const series = new OptimizerMetrics{
+      metrics::GetCounter("kolo_optimizer_steps_total",
+                          "Steps of a DistributedOptimizer or ZeroOptimizer.")
+          .value_or(metrics::Counter()),
+      metrics::GetCounter(
+          "kolo_optimizer_skipped_steps_total",
+          "Steps skipped because the float16 gradients overflowed.")
+          .value_or(metrics::Counter()),
+      metrics::GetHistogram(
+          "kolo_optimizer_gradient_wait_seconds",
+          "Time one optimizer step waited for its gradient reductions.",
+          metrics::SecondsBuckets())
+          .value_or(metrics::Histogram())};
+  return *series;
+}
+
 Status DistributedOptimizer::Step() {
   if (++passes_ < options_.backward_passes_per_step) return Status::Ok();
+  GetOptimizerMetrics().steps.Increment();
   passes_ = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -485,12 +504,15 @@ Status DistributedOptimizer::Step() {
                                 ? options_.gradient_predivide_factor / Size()
                                 : 1.0;
   Status first_error;
+  double step_wait = 0;
   for (auto& b : buckets_) {
     const auto wait_start = std::chrono::steady_clock::now();
     StatusOr<::torch::Tensor> reduced = b->handle.Wait();
-    wait_seconds_ += std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - wait_start)
-                         .count();
+    const double waited = std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - wait_start)
+                              .count();
+    wait_seconds_ += waited;
+    step_wait += waited;
     b->enqueued = false;
     b->collected = 0;
     if (!reduced.ok()) {
@@ -511,6 +533,7 @@ Status DistributedOptimizer::Step() {
       }
     }
   }
+  GetOptimizerMetrics().gradient_wait.Observe(step_wait);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     first_enqueue_ = last_enqueue_ = std::chrono::steady_clock::time_point();

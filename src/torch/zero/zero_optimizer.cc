@@ -4,6 +4,7 @@
 
 #include "kolo/kolo.h"
 #include "kolo/torch_zero.h"
+#include "torch/distributed/optimizer_metrics.h"
 #include "torch/distributed/optimizer_state.h"
 #include "torch/zero/zero_internal.h"
 
@@ -390,6 +391,7 @@ StatusOr<StepOutcome> ZeroOptimizer::Step() {
       outcome.overflow_at_minimum_scale =
           verdict == LossScaler::Verdict::kSkipAtMinimum;
       drop_gradients();
+      GetOptimizerMetrics().skipped_steps.Increment();
       return outcome;
     }
   }
@@ -405,6 +407,7 @@ StatusOr<StepOutcome> ZeroOptimizer::Step() {
   optimizer_->step();
   drop_gradients();
   ++steps_taken_;
+  GetOptimizerMetrics().steps.Increment();
   outcome.stepped = true;
   KOLO_RETURN_IF_ERROR(GatherWeights());
   return outcome;
