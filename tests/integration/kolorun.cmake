@@ -11,7 +11,8 @@ if(TARGET kolorun)
   target_include_directories(kolorun_worker PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(kolorun_worker PRIVATE kolo_core)
 
-  add_executable(kolorun_test ${CMAKE_CURRENT_LIST_DIR}/kolorun_test.cc)
+  add_executable(kolorun_test ${CMAKE_CURRENT_LIST_DIR}/kolorun_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/kolorun_metrics_test.cc)
   # kolorun_lib: the test reads the usable cores the way kolorun does.
   target_link_libraries(kolorun_test PRIVATE kolorun_lib kolo_testing GTest::gmock
     GTest::gtest_main)

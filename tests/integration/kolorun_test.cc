@@ -430,6 +430,10 @@ INSTANTIATE_TEST_SUITE_P(
                        "--mpi-args needs mpirun to start the ranks: "
                        "--launcher mpirun or --backend mpi",
                        2},
+        BadCommandLine{{"-np", "1", "--metrics-port", "70000", "WORKER"},
+                       "--metrics-port must be a TCP port from 0 (the OS "
+                       "chooses) to 65535, got '70000'",
+                       2},
         BadCommandLine{{"-np", "1", "--bogus", "WORKER"},
                        "unknown flag '--bogus' (see --help)",
                        2},

@@ -17,6 +17,7 @@
 #include "job.h"
 #include "kolo_internal/net.h"
 #include "launcher.h"
+#include "metrics_service.h"
 #include "output.h"
 
 namespace kolo {
@@ -246,9 +247,24 @@ int RunAgent(SignalWatcher* signals) {
       (*launch)["command"].get<std::vector<std::string>>();
   const BindTo bind_to = ParseBindTo(launch->value("bind_to", "none"));
 
-  std::vector<ProcessSpec> specs = BuildHostRanks(
-      ranks, program_path, command, settings, CurrentEnvironment(),
-      CoreBlocks(UsableCores(), ranks.local_size, bind_to));
+  LauncherOptions launcher_options;
+  std::vector<std::string> base_env = CurrentEnvironment();
+  // `kolorun --metrics-port`: each host serves its own ranks.
+  std::unique_ptr<MetricsService> metrics;
+  if (launch->contains("metrics")) {
+    const Json& wanted = (*launch)["metrics"];
+    StatusOr<std::unique_ptr<MetricsService>> started = StartHostMetrics(
+        wanted.value("port", 0), wanted.value("address", "127.0.0.1"),
+        wanted.value("job", "kolo"), ranks.host, &base_env, &launcher_options);
+    if (!started.ok()) {
+      Say(ranks.host + ": " + started.status().message());
+      return 1;
+    }
+    metrics = *std::move(started);
+  }
+  std::vector<ProcessSpec> specs =
+      BuildHostRanks(ranks, program_path, command, settings, base_env,
+                     CoreBlocks(UsableCores(), ranks.local_size, bind_to));
   // An elastic worker's agent runs one rank, which the driver names by
   // its worker id ("worker 5", "[w5]") since its rank changes.
   const std::string tag = launch->value("tag", "");
@@ -259,7 +275,6 @@ int RunAgent(SignalWatcher* signals) {
       spec.stderr_prefix = "[" + tag + "]<stderr>: ";
     }
   }
-  LauncherOptions launcher_options;
   launcher_options.verbose = launch->value("verbose", false);
   launcher_options.stop_fd = STDIN_FILENO;
   launcher_options.host = ranks.host;

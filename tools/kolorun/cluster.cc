@@ -23,6 +23,7 @@
 #include "kolo_internal/net.h"
 #include "kolo_internal/store.h"
 #include "launcher.h"
+#include "metrics_service.h"
 #include "output.h"
 #include "remote.h"
 
@@ -275,6 +276,12 @@ int RunCluster(const LaunchOptions& options, SignalWatcher* signals) {
         {"bind_to", options.bind_to == BindTo::kCore ? "core" : "none"},
         {"verbose", options.verbose},
     };
+    if (options.metrics_port) {
+      launch["metrics"] = {
+          {"port", *options.metrics_port},
+          {"address", MetricsAddress(options, choices[i].address)},
+          {"job", JobName(options)}};
+    }
     WriteAll(links[i].child.stdin_fd, launch.dump() + "\n");
 
     ProcessSpec spec;

@@ -174,19 +174,15 @@ int Main(int argc, char** argv) {
   if (options.metrics_port) {
     StatusOr<MetricsEnvironment> here =
         ReadMetricsEnvironment(ProcessEnvironment());
-    StatusOr<std::unique_ptr<MetricsService>> started = MetricsService::Start(
-        options, here.ok() ? here->host : std::string("localhost"));
+    StatusOr<std::unique_ptr<MetricsService>> started = StartHostMetrics(
+        *options.metrics_port, MetricsAddress(options, ""), JobName(options),
+        here.ok() ? here->host : std::string("localhost"), &base_env,
+        &launcher_options);
     if (!started.ok()) {
       PrintError(started.status().message());
       return 1;
     }
     metrics = *std::move(started);
-    metrics->AddEnvironment(&base_env);
-    PrintError(metrics->Announcement());
-    launcher_options.on_exit = [&metrics](pid_t pid, const std::string& how,
-                                          bool failed) {
-      metrics->RecordExit(pid, how, failed);
-    };
   }
   if (options.launcher == LauncherKind::kMpirun) {
     specs.push_back(

@@ -1,5 +1,7 @@
 #include "metrics_service.h"
 
+#include "output.h"
+
 #include <dirent.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -44,8 +46,30 @@ MetricsService::~MetricsService() {
   RemoveFolder(directory_);
 }
 
+std::string MetricsAddress(const LaunchOptions& options,
+                           const std::string& job_address) {
+  if (!options.metrics_address.empty()) return options.metrics_address;
+  return job_address.empty() ? "127.0.0.1" : job_address;
+}
+
+StatusOr<std::unique_ptr<MetricsService>> StartHostMetrics(
+    int port, const std::string& address, const std::string& job,
+    const std::string& host, std::vector<std::string>* env,
+    LauncherOptions* launcher) {
+  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<MetricsService> service,
+                        MetricsService::Start(port, address, job, host));
+  service->AddEnvironment(env);
+  WriteAll(STDERR_FILENO, "kolorun: " + service->Announcement() + "\n");
+  MetricsService* raw = service.get();
+  launcher->on_exit = [raw](pid_t pid, const std::string& how, bool failed) {
+    raw->RecordExit(pid, how, failed);
+  };
+  return service;
+}
+
 StatusOr<std::unique_ptr<MetricsService>> MetricsService::Start(
-    const LaunchOptions& options, const std::string& host) {
+    int port, const std::string& address, const std::string& job,
+    const std::string& host) {
   // /dev/shm where it exists: the arenas are read far more often than a
   // disk would like, and vanish with the machine.
   std::string base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
@@ -56,11 +80,10 @@ StatusOr<std::unique_ptr<MetricsService>> MetricsService::Start(
     return Internal("cannot create a metrics folder in " + base + ": " +
                     std::strerror(errno));
   }
-  std::unique_ptr<MetricsService> service(
-      new MetricsService(path.data(), JobName(options)));
+  std::unique_ptr<MetricsService> service(new MetricsService(path.data(), job));
   metrics::ExporterOptions exporter_options;
-  exporter_options.address = options.metrics_address;
-  exporter_options.port = *options.metrics_port;
+  exporter_options.address = address;
+  exporter_options.port = port;
   exporter_options.job = service->job_;
   exporter_options.host = host;
   exporter_options.arena_directory = service->directory_;
@@ -68,7 +91,7 @@ StatusOr<std::unique_ptr<MetricsService>> MetricsService::Start(
       metrics::MetricsExporter::Start(exporter_options);
   if (!exporter.ok()) {
     return exporter.status().WithContext("--metrics-port " +
-                                         std::to_string(*options.metrics_port));
+                                         std::to_string(port));
   }
   service->exporter_ = *std::move(exporter);
   return service;

@@ -19,6 +19,7 @@
 
 #include "kolo/status.h"
 #include "kolo_internal/metrics.h"
+#include "launcher.h"
 #include "options.h"
 
 namespace kolo {
@@ -26,9 +27,11 @@ namespace kolorun {
 
 class MetricsService {
  public:
-  // Starts listening; kInternal naming the address when it cannot.
+  // Listens on address:port for the ranks of `host`; kInternal naming
+  // the port when it cannot.
   static StatusOr<std::unique_ptr<MetricsService>> Start(
-      const LaunchOptions& options, const std::string& host);
+      int port, const std::string& address, const std::string& job,
+      const std::string& host);
   ~MetricsService();
 
   // Adds what the ranks need to find the service to `env` (NAME=VALUE).
@@ -47,6 +50,20 @@ class MetricsService {
 
 // The job label: --job-name, else the program's file name.
 std::string JobName(const LaunchOptions& options);
+
+// Where a host's endpoint listens: --metrics-address where given, else
+// `job_address` (the address the host's ranks use for the job, on a
+// multi-host job), else loopback.
+std::string MetricsAddress(const LaunchOptions& options,
+                           const std::string& job_address);
+
+// Starts the service where --metrics-port asks for one (else returns null
+// with ok), adds its settings to `env`, says where it listens on stderr,
+// and has `launcher` report the ranks' exits to it.
+StatusOr<std::unique_ptr<MetricsService>> StartHostMetrics(
+    int port, const std::string& address, const std::string& job,
+    const std::string& host, std::vector<std::string>* env,
+    LauncherOptions* launcher);
 
 }  // namespace kolorun
 }  // namespace kolo

@@ -15,6 +15,7 @@
 #include "kolo_internal/net.h"
 #include "kolo_internal/store.h"
 #include "launcher.h"
+#include "metrics_service.h"
 #include "output.h"
 
 namespace kolo {
@@ -156,11 +157,23 @@ int RunNode(const LaunchOptions& options, SignalWatcher* signals) {
     Say(program.status().message());
     return 127;
   }
-  std::vector<ProcessSpec> specs = BuildHostRanks(
-      ranks, *program, options.command, settings, CurrentEnvironment(),
-      CoreBlocks(UsableCores(), ranks.local_size, options.bind_to));
   LauncherOptions launcher_options;
   launcher_options.verbose = options.verbose;
+  std::vector<std::string> base_env = CurrentEnvironment();
+  std::unique_ptr<MetricsService> metrics;
+  if (options.metrics_port) {
+    StatusOr<std::unique_ptr<MetricsService>> started = StartHostMetrics(
+        *options.metrics_port, MetricsAddress(options, *address),
+        JobName(options), host_id, &base_env, &launcher_options);
+    if (!started.ok()) {
+      Say(started.status().message());
+      return 1;
+    }
+    metrics = *std::move(started);
+  }
+  std::vector<ProcessSpec> specs = BuildHostRanks(
+      ranks, *program, options.command, settings, base_env,
+      CoreBlocks(UsableCores(), ranks.local_size, options.bind_to));
   Launcher launcher(launcher_options, signals);
   int exit_code = launcher.Run(specs);
   if (server && exit_code == 0) {

@@ -92,8 +92,10 @@ struct LaunchOptions {
   // --metrics-port: serve the ranks' metrics (and the job's page) there; 0
   // lets the OS choose. nullopt: no metrics endpoint.
   std::optional<int> metrics_port;
-  // --metrics-address: where the endpoint listens (default loopback).
-  std::string metrics_address = "127.0.0.1";
+  // --metrics-address: where every host's endpoint listens; empty: on
+  // loopback for one host, on the address each host's ranks use for the
+  // job (the chosen interface) across hosts.
+  std::string metrics_address;
   // --job-name: the job label of every series; default the program's name.
   std::string job_name;
   std::vector<std::string>

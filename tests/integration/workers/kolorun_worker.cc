@@ -12,6 +12,10 @@
 //                         "child PID" to PIDFILE and sleep 60 s
 //   store                 joins the store kolorun hosts, sets rank/R, waits
 //                         for every rank's key and prints "store ok"
+//   allreduce MS          kolo::Init(), allreduces for MS milliseconds,
+//                         counting each in test_worker_allreduces_total,
+//                         prints its KOLO_METRICS_DIR and "allreduces N",
+//                         then kolo::Shutdown()
 //
 // The rank comes from KOLO_RANK, or from OMPI_COMM_WORLD_RANK under mpirun.
 #include <fcntl.h>
@@ -26,6 +30,8 @@
 #include <vector>
 
 #include "common/config.h"
+#include "kolo/kolo.h"
+#include "kolo/metrics.h"
 #include "store/tcp_store.h"
 
 namespace {
@@ -151,6 +157,44 @@ int Usage() {
 
 }  // namespace
 
+int Allreduces(int milliseconds) {
+  kolo::Status status = kolo::Init();
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s\n", status.ToString().c_str());
+    return 1;
+  }
+  kolo::StatusOr<kolo::metrics::Counter> counted = kolo::metrics::GetCounter(
+      "test_worker_allreduces_total", "Allreduces of the test worker.");
+  std::vector<float> values(1024, 1.0f);
+  const auto end = std::chrono::steady_clock::now() +
+                   std::chrono::milliseconds(milliseconds);
+  int64_t done = 0;
+  // Every rank runs the same number: rank 0 decides when to stop.
+  for (bool more = true; more; ++done) {
+    float go = std::chrono::steady_clock::now() < end ? 1.0f : 0.0f;
+    status = kolo::Allreduce(&go, &go, 1, kolo::DataType::kFloat32,
+                             kolo::ReduceOp::kMin);
+    if (status.ok()) {
+      status = kolo::Allreduce(values.data(), values.data(),
+                               static_cast<int64_t>(values.size()),
+                               kolo::DataType::kFloat32, kolo::ReduceOp::kSum);
+    }
+    if (!status.ok()) {
+      std::fprintf(stderr, "%s\n", status.ToString().c_str());
+      return 1;
+    }
+    counted->Increment();
+    more = go > 0;
+    if (done % 50 == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const char* dir = std::getenv("KOLO_METRICS_DIR");
+  std::printf("metrics dir %s\nallreduces %lld\n", dir ? dir : "unset",
+              static_cast<long long>(done));
+  std::fflush(stdout);
+  return kolo::Shutdown().ok() ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) return Usage();
   std::string command = argv[1];
@@ -183,5 +227,7 @@ int main(int argc, char** argv) {
   }
   if (command == "sleep" && argc == 3) return SleepWithChild(argv[2]);
   if (command == "store") return JoinStore();
+  if (command == "allreduce" && argc == 3)
+    return Allreduces(std::atoi(argv[2]));
   return Usage();
 }
