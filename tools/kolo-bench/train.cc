@@ -20,6 +20,7 @@
 #include "json_file.h"
 #include "kolo_internal/config.h"
 #include "list_flag.h"
+#include "metrics_scraper.h"
 #include "progress_line.h"
 #include "sibling_tools.h"
 #include "table.h"
@@ -33,6 +34,9 @@ using nlohmann::json;
 constexpr const char* kKolo = "kolo";
 constexpr const char* kLibtorch = "libtorch";
 constexpr const char* kTorchDdp = "torch-ddp";
+// kolo with kolorun --metrics-port, scraped once a second: what monitoring
+// costs, against kolo without it in the same run.
+constexpr const char* kKoloMetrics = "kolo-metrics";
 
 // One measurement to make: a framework at a world size.
 struct Run {
@@ -194,9 +198,10 @@ StatusOr<JobOutput> RunJob(const std::vector<std::string>& command,
 StatusOr<std::vector<std::string>> ParseTrainPeers(const std::string& text) {
   std::vector<std::string> out;
   for (const std::string& item : SplitList(text)) {
-    if (item != kLibtorch && item != kTorchDdp) {
-      return InvalidArgument("--peer must be torch-ddp or libtorch, got '" +
-                             item + "'");
+    if (item != kLibtorch && item != kTorchDdp && item != kKoloMetrics) {
+      return InvalidArgument(
+          "--peer must be torch-ddp, libtorch or kolo-metrics, got '" + item +
+          "'");
     }
     out.push_back(item);
   }
@@ -253,8 +258,10 @@ std::vector<std::string> TrainCommand(const TrainFlags& f,
     return c;
   }
   std::vector<std::string> c;
-  if (framework == kKolo) {
-    c = {tools.kolorun, "-np", std::to_string(np), "--", tools.kolo_train};
+  if (framework == kKolo || framework == kKoloMetrics) {
+    c = {tools.kolorun, "-np", std::to_string(np)};
+    if (framework == kKoloMetrics) c.insert(c.end(), {"--metrics-port", "0"});
+    c.insert(c.end(), {"--", tools.kolo_train});
   } else {
     c = {tools.kolo_train, "--no-kolo"};
   }
@@ -344,7 +351,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags* f) {
                   "--dataset synthetic: the images' height and width")
       ->capture_default_str();
   cmd->add_option("--peer", f->peers,
-                  "peers measured in the same run: torch-ddp, libtorch "
+                  "peers measured in the same run: torch-ddp, libtorch, "
+                  "kolo-metrics (kolo scraped once a second) "
                   "(comma-separated)");
   cmd->add_option("--optimizer", f->optimizer,
                   "sgd, adam or adamw, for kolo-train and the DDP peer "
@@ -389,6 +397,8 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
       std::find(peers->begin(), peers->end(), kTorchDdp) != peers->end();
   const bool want_libtorch =
       std::find(peers->begin(), peers->end(), kLibtorch) != peers->end();
+  const bool want_metrics =
+      std::find(peers->begin(), peers->end(), kKoloMetrics) != peers->end();
   std::string ddp_missing;
   if (want_ddp && !PythonHasTorch(tools.python)) {
     ddp_missing = "not installed (" + tools.python +
@@ -402,6 +412,7 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
     StatusOr<int64_t> batch = PerWorkerBatch(f.batch_size, np, f.scaling);
     if (!batch.ok()) return batch.status();
     runs.push_back({kKolo, np, *batch});
+    if (want_metrics) runs.push_back({kKoloMetrics, np, *batch});
     if (want_libtorch && np == 1) runs.push_back({kLibtorch, np, *batch});
     if (want_ddp && ddp_missing.empty())
       runs.push_back({kTorchDdp, np, *batch});
@@ -436,9 +447,16 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
     for (const Run& run : runs) {
       progress.Start(fmt::format("{} repeat {}", RunLabel(run), r + 1));
       const fs::path json_path = scratch / "result.json";
+      std::optional<MetricsScraper> scraper;
+      if (run.framework == kKoloMetrics) {
+        scraper.emplace((scratch / "log.txt").string(),
+                        std::chrono::seconds(1));
+      }
       StatusOr<json> result = Measure(
           TrainCommand(f, run.framework, run.np, run.batch, tools, json_path),
           json_path, scratch / "log.txt");
+      std::optional<ScrapeCount> scraped;
+      if (scraper) scraped = scraper->Stop();
       if (!result.ok()) {
         std::error_code ignored;
         fs::remove_all(scratch, ignored);
@@ -452,6 +470,15 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
         line += fmt::format(", test accuracy {:.2f}%, {:.1f} s wall",
                             100.0 * figures["test_accuracy"].get<double>(),
                             figures["wall_seconds"].get<double>());
+      }
+      if (scraped) {
+        line += fmt::format(
+            ", {} scrapes of {:.0f} KB, slowest {:.1f} ms", scraped->scrapes,
+            scraped->scrapes > 0 ? scraped->bytes / 1024.0 / scraped->scrapes
+                                 : 0.0,
+            1000.0 * scraped->slowest_seconds);
+        (*result)["result"]["metrics_scrapes"] = scraped->scrapes;
+        (*result)["result"]["metrics_scrape_bytes"] = scraped->bytes;
       }
       progress.Print(line);
       results[RunLabel(run)].push_back(*std::move(result));

@@ -123,8 +123,8 @@ struct TrainTools {
   std::string ddp_script;
 };
 
-// The command line of one measurement: `framework` (kolo, libtorch or
-// torch-ddp) at `np` workers of `batch` images each, writing its JSON to
+// The command line of one measurement: `framework` (kolo, kolo-metrics,
+// libtorch or torch-ddp) at `np` workers of `batch` images each, writing its JSON to
 // `json_path`.
 std::vector<std::string> TrainCommand(const TrainFlags& flags,
                                       const std::string& framework, int32_t np,

@@ -176,7 +176,7 @@ TEST(StudyPlan, UnknownPresetAndPeerAreNamed) {
   steps = PlanStudy(flags);
   ASSERT_FALSE(steps.ok());
   EXPECT_THAT(steps.status().message(),
-              HasSubstr("--peer must be torch-ddp or libtorch"));
+              HasSubstr("--peer must be torch-ddp, libtorch or kolo-metrics"));
 }
 
 // ------------------------------------------------- command-line plumbing

@@ -9,9 +9,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <thread>
 
+#include "metrics_scraper.h"
 #include "testing/child_process.h"
 #include "testing/requirements.h"
 #include "train.h"
@@ -39,6 +41,32 @@ TEST(TrainScaling, WeakKeepsTheBatchStrongDividesIt) {
       kolo::bench::PerWorkerBatch(128, 3, "strong");
   ASSERT_FALSE(uneven.ok());
   EXPECT_THAT(uneven.status().message(), HasSubstr("--batch-size 128 among 3"));
+}
+
+TEST(TrainMetrics, FindsThePortKolorunPrints) {
+  EXPECT_EQ(kolo::bench::MetricsPortIn(
+                "[0]<stdout>: x\nkolorun: metrics at http://127.0.0.1:41557/"
+                "metrics, the job's page at http://127.0.0.1:41557/\n"),
+            41557);
+  EXPECT_EQ(kolo::bench::MetricsPortIn("kolorun: rank 1 exited\n"), 0);
+}
+
+TEST(TrainRun, KoloMetricsPeerIsScrapedBesideKolo) {
+  RunResult r = RunProgram(
+      {KOLO_BENCH_PATH, "train", "--model", "lenet", "--dataset", "synthetic",
+       "--batch-size", "16", "--np", "2", "--warmup", "1", "--iters", "200",
+       "--repeat", "1", "--peer", "kolo-metrics"},
+      {}, std::chrono::seconds(240));
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.out, HasSubstr("repeat 1: kolo np 2"));
+  std::smatch scrapes;
+  ASSERT_TRUE(std::regex_search(
+      r.out, scrapes,
+      std::regex("repeat 1: kolo-metrics np 2 +[0-9]+ images/s, ([0-9]+) "
+                 "scrapes of [0-9]+ KB")))
+      << r.out;
+  // The first scrape comes as soon as kolorun says where it listens.
+  EXPECT_GE(std::stoi(scrapes[1]), 1) << r.out;
 }
 
 TEST(TrainRun, KoloAndPlainLibTorchSideBySide) {
@@ -127,8 +155,10 @@ TEST(TrainRun, BadPeerIsNamed) {
   RunResult r = RunProgram({KOLO_BENCH_PATH, "train", "--peer", "horovod"}, {},
                            std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err,
-              HasSubstr("--peer must be torch-ddp or libtorch, got 'horovod'"));
+  EXPECT_THAT(
+      r.err,
+      HasSubstr(
+          "--peer must be torch-ddp, libtorch or kolo-metrics, got 'horovod'"));
 }
 
 }  // namespace
