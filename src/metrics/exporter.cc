@@ -274,10 +274,16 @@ std::string MetricsExporter::JobJsonLocked(
     entry["rank"] = rank.rank;
     entry["host"] = rank.host;
     entry["pid"] = rank.pid;
+    std::optional<ProcessFigures> process = ReadProcessFigures(rank.pid);
     auto exit = exits_.find(rank.pid);
     if (exit != exits_.end()) {
       entry["state"] = exit->second.how;
       entry["failed"] = exit->second.failed;
+    } else if (!process && rank.phase != RankPhase::kFinished) {
+      // Ended without kolo::Shutdown() and without a launcher to say how
+      // (an elastic worker, a program serving its own metrics).
+      entry["state"] = "gone";
+      entry["failed"] = true;
     } else {
       entry["state"] = PhaseName(rank.phase);
       entry["failed"] = false;
@@ -314,7 +320,6 @@ std::string MetricsExporter::JobJsonLocked(
     entry["peer_failures"] = figures.peer_failures;
     stalls += figures.stall_warnings;
     failures += figures.peer_failures;
-    std::optional<ProcessFigures> process = ReadProcessFigures(rank.pid);
     entry["cpu_seconds"] = process ? Json(process->cpu_seconds) : Json(nullptr);
     entry["resident_bytes"] =
         process ? Json(process->resident_bytes) : Json(nullptr);

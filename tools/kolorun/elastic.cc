@@ -21,6 +21,7 @@
 #include "kolo_internal/elastic.h"
 #include "kolo_internal/net.h"
 #include "kolo_internal/store.h"
+#include "metrics_service.h"
 #include "output.h"
 #include "remote.h"
 
@@ -194,6 +195,10 @@ class Driver {
         store_info_(std::move(store)) {}
 
   int Run();
+  // Settings for every worker started on this host (NAME=VALUE).
+  void AddLocalEnvironment(const std::vector<std::string>& settings) {
+    base_env_.insert(base_env_.end(), settings.begin(), settings.end());
+  }
 
  private:
   enum class Phase {
@@ -954,6 +959,24 @@ int RunElastic(const LaunchOptions& options, const std::string& program_path,
   }
   Driver driver(options, program_path, *self, signals, hosted->server.get(),
                 hosted->info);
+  // The workers on this host serve their metrics here; a worker on another
+  // host has an agent of its own, and one port cannot serve several.
+  std::unique_ptr<MetricsService> metrics;
+  if (options.metrics_port) {
+    std::vector<std::string> settings;
+    LauncherOptions unused;
+    StatusOr<MetricsEnvironment> here =
+        ReadMetricsEnvironment(ProcessEnvironment());
+    StatusOr<std::unique_ptr<MetricsService>> started = StartHostMetrics(
+        *options.metrics_port, MetricsAddress(options, ""), JobName(options),
+        here.ok() ? here->host : std::string("localhost"), &settings, &unused);
+    if (!started.ok()) {
+      Say(started.status().message());
+      return 1;
+    }
+    metrics = *std::move(started);
+    driver.AddLocalEnvironment(settings);
+  }
   const int exit_code = driver.Run();
   hosted->server->Stop();
   return exit_code;
