@@ -452,23 +452,29 @@ TEST(ExecutorTest, TheRuntimeFailsEveryOperationOfTheBatchAndEveryLaterOne) {
     RuntimeOptions options;
     options.world = WorldOf(rank, kSize);
     options.timeout = std::chrono::seconds(20);
-    // A long cycle so that the three tensors meet in one batch.
-    options.cycle_time = std::chrono::milliseconds(50);
     StatusOr<std::unique_ptr<Runtime>> runtime =
         Runtime::Start(options, std::move(backends[rank]), /*store=*/nullptr);
     if (!runtime.ok()) return {runtime.status()};
     std::vector<std::vector<float>> data(3, std::vector<float>(8, 1.0f));
-    std::vector<Handle> handles;
-    std::vector<Status> statuses;
+    // A group, so that the three tensors are one batch however the
+    // enqueues and the runtime's cycles interleave.
+    std::vector<TensorSpec> specs;
+    std::vector<const void*> sends;
+    std::vector<void*> recvs;
     for (int j = 0; j < 3; ++j) {
       TensorSpec spec = MakeSpec(Collective::kAllreduce, DataType::kFloat32, 8);
       spec.name = "grad" + std::to_string(j);
-      StatusOr<Handle> h =
-          (*runtime)->Enqueue(spec, data[j].data(), data[j].data(), nullptr);
-      if (!h.ok()) return {h.status()};
-      handles.push_back(*h);
+      spec.group = "grads";
+      spec.group_size = 3;
+      specs.push_back(spec);
+      sends.push_back(data[j].data());
+      recvs.push_back(data[j].data());
     }
-    for (const Handle& h : handles)
+    StatusOr<std::vector<Handle>> handles =
+        (*runtime)->EnqueueGroup(specs, sends, recvs, nullptr);
+    if (!handles.ok()) return {handles.status()};
+    std::vector<Status> statuses;
+    for (const Handle& h : *handles)
       statuses.push_back(h.Wait(std::chrono::seconds(20)));
     // Later: refused at once, or failed, with the same error.
     TensorSpec later = MakeSpec(Collective::kAllreduce, DataType::kFloat32, 8);
