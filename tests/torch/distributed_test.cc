@@ -113,6 +113,25 @@ INSTANTIATE_TEST_SUITE_P(
              "_passes" + std::to_string(info.param.passes);
     });
 
+class OptimizerStateTest : public ::testing::TestWithParam<std::string> {};
+
+// Ranks with three, one and no steps of state: after the broadcast, one
+// identical step leaves identical parameters on every rank.
+TEST_P(OptimizerStateTest, BroadcastMakesEveryRankStepAlike) {
+  RunResult r = RunWorker(3, "shm", {"optimizer-state", GetParam()});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  int equal = 0;
+  const std::string line = "parameters after a step equal on all ranks";
+  for (size_t at = r.out.find(line); at != std::string::npos;
+       at = r.out.find(line, at + 1)) {
+    ++equal;
+  }
+  EXPECT_EQ(equal, 3) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, OptimizerStateTest,
+                         ::testing::Values("sgd", "adam", "adamw"));
+
 TEST(DistributedOptimizerTest, GradientsAreEnqueuedWhileBackwardRuns) {
   RunResult r = RunWorker(2, "gloo", {"overlap"});
   ASSERT_EQ(r.exit_code, 0) << Describe(r);

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
@@ -234,79 +235,64 @@ Status BroadcastParameters(::torch::nn::Module& module, int32_t root) {
 
 Status BroadcastOptimizerState(::torch::optim::Optimizer& optimizer,
                                int32_t root) {
-  auto* sgd = dynamic_cast<::torch::optim::SGD*>(&optimizer);
-  auto* adam = dynamic_cast<::torch::optim::Adam*>(&optimizer);
-  auto* adamw = dynamic_cast<::torch::optim::AdamW*>(&optimizer);
-  if (sgd == nullptr && adam == nullptr && adamw == nullptr) {
+  const std::string kind = OptimizerKind(optimizer);
+  if (kind.empty()) {
     return InvalidArgument(
         "BroadcastOptimizerState supports SGD, Adam and AdamW");
   }
+  // The tensors each optimizer may keep per parameter (optimizer_state.h).
+  const std::vector<std::string> names =
+      kind == "sgd"
+          ? std::vector<std::string>{"momentum_buffer"}
+          : std::vector<std::string>{"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  const int64_t columns = static_cast<int64_t>(names.size());
   std::vector<::torch::Tensor> parameters;
   for (auto& group : optimizer.param_groups()) {
     for (auto& p : group.params()) parameters.push_back(p);
   }
-  auto& state = optimizer.state();
-  // Which parameters have state on root; ranks follow root.
-  ::torch::Tensor has_state = ::torch::zeros(
-      {static_cast<int64_t>(parameters.size())}, ::torch::kInt64);
+  // Root's census, one row per parameter: which tensors it keeps, then its
+  // step count. The other ranks follow it, whatever they keep themselves.
+  std::vector<ParameterState> states;
+  ::torch::Tensor census = ::torch::zeros(
+      {static_cast<int64_t>(parameters.size()), columns + 1}, ::torch::kInt64);
   for (size_t i = 0; i < parameters.size(); ++i) {
-    has_state[i] = state.count(StateKey(parameters[i])) ? 1 : 0;
+    states.push_back(GetParameterState(optimizer, parameters[i]));
+    for (const auto& named : states.back().tensors) {
+      const auto it = std::find(names.begin(), names.end(), named.first);
+      if (it != names.end()) census[i][it - names.begin()] = 1;
+    }
+    census[i][columns] = states.back().step;
   }
-  KOLO_ASSIGN_OR_RETURN(has_state,
-                        Broadcast(has_state, "kolo.optimizer.has_state", root));
+  KOLO_ASSIGN_OR_RETURN(census,
+                        Broadcast(census, "kolo.optimizer.census", root));
 
-  std::vector<std::pair<std::string, ::torch::Tensor>> named;
   ::torch::NoGradGuard no_grad;
+  std::vector<std::pair<std::string, ::torch::Tensor>> named;
+  std::vector<size_t> kept;  // parameters with state on root
   for (size_t i = 0; i < parameters.size(); ++i) {
-    if (has_state[i].item<int64_t>() == 0) continue;
-    const ::torch::Tensor& p = parameters[i];
-    const std::string key = StateKey(p);
-    const std::string prefix = "kolo.optimizer." + std::to_string(i) + ".";
-    if (sgd != nullptr) {
-      if (!state.count(key)) {
-        auto fresh = std::make_unique<::torch::optim::SGDParamState>();
-        fresh->momentum_buffer(::torch::zeros_like(p));
-        state[key] = std::move(fresh);
+    ParameterState wanted;
+    for (int64_t c = 0; c < columns; ++c) {
+      if (census[i][c].item<int64_t>() == 0) continue;
+      ::torch::Tensor tensor;
+      for (const auto& [name, mine] : states[i].tensors) {
+        if (name == names[c]) tensor = mine;
       }
-      auto& s = static_cast<::torch::optim::SGDParamState&>(*state[key]);
-      if (!s.momentum_buffer().defined())
-        s.momentum_buffer(::torch::zeros_like(p));
-      named.emplace_back(prefix + "momentum", s.momentum_buffer());
-      continue;
+      if (!tensor.defined()) tensor = ::torch::zeros_like(parameters[i]);
+      wanted.tensors.emplace_back(names[c], tensor);
+      named.emplace_back("kolo.optimizer." + std::to_string(i) + "." + names[c],
+                         tensor);
     }
-    // Adam and AdamW keep the same state under different types.
-    auto broadcast_adam_like = [&](auto* fresh_state_type) {
-      using State = std::remove_pointer_t<decltype(fresh_state_type)>;
-      if (!state.count(key)) {
-        auto fresh = std::make_unique<State>();
-        fresh->exp_avg(::torch::zeros_like(p));
-        fresh->exp_avg_sq(::torch::zeros_like(p));
-        state[key] = std::move(fresh);
-      }
-      auto& s = static_cast<State&>(*state[key]);
-      named.emplace_back(prefix + "exp_avg", s.exp_avg());
-      named.emplace_back(prefix + "exp_avg_sq", s.exp_avg_sq());
-      if (s.max_exp_avg_sq().defined())
-        named.emplace_back(prefix + "max_exp_avg_sq", s.max_exp_avg_sq());
-      ::torch::Tensor step = ::torch::full({1}, s.step(), ::torch::kInt64);
-      return step;
-    };
-    ::torch::Tensor step =
-        adam != nullptr
-            ? broadcast_adam_like(
-                  static_cast<::torch::optim::AdamParamState*>(nullptr))
-            : broadcast_adam_like(
-                  static_cast<::torch::optim::AdamWParamState*>(nullptr));
-    KOLO_ASSIGN_OR_RETURN(step, Broadcast(step, prefix + "step", root));
-    if (adam != nullptr) {
-      static_cast<::torch::optim::AdamParamState&>(*state[key])
-          .step(step.item<int64_t>());
-    } else {
-      static_cast<::torch::optim::AdamWParamState&>(*state[key])
-          .step(step.item<int64_t>());
-    }
+    if (wanted.tensors.empty()) continue;
+    wanted.step = census[i][columns].item<int64_t>();
+    states[i] = std::move(wanted);
+    kept.push_back(i);
   }
-  return BroadcastInPlace(named, root);
+  KOLO_RETURN_IF_ERROR(BroadcastInPlace(named, root));
+  for (size_t i : kept) {
+    KOLO_RETURN_IF_ERROR(
+        SetParameterState(optimizer, parameters[i], states[i]));
+  }
+  return Status::Ok();
 }
 
 StatusOr<double> AverageMetric(double value, const std::string& name) {

@@ -252,6 +252,56 @@ int Predivide(double factor) {
   return std::isfinite(averaged) && std::abs(averaged - expected) <= 64 ? 0 : 1;
 }
 
+// BroadcastOptimizerState: the ranks' optimizer states differ (rank 0
+// took three steps, rank 1 one, the others none, so they have no state at
+// all); after broadcasting rank 0's parameters and state, one identical
+// step must give identical parameters everywhere, which it does only if
+// every tensor of the state and Adam's step count arrived.
+int OptimizerState(const std::string& kind) {
+  const int32_t rank = kolo::Rank();
+  torch::manual_seed(11);
+  Mlp model;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (kind == "adam") {
+    optimizer = std::make_unique<torch::optim::Adam>(
+        model.parameters(), torch::optim::AdamOptions(0.01));
+  } else if (kind == "adamw") {
+    optimizer = std::make_unique<torch::optim::AdamW>(
+        model.parameters(), torch::optim::AdamWOptions(0.01).amsgrad(true));
+  } else {
+    optimizer = std::make_unique<torch::optim::SGD>(
+        model.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  }
+  auto local_step = [&](uint64_t seed) {
+    torch::manual_seed(seed);
+    optimizer->zero_grad();
+    model.forward(torch::randn({4, 6})).pow(2).mean().backward();
+    optimizer->step();
+  };
+  const int local_steps = rank == 0 ? 3 : rank % 2;
+  for (int i = 0; i < local_steps; ++i) local_step(100 * rank + i);
+  if (auto s = kt::BroadcastParameters(model, 0); !s.ok())
+    return Fail(s.ToString());
+  if (auto s = kt::BroadcastOptimizerState(*optimizer, 0); !s.ok())
+    return Fail(s.ToString());
+  local_step(999);
+  double checksum = 0;
+  for (const torch::Tensor& p : model.parameters()) {
+    checksum += (p.flatten().to(torch::kFloat64) *
+                 torch::arange(1, p.numel() + 1, torch::kFloat64))
+                    .sum()
+                    .item<double>();
+  }
+  const torch::Tensor mine = torch::full({1}, checksum, torch::kFloat64);
+  auto highest = kt::Allreduce(mine, "state.max", kolo::ReduceOp::kMax);
+  auto lowest = kt::Allreduce(mine, "state.min", kolo::ReduceOp::kMin);
+  if (!highest.ok() || !lowest.ok()) return Fail("checksum allreduce failed");
+  const bool equal = highest->item<double>() == lowest->item<double>();
+  std::printf("rank %d: %s state: parameters after a step %s\n", rank,
+              kind.c_str(), equal ? "equal on all ranks" : "differ");
+  return equal ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -269,6 +319,8 @@ int main(int argc, char** argv) {
     code = Overlap();
   } else if (scenario == "unused") {
     code = Unused();
+  } else if (scenario == "optimizer-state" && argc == 3) {
+    code = OptimizerState(argv[2]);
   } else if (scenario == "predivide" && argc == 3) {
     code = Predivide(std::atof(argv[2]));
   }
