@@ -1,14 +1,12 @@
 #include "checkpoint.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <exception>
 #include <filesystem>
+#include <sstream>
+
+#include "kolo_internal/files.h"
 
 namespace kolo::train {
 namespace {
@@ -22,24 +20,6 @@ constexpr char kModelNameKey[] = "model_name";
 constexpr char kDatasetKey[] = "dataset";
 constexpr char kOptimizerNameKey[] = "optimizer_name";
 constexpr char kHistoryKey[] = "history";
-
-// fsync() on a path; a file that the rename makes visible must be on disk
-// before the rename is.
-Status SyncPath(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return Internal(fmt::format("checkpoint: cannot open {} to sync it: {}",
-                                path, std::strerror(errno)));
-  }
-  const int rc = ::fsync(fd);
-  const int saved_errno = errno;
-  ::close(fd);
-  if (rc != 0) {
-    return Internal(fmt::format("checkpoint: fsync of {} failed: {}", path,
-                                std::strerror(saved_errno)));
-  }
-  return Status::Ok();
-}
 
 std::string ReadString(::torch::serialize::InputArchive& archive,
                        const char* key) {
@@ -70,7 +50,9 @@ Status SaveCheckpoint(const std::string& dir, ::torch::nn::Module& model,
                                        dir, error.message()));
   }
   const std::string path = CheckpointPath(dir);
-  const std::string tmp = path + ".tmp";
+  // Serialized in memory, then written whole or not at all: a crash
+  // mid-save leaves the previous checkpoint as it was.
+  std::ostringstream bytes;
   try {
     ::torch::serialize::OutputArchive archive;
     ::torch::serialize::OutputArchive model_archive;
@@ -86,18 +68,12 @@ Status SaveCheckpoint(const std::string& dir, ::torch::nn::Module& model,
     archive.write(kDatasetKey, c10::IValue(info.dataset));
     archive.write(kOptimizerNameKey, c10::IValue(info.optimizer));
     archive.write(kHistoryKey, c10::IValue(info.history_json));
-    archive.save_to(tmp);
+    archive.save_to(bytes);
   } catch (const std::exception& e) {
     return Internal(
-        fmt::format("checkpoint: writing {} failed: {}", tmp, e.what()));
+        fmt::format("checkpoint: serializing {} failed: {}", path, e.what()));
   }
-  KOLO_RETURN_IF_ERROR(SyncPath(tmp));
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return Internal(fmt::format("checkpoint: renaming {} to {} failed: {}", tmp,
-                                path, std::strerror(errno)));
-  }
-  // The rename itself lives in the directory.
-  return SyncPath(dir);
+  return WriteFileAtomically(path, bytes.str()).WithContext("checkpoint");
 }
 
 StatusOr<CheckpointInfo> LoadCheckpoint(const std::string& dir,

@@ -2,36 +2,16 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <utility>
+
+#include "kolo_internal/files.h"
 
 namespace kolo::bench {
 
 Status WriteFileAtomically(const std::string& path, const std::string& contents,
                            const std::string& flag) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream file(tmp, std::ios::out | std::ios::trunc | std::ios::binary);
-    if (!file) {
-      return InvalidArgument(fmt::format("{}: cannot open {}: {}", flag, tmp,
-                                         std::strerror(errno)));
-    }
-    file << contents;
-    file.close();
-    if (!file) {
-      return Internal(fmt::format("{}: writing {} failed", flag, tmp));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    std::remove(tmp.c_str());
-    return Internal(fmt::format("{}: renaming {} to {} failed: {}", flag, tmp,
-                                path, std::strerror(error)));
-  }
-  return Status::Ok();
+  return kolo::WriteFileAtomically(path, contents).WithContext(flag);
 }
 
 Status WriteJsonFile(const std::string& path, const nlohmann::json& json) {
