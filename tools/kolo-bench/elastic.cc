@@ -17,6 +17,7 @@
 #include "kolo_internal/config.h"
 #include "list_flag.h"
 #include "sibling_tools.h"
+#include "train.h"
 
 namespace kolo::bench {
 namespace {
@@ -182,8 +183,7 @@ CLI::App* AddElasticCommand(CLI::App& app, ElasticFlags* f) {
       ->capture_default_str();
   cmd->add_option("--test-subset", f->test_subset, "test images")
       ->capture_default_str();
-  cmd->add_option("--kolorun", f->kolorun, "kolorun to start the jobs with");
-  cmd->add_option("--kolo-train", f->kolo_train, "kolo-train to run");
+  AddToolFlags(cmd, &f->kolorun, &f->kolo_train);
   cmd->add_option("--json", f->json_path, "write every measurement here");
   return cmd;
 }

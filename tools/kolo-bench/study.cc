@@ -368,9 +368,7 @@ CLI::App* AddStudyCommand(CLI::App& app, StudyFlags* f) {
                 "a few steps and examples per job: checks the study runs, "
                 "measures nothing worth reporting");
   cmd->add_option("--data-dir", f->data_dir, "where Fashion-MNIST's files are");
-  cmd->add_option("--kolorun", f->kolorun, "kolorun to start kolo's jobs with");
-  cmd->add_option("--kolo-train", f->kolo_train, "kolo-train to run");
-  cmd->add_option("--ddp-script", f->ddp_script, "torch_ddp.py to run");
+  AddToolFlags(cmd, &f->kolorun, &f->kolo_train, &f->ddp_script);
   return cmd;
 }
 

@@ -311,6 +311,15 @@ StatusOr<int64_t> PerWorkerBatch(int64_t batch, int32_t np,
   return batch / np;
 }
 
+void AddToolFlags(CLI::App* cmd, std::string* kolorun, std::string* kolo_train,
+                  std::string* ddp_script) {
+  cmd->add_option("--kolorun", *kolorun, "kolorun to start kolo's jobs with");
+  cmd->add_option("--kolo-train", *kolo_train, "kolo-train to run");
+  if (ddp_script != nullptr) {
+    cmd->add_option("--ddp-script", *ddp_script, "torch_ddp.py to run");
+  }
+}
+
 CLI::App* AddTrainCommand(CLI::App& app, TrainFlags* f) {
   CLI::App* cmd = app.add_subcommand(
       "train",
@@ -367,9 +376,7 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags* f) {
                   "a DeepSpeed-style ds_config JSON file for kolo-train "
                   "--config (the DDP peer cannot read one)");
   cmd->add_option("--json", f->json_path, "write every figure to this file");
-  cmd->add_option("--kolorun", f->kolorun, "kolorun to start kolo's jobs with");
-  cmd->add_option("--kolo-train", f->kolo_train, "kolo-train to run");
-  cmd->add_option("--ddp-script", f->ddp_script, "torch_ddp.py to run");
+  AddToolFlags(cmd, &f->kolorun, &f->kolo_train, &f->ddp_script);
   return cmd;
 }
 

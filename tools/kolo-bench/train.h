@@ -103,6 +103,12 @@ struct TrainFlags {
 };
 
 CLI::App* AddTrainCommand(CLI::App& app, TrainFlags* flags);
+
+// The flags that say where a benchmark's programs are, shared by train,
+// study, zero and elastic: --kolorun, --kolo-train and, where `ddp_script`
+// is given, --ddp-script. Empty values are found as sibling_tools.h says.
+void AddToolFlags(CLI::App* cmd, std::string* kolorun, std::string* kolo_train,
+                  std::string* ddp_script = nullptr);
 int RunTrainCommand(const TrainFlags& flags);
 
 // What RunTrainCommand does, for kolo-bench study to compose: runs every

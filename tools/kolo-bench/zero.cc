@@ -348,9 +348,7 @@ CLI::App* AddZeroCommand(CLI::App& app, ZeroFlags* f) {
       ->capture_default_str();
   cmd->add_option("--json", f->json_path,
                   "append the record (every figure, every job's JSON) here");
-  cmd->add_option("--kolorun", f->kolorun, "kolorun to start kolo's jobs with");
-  cmd->add_option("--kolo-train", f->kolo_train, "kolo-train to run");
-  cmd->add_option("--ddp-script", f->ddp_script, "torch_ddp.py to run");
+  AddToolFlags(cmd, &f->kolorun, &f->kolo_train, &f->ddp_script);
   return cmd;
 }
 
