@@ -135,6 +135,7 @@ class Driver {
 
   pid_t pid() const { return process_->pid(); }
   std::string Out() const { return ReadFile(out_path_); }
+  std::string Err() const { return ReadFile(err_path_); }
   void Signal(int signal) { process_->Signal(signal); }
 
   // Waits for kolorun to end, or SIGKILLs it after `limit`; the result
@@ -483,6 +484,63 @@ TEST_F(MultihostTest, EveryRankSeesItsPlaceItsHostAndTheForwardedVariables) {
                                         {3, hosts[1].address}}));
   EXPECT_EQ(ValuesByRank(r.out, "FOO"), SameForAll(4, "from the driver"));
   EXPECT_EQ(ValuesByRank(r.out, "BAR"), SameForAll(4, "2"));
+}
+
+// kolorun --metrics-port across hosts: each host's agent serves its own
+// rank on the address that rank uses for the job, and a scrape from
+// another host of the cluster reads that rank's series there and no other
+// rank's.
+TEST_F(MultihostTest, EachHostServesItsOwnRanksMetricsOnItsJobAddress) {
+  NetnsCluster* cluster = MakeCluster(2);
+  ASSERT_NE(cluster, nullptr);
+  const std::vector<Host>& hosts = cluster->hosts();
+  Driver job(*cluster, hosts[0], dir_, "kolorun",
+             OnHosts(hosts, 1,
+                     {"--metrics-port", "0", "--job-name", "across",
+                      kKolorunWorker, "allreduce", "8000"}));
+  // Both agents' "kolorun: metrics at http://ADDRESS:PORT/metrics".
+  std::map<std::string, std::string> port_of;  // by address
+  const std::regex announced("metrics at http://([0-9.]+):([0-9]+)/metrics");
+  WaitUntil(
+      [&] {
+        const std::string err = job.Err();
+        for (std::sregex_iterator it(err.begin(), err.end(), announced), end;
+             it != end; ++it) {
+          port_of[(*it)[1]] = (*it)[2];
+        }
+        return port_of.size() >= 2;
+      },
+      std::chrono::seconds(30));
+  ASSERT_EQ(port_of.size(), 2u) << job.Err();
+  for (int h = 0; h < 2; ++h) {
+    ASSERT_EQ(port_of.count(hosts[h].address), 1u)
+        << hosts[h].name << " does not serve on " << hosts[h].address << "\n"
+        << job.Err();
+    // Scraped from the other host, with bash's /dev/tcp (no curl needed).
+    const Host& from = hosts[1 - h];
+    const std::string series =
+        "test_worker_allreduces_total{job=\"across\",rank=\"" +
+        std::to_string(h) + "\",host=\"" + hosts[h].name + "\"}";
+    std::string scrape;
+    WaitUntil(
+        [&] {
+          const std::string get =
+              "exec 3<>/dev/tcp/" + hosts[h].address + "/" +
+              port_of[hosts[h].address] +
+              " && printf 'GET /metrics HTTP/1.0\\r\\n\\r\\n' >&3 && cat <&3";
+          scrape =
+              cluster->StartIn(from, get)->Wait(std::chrono::seconds(10)).out;
+          return scrape.find(series) != std::string::npos;
+        },
+        std::chrono::seconds(20));
+    EXPECT_THAT(scrape, HasSubstr(series)) << scrape;
+    EXPECT_THAT(scrape, ::testing::Not(HasSubstr("rank=\"" +
+                                                 std::to_string(1 - h) + "\"")))
+        << "a host serves only its own ranks";
+  }
+  RunResult r = job.Wait(std::chrono::seconds(60));
+  ASSERT_FALSE(r.timed_out) << Describe(r);
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
 }
 
 // The secret reaches the agents on their stdin and the ranks in their
