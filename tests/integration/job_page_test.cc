@@ -31,6 +31,7 @@
 #include "gtest/gtest.h"
 #include "net/socket.h"
 #include "testing/child_process.h"
+#include "testing/http_get.h"
 #include "testing/requirements.h"
 #include "testing/scratch_dir.h"
 
@@ -79,21 +80,7 @@ std::string Between(const std::string& text, const std::string& open,
 // GET http://127.0.0.1:`port``path`; the body, or "" when there is no
 // answer within two seconds.
 std::string HttpGet(int port, const std::string& path) {
-  const kolo::Deadline deadline = kolo::DeadlineAfter(std::chrono::seconds(2));
-  kolo::StatusOr<kolo::Socket> socket =
-      kolo::Socket::Connect("127.0.0.1", port, deadline);
-  if (!socket.ok()) return "";
-  const std::string request =
-      "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-  if (!socket->SendAll(request.data(), request.size(), deadline).ok()) {
-    return "";
-  }
-  // The server closes the connection after one answer.
-  std::string reply;
-  char c;
-  while (socket->RecvAll(&c, 1, deadline).ok()) reply += c;
-  const size_t body = reply.find("\r\n\r\n");
-  return body == std::string::npos ? "" : reply.substr(body + 4);
+  return kolo::testing::HttpGet(port, path, std::chrono::seconds(2));
 }
 
 // How many values of history.ranks[rank][field] are not null.

@@ -16,6 +16,7 @@
 
 #include "net/socket.h"
 #include "testing/child_process.h"
+#include "testing/http_get.h"
 
 namespace {
 
@@ -39,21 +40,10 @@ std::string ReadFile(const std::string& path) {
 // head in `head`.
 std::string HttpGet(int port, const std::string& path,
                     std::string* head = nullptr) {
-  kolo::Deadline deadline = kolo::DeadlineAfter(std::chrono::seconds(5));
-  kolo::StatusOr<kolo::Socket> socket =
-      kolo::Socket::Connect("127.0.0.1", port, deadline);
-  if (!socket.ok()) return "";
-  std::string request = "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n";
-  if (!socket->SendAll(request.data(), request.size(), deadline).ok()) {
-    return "";
-  }
-  std::string reply;
-  char c;
-  while (socket->RecvAll(&c, 1, deadline).ok()) reply += c;
-  size_t split = reply.find("\r\n\r\n");
-  if (split == std::string::npos) return "";
-  if (head != nullptr) *head = reply.substr(0, split);
-  return reply.substr(split + 4);
+  kolo::testing::HttpReply reply =
+      kolo::testing::HttpRequest(port, "GET", path);
+  if (head != nullptr) *head = reply.head;
+  return reply.body;
 }
 
 // The port in kolorun's "metrics at http://127.0.0.1:PORT/metrics" line of

@@ -16,27 +16,15 @@
 #include <thread>
 #include <vector>
 
+#include "testing/scratch_dir.h"
+
 namespace kolo {
 namespace metrics {
 namespace {
 
 using ::testing::HasSubstr;
 
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/kolo-arena-test-XXXXXX";
-    path_ = mkdtemp(pattern);
-  }
-  ~TempDir() {
-    std::string command = "rm -rf '" + path_ + "'";
-    EXPECT_EQ(std::system(command.c_str()), 0);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using kolo::testing::ScratchDir;
 
 TEST(ArenaTest, RegisteringTwiceGivesTheSameSlots) {
   auto arena = Arena::CreateInMemory("j", "h", 0);
@@ -103,7 +91,8 @@ TEST(ArenaTest, FullArenaIsAnError) {
 }
 
 TEST(ArenaTest, AnotherMappingReadsTheFileWhileItChanges) {
-  TempDir dir;
+  ScratchDir dir("kolo_arena_test");
+  ASSERT_FALSE(dir.path().empty());
   std::string path = dir.path() + "/rank-1.arena";
   auto arena = Arena::CreateFile(path, "job1", "host1", 3);
   ASSERT_TRUE(arena.ok()) << arena.status().message();
@@ -142,7 +131,8 @@ TEST(ArenaTest, AnotherMappingReadsTheFileWhileItChanges) {
 }
 
 TEST(ArenaTest, FileThatIsNotAnArenaIsRefusedByName) {
-  TempDir dir;
+  ScratchDir dir("kolo_arena_test");
+  ASSERT_FALSE(dir.path().empty());
   std::string path = dir.path() + "/rank-2.arena";
   {
     std::ofstream out(path);

@@ -20,6 +20,8 @@
 
 #include "metrics/system.h"
 #include "net/socket.h"
+#include "testing/http_get.h"
+#include "testing/scratch_dir.h"
 
 namespace kolo {
 namespace metrics {
@@ -28,44 +30,30 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-struct Reply {
-  std::string head;
-  std::string body;
-};
+using Reply = kolo::testing::HttpReply;
 
 Reply Get(int port, const std::string& path,
           const std::string& method = "GET") {
-  Deadline deadline = DeadlineAfter(std::chrono::seconds(5));
-  StatusOr<Socket> socket = Socket::Connect("127.0.0.1", port, deadline);
-  EXPECT_TRUE(socket.ok()) << socket.status().message();
-  if (!socket.ok()) return {};
-  std::string request =
-      method + " " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
-  EXPECT_TRUE(socket->SendAll(request.data(), request.size(), deadline).ok());
-  std::string reply;
-  char c;
-  while (socket->RecvAll(&c, 1, deadline).ok()) reply += c;
-  size_t split = reply.find("\r\n\r\n");
-  if (split == std::string::npos) return {reply, ""};
-  return {reply.substr(0, split), reply.substr(split + 4)};
+  Reply reply = kolo::testing::HttpRequest(port, method, path);
+  EXPECT_TRUE(reply.sent) << method << " " << path << " reached no server";
+  return reply;
 }
 
 class ExporterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/kolo-exporter-test-XXXXXX";
-    dir_ = mkdtemp(pattern);
+    ASSERT_FALSE(dir_.path().empty());
     for (int rank = 0; rank < 4; ++rank) {
-      auto arena =
-          Arena::CreateFile(dir_ + "/rank-" + std::to_string(rank) + ".arena",
-                            "job7", "h1", rank);
+      auto arena = Arena::CreateFile(
+          dir_.path() + "/rank-" + std::to_string(rank) + ".arena", "job7",
+          "h1", rank);
       ASSERT_TRUE(arena.ok()) << arena.status().message();
       arenas_.push_back(*std::move(arena));
     }
     ExporterOptions options;
     options.job = "job7";
     options.host = "h1";
-    options.arena_directory = dir_;
+    options.arena_directory = dir_.path();
     options.sample_period = std::chrono::milliseconds(50);
     auto exporter = MetricsExporter::Start(options);
     ASSERT_TRUE(exporter.ok()) << exporter.status().message();
@@ -74,8 +62,6 @@ class ExporterTest : public ::testing::Test {
   void TearDown() override {
     exporter_.reset();
     arenas_.clear();
-    std::string command = "rm -rf '" + dir_ + "'";
-    EXPECT_EQ(std::system(command.c_str()), 0);
   }
 
   std::atomic<uint64_t>* Series(int rank, MetricType type,
@@ -87,7 +73,7 @@ class ExporterTest : public ::testing::Test {
     return *slot;
   }
 
-  std::string dir_;
+  kolo::testing::ScratchDir dir_{"kolo_exporter_test"};
   std::vector<std::unique_ptr<Arena>> arenas_;
   std::unique_ptr<MetricsExporter> exporter_;
 };
