@@ -1,5 +1,7 @@
 #include "process.h"
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <optional>
 #include <sstream>
@@ -15,6 +17,7 @@
 #include "metrics/exporter.h"
 #include "metrics/process_arena.h"
 #include "net/interfaces.h"
+#include "process_group.h"
 #include "store/message_auth.h"
 #include "store/store.h"
 #include "store/tcp_store.h"
@@ -33,6 +36,14 @@ struct Process::Membership {
   std::unique_ptr<SynchronousCollectives> sync;
   // This rank's own metrics endpoint (KOLO_METRICS_PORT without kolorun).
   std::unique_ptr<metrics::MetricsExporter> metrics_exporter;
+  std::unique_ptr<PointToPoint> point_to_point;
+  // What NewGroup needs to build a group's engine.
+  EnginePlan plan;
+  BackendOptions backend_options;
+  std::optional<HostTopology> topology;
+  std::shared_ptr<Store> round_store;
+  int64_t groups_created = 0;
+  std::vector<std::weak_ptr<internal::GroupState>> groups;
 };
 
 namespace {
@@ -145,6 +156,7 @@ StatusOr<int64_t> JoinRound(Store& store, int32_t size) {
 // one host.
 struct Engines {
   EnginePlan plan;
+  BackendOptions backend_options;
   std::unique_ptr<Backend> backend;
   std::unique_ptr<DirectPath> direct;
 };
@@ -166,6 +178,7 @@ StatusOr<Engines> BuildEngines(const InitOptions& options,
   backend_options.store_prefix = engines.plan.hierarchical
                                      ? "hierarchical"
                                      : BackendName(engines.plan.backend);
+  engines.backend_options = backend_options;
   KOLO_ASSIGN_OR_RETURN(
       engines.backend,
       CreateBackend(engines.plan, backend_options, round_store, hosts));
@@ -185,6 +198,38 @@ StatusOr<Engines> BuildEngines(const InitOptions& options,
                           DirectPath::Create(direct_options, job_store));
   }
   return engines;
+}
+
+// Step 7. Transfers go over shm on one host and over the network engine
+// between hosts (tcp or gloo, also under a hierarchical plan), or over MPI.
+StatusOr<std::unique_ptr<PointToPoint>> StartPointToPoint(
+    const InitOptions& options, const WorldInfo& world, const EnginePlan& plan,
+    const std::shared_ptr<Store>& round_store,
+    const std::shared_ptr<Store>& news_store) {
+  PeerLinkOptions link_options;
+  link_options.rank = world.rank;
+  link_options.size = world.size;
+  link_options.timeout = options.engine.timeout;
+  link_options.hostname = options.engine.gloo_hostname;
+  link_options.shm_ring_bytes = options.engine.shm_area_bytes;
+  std::shared_ptr<Store> link_store;
+  if (round_store) {
+    link_store = std::make_shared<PrefixStore>("p2p", round_store);
+  } else if (plan.backend != BackendKind::kMpi) {
+    return FailedPrecondition("point-to-point over " +
+                              std::string(BackendName(plan.backend)) +
+                              " needs the job's store (KOLO_STORE_ADDR)");
+  }
+  StatusOr<std::unique_ptr<PeerLink>> link =
+      CreatePeerLinkFor(plan.backend, link_options, link_store);
+  if (!link.ok()) {
+    return link.status().WithContext("building the point-to-point link");
+  }
+  PointToPoint::Options p2p_options;
+  p2p_options.rank = world.rank;
+  p2p_options.size = world.size;
+  p2p_options.timeout = options.engine.timeout;
+  return PointToPoint::Start(p2p_options, *std::move(link), news_store);
 }
 
 // The engines this build has, for kolo_info.
@@ -302,6 +347,16 @@ Status Process::Init(const InitOptions& given) {
                    news_store, round_prefix);
   if (!engines.ok()) return fail(engines.status());
   membership->hierarchical_allreduce = engines->plan.hierarchical;
+  membership->plan = engines->plan;
+  membership->backend_options = engines->backend_options;
+  membership->topology = topology;
+  membership->round_store = round_store;
+  if (membership->world.size > 1) {
+    StatusOr<std::unique_ptr<PointToPoint>> point_to_point = StartPointToPoint(
+        options, membership->world, engines->plan, round_store, news_store);
+    if (!point_to_point.ok()) return fail(point_to_point.status());
+    membership->point_to_point = *std::move(point_to_point);
+  }
   // A hierarchical job reports the engine it asked for (shm inside hosts).
   membership->active_backend = engines->plan.hierarchical
                                    ? options.engine.backend
@@ -352,6 +407,12 @@ Status Process::Shutdown() {
     membership = std::move(membership_);
   }
   membership->metrics_exporter.reset();
+  for (const std::weak_ptr<internal::GroupState>& weak : membership->groups) {
+    if (std::shared_ptr<internal::GroupState> group = weak.lock()) {
+      group->Close();
+    }
+  }
+  membership->point_to_point.reset();
   membership->sync.reset();
   Status status = membership->runtime->Shutdown();
   metrics::SetProcessPhase(metrics::RankPhase::kFinished);
@@ -385,6 +446,131 @@ bool Process::hierarchical_allreduce() const {
 Runtime* Process::runtime() const {
   MutexLock lock(&mutex_);
   return membership_ ? membership_->runtime.get() : nullptr;
+}
+
+PointToPoint* Process::point_to_point() const {
+  MutexLock lock(&mutex_);
+  return membership_ ? membership_->point_to_point.get() : nullptr;
+}
+
+namespace {
+
+// The members' own world: their ranks, hosts and local places.
+WorldInfo GroupWorld(const std::vector<int32_t>& ranks, int32_t group_rank,
+                     const std::optional<HostTopology>& topology) {
+  WorldInfo world;
+  world.rank = group_rank;
+  world.size = static_cast<int32_t>(ranks.size());
+  world.local_rank = group_rank;
+  world.local_size = world.size;
+  if (!topology) return world;
+  const int32_t my_host = topology->host_of_rank[ranks[group_rank]];
+  std::vector<int32_t> hosts;
+  world.local_rank = 0;
+  world.local_size = 0;
+  for (int32_t g = 0; g < world.size; ++g) {
+    const int32_t host = topology->host_of_rank[ranks[g]];
+    if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) {
+      hosts.push_back(host);
+    }
+    if (host == my_host) {
+      if (g < group_rank) ++world.local_rank;
+      ++world.local_size;
+    }
+  }
+  world.cross_size = static_cast<int32_t>(hosts.size());
+  world.cross_rank = static_cast<int32_t>(
+      std::find(hosts.begin(), hosts.end(), my_host) - hosts.begin());
+  return world;
+}
+
+Status CheckGroupRanks(const std::vector<int32_t>& ranks, int32_t size) {
+  if (ranks.empty()) return InvalidArgument("NewGroup: the rank list is empty");
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= size) {
+      return InvalidArgument("NewGroup: rank " + std::to_string(ranks[i]) +
+                             " is not in the world of " + std::to_string(size) +
+                             " ranks");
+    }
+    if (i > 0 && ranks[i] <= ranks[i - 1]) {
+      return InvalidArgument(
+          "NewGroup: the ranks must be sorted and distinct (rank " +
+          std::to_string(ranks[i]) + " follows rank " +
+          std::to_string(ranks[i - 1]) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<ProcessGroup>> Process::NewGroup(
+    const std::vector<int32_t>& ranks) {
+  // What the engine needs is copied out: building it is collective and may
+  // wait for the other members, while the process's lock serves every
+  // other call.
+  EnginePlan plan;
+  BackendOptions options;
+  std::optional<HostTopology> topology;
+  std::shared_ptr<Store> store;
+  int64_t id = 0;
+  WorldInfo world;
+  {
+    MutexLock lock(&mutex_);
+    if (!membership_) {
+      return FailedPrecondition(
+          "NewGroup: kolo::Init() has not been called (or Shutdown() has)");
+    }
+    world = membership_->world;
+    plan = membership_->plan;
+    options = membership_->backend_options;
+    topology = membership_->topology;
+    store = membership_->round_store;
+    id = membership_->groups_created++;
+  }
+  KOLO_RETURN_IF_ERROR(CheckGroupRanks(ranks, world.size));
+  const auto me = std::find(ranks.begin(), ranks.end(), world.rank);
+  const bool member = me != ranks.end();
+  auto state = std::make_shared<internal::GroupState>();
+  state->ranks = ranks;
+  state->id = id;
+  state->rank = member ? static_cast<int32_t>(me - ranks.begin()) : -1;
+  // A group's collectives run flat: its members are few, and the
+  // hierarchical plan's host leaders are the world's.
+  plan.hierarchical = false;
+  const std::string prefix = "group" + std::to_string(id);
+  std::unique_ptr<Backend> backend;
+  if (plan.backend == BackendKind::kMpi) {
+    options.world =
+        member ? GroupWorld(ranks, state->rank, topology) : WorldInfo{};
+    options.store_prefix = prefix;
+    StatusOr<std::unique_ptr<Backend>> made =
+        CreateMpiSubBackend(options, member);
+    if (!made.ok())
+      return made.status().WithContext("NewGroup #" + std::to_string(id));
+    backend = *std::move(made);
+  } else if (member && ranks.size() > 1) {
+    options.world = GroupWorld(ranks, state->rank, topology);
+    options.store_prefix = prefix;
+    StatusOr<std::unique_ptr<Backend>> made =
+        CreateBackend(plan, options, store, nullptr);
+    if (!made.ok()) {
+      return made.status().WithContext(
+          "NewGroup #" + std::to_string(id) + " of ranks " +
+          std::to_string(ranks.front()) + ".." + std::to_string(ranks.back()));
+    }
+    backend = *std::move(made);
+  }
+  if (!member) return std::shared_ptr<ProcessGroup>();
+  {
+    MutexLock lock(&state->mutex);
+    state->backend = std::move(backend);
+  }
+  MutexLock lock(&mutex_);
+  if (!membership_)
+    return FailedPrecondition("NewGroup: kolo::Shutdown() ran meanwhile");
+  membership_->groups.push_back(state);
+  return std::make_shared<ProcessGroup>(state);
 }
 
 SynchronousCollectives* Process::sync() const {

@@ -12,7 +12,8 @@
 //   4. discover which ranks share a host;
 //   5. plan and build the engine (collectives/backend_factory.h);
 //   6. build the direct path (shm on one host);
-//   7. start the runtime, which owns everything from then on.
+//   7. build the point-to-point link (collectives/point_to_point.h);
+//   8. start the runtime, which owns the collectives from then on.
 //
 // Thread-safety: every method may be called from any thread; mutex_ guards
 // the membership. Init and Shutdown are not meant to race with collectives
@@ -23,8 +24,10 @@
 
 #include <memory>
 
+#include "collectives/point_to_point.h"
 #include "common/mutex.h"
 #include "kolo/options.h"
+#include "kolo/point_to_point.h"
 #include "kolo/status.h"
 #include "runtime/runtime.h"
 #include "runtime/synchronous.h"
@@ -48,6 +51,11 @@ class Process {
   // Null when not initialized.
   Runtime* runtime() const KOLO_EXCLUDES(mutex_);
   SynchronousCollectives* sync() const KOLO_EXCLUDES(mutex_);
+  // Null when not initialized or in a world of one rank.
+  PointToPoint* point_to_point() const KOLO_EXCLUDES(mutex_);
+  // kolo::NewGroup.
+  StatusOr<std::shared_ptr<ProcessGroup>> NewGroup(
+      const std::vector<int32_t>& ranks) KOLO_EXCLUDES(mutex_);
 
  private:
   struct Membership;

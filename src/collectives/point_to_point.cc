@@ -1,0 +1,588 @@
+#include "collectives/point_to_point.h"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <list>
+#include <map>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "collectives/peer_failure.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
+
+namespace kolo {
+
+enum class FrameKind : int32_t { kData = 1, kAck = 2 };
+enum class AckVerdict : int32_t { kTaken = 0, kMismatch = 1 };
+
+namespace internal {
+
+// One posted transfer. Every field below `core` is guarded by the core's
+// mutex.
+struct TransferState {
+  enum class Kind { kSend, kRecv };
+  // kQueued: in the writer's queue (send) or among the posted receives;
+  // kBusy: the writer or reader is moving its bytes; kWritten: a send whose
+  // frame is out, awaiting its ack; kDone: finished, `status` says how.
+  enum class Phase { kQueued, kBusy, kWritten, kDone };
+
+  Kind kind = Kind::kSend;
+  int32_t peer = 0;
+  int32_t tag = 0;
+  DataType type = DataType::kFloat32;
+  int64_t count = 0;
+  const void* send_data = nullptr;
+  void* recv_data = nullptr;
+  uint64_t sequence = 0;
+  std::chrono::milliseconds timeout{30000};
+  std::shared_ptr<PointToPoint::Core> core;
+
+  Phase phase = Phase::kQueued;
+  bool written = false;
+  bool acked = false;
+  Status ack_status;
+  Status status;
+};
+
+}  // namespace internal
+
+namespace {
+
+using internal::TransferState;
+using TransferPtr = std::shared_ptr<TransferState>;
+
+std::string Describe(DataType type, int64_t count) {
+  return std::string(DataTypeName(type)) + " x " + std::to_string(count);
+}
+
+std::string DescribeTransfer(const TransferState& t) {
+  return std::string(t.kind == TransferState::Kind::kSend
+                         ? "send to rank "
+                         : "receive from rank ") +
+         std::to_string(t.peer) + " (tag " + std::to_string(t.tag) + ", " +
+         Describe(t.type, t.count) + ")";
+}
+
+std::string Seconds(std::chrono::milliseconds timeout) {
+  const double seconds = static_cast<double>(timeout.count()) / 1000.0;
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g s", seconds);
+  return text;
+}
+
+// An unexpected message: arrived before any receive matched it.
+struct Unexpected {
+  int32_t tag;
+  DataType type;
+  int64_t count;
+  uint64_t sequence;
+  std::vector<char> bytes;
+};
+
+struct QueuedAck {
+  int32_t peer;
+  FrameHeader header;
+};
+
+}  // namespace
+
+class PointToPoint::Core : public std::enable_shared_from_this<Core> {
+ public:
+  Core(const Options& options, std::unique_ptr<PeerLink> link,
+       std::shared_ptr<Store> news)
+      : options_(options),
+        link_(std::move(link)),
+        engine_(link_->engine()),
+        news_(std::move(news)),
+        next_sequence_(options.size, 0),
+        posted_(options.size),
+        unexpected_(options.size),
+        peer_error_(options.size) {}
+
+  void StartThreads() {
+    writer_ = std::thread([this] { WriterLoop(); });
+    reader_ = std::thread([this] { ReaderLoop(); });
+  }
+
+  void Stop() {
+    {
+      MutexLock lock(&mutex_);
+      stopping_ = true;
+      work_.NotifyAll();
+    }
+    link_->Abort();
+    if (writer_.joinable()) writer_.join();
+    if (reader_.joinable()) reader_.join();
+    link_.reset();
+    MutexLock lock(&mutex_);
+    FailAllLocked(Aborted("kolo::Shutdown() ended the transfer"));
+  }
+
+  const char* engine() const { return engine_.c_str(); }
+  int32_t rank() const { return options_.rank; }
+  int32_t size() const { return options_.size; }
+
+  StatusOr<Request> Post(TransferPtr transfer) {
+    transfer->core = shared_from_this();
+    transfer->timeout = options_.timeout;
+    const int32_t peer = transfer->peer;
+    MutexLock lock(&mutex_);
+    if (stopping_) return Aborted("kolo is shutting down");
+    if (!peer_error_[peer].ok()) return peer_error_[peer];
+    if (transfer->kind == TransferState::Kind::kSend) {
+      transfer->sequence = next_sequence_[peer]++;
+      sends_.push_back(transfer);
+      work_.NotifyAll();
+      return Request(transfer);
+    }
+    for (auto it = unexpected_[peer].begin(); it != unexpected_[peer].end();
+         ++it) {
+      if (it->tag != transfer->tag) continue;
+      Unexpected message = std::move(*it);
+      unexpected_[peer].erase(it);
+      TakeLocked(transfer, message.type, message.count, message.sequence,
+                 message.bytes.data());
+      return Request(transfer);
+    }
+    posted_[peer].push_back(transfer);
+    return Request(transfer);
+  }
+
+  // Request::Wait.
+  Status Wait(const TransferPtr& transfer, std::chrono::milliseconds timeout) {
+    const auto deadline = LinkClock::now() + timeout;
+    MutexLock lock(&mutex_);
+    while (transfer->phase != TransferState::Phase::kDone) {
+      if (done_.WaitUntil(&mutex_, deadline)) continue;
+      if (LinkClock::now() < deadline) continue;
+      if (transfer->phase == TransferState::Phase::kBusy) {
+        // The link call moving its bytes ends by its own deadline.
+        done_.WaitFor(&mutex_, std::chrono::milliseconds(100));
+        continue;
+      }
+      if (transfer->phase != TransferState::Phase::kDone) {
+        CancelLocked(transfer, timeout);
+      }
+    }
+    return transfer->status;
+  }
+
+  bool Test(const TransferPtr& transfer) {
+    MutexLock lock(&mutex_);
+    return transfer->phase == TransferState::Phase::kDone;
+  }
+
+ private:
+  void CompleteLocked(const TransferPtr& transfer, Status status)
+      KOLO_REQUIRES(mutex_) {
+    if (transfer->phase == TransferState::Phase::kDone) return;
+    transfer->phase = TransferState::Phase::kDone;
+    transfer->status = std::move(status);
+    done_.NotifyAll();
+  }
+
+  // A receive meets a message of `type` x `count`: copies it in when they
+  // agree (`bytes` holds it) and queues the sender's ack either way.
+  void TakeLocked(const TransferPtr& receive, DataType type, int64_t count,
+                  uint64_t sequence, const void* bytes) KOLO_REQUIRES(mutex_) {
+    const bool agree = type == receive->type && count == receive->count;
+    if (agree && count > 0) {
+      std::memcpy(receive->recv_data, bytes, count * DataTypeSize(type));
+    }
+    QueueAckLocked(*receive, sequence, agree);
+    CompleteLocked(receive, agree ? Status::Ok()
+                                  : MismatchForReceiver(*receive, type, count));
+  }
+
+  void QueueAckLocked(const TransferState& receive, uint64_t sequence,
+                      bool agree) KOLO_REQUIRES(mutex_) {
+    FrameHeader ack;
+    ack.kind = static_cast<int32_t>(FrameKind::kAck);
+    ack.tag = receive.tag;
+    ack.type = static_cast<int32_t>(receive.type);
+    ack.count = receive.count;
+    ack.sequence = sequence;
+    ack.result = static_cast<int32_t>(agree ? AckVerdict::kTaken
+                                            : AckVerdict::kMismatch);
+    acks_.push_back({receive.peer, ack});
+    work_.NotifyAll();
+  }
+
+  static Status MismatchForReceiver(const TransferState& receive, DataType type,
+                                    int64_t count) {
+    return Mismatch(DescribeTransfer(receive) + ": rank " +
+                    std::to_string(receive.peer) + " sent " +
+                    Describe(type, count) + " with that tag");
+  }
+
+  void CancelLocked(const TransferPtr& transfer,
+                    std::chrono::milliseconds timeout) KOLO_REQUIRES(mutex_) {
+    const int32_t peer = transfer->peer;
+    if (transfer->kind == TransferState::Kind::kSend) {
+      for (auto it = sends_.begin(); it != sends_.end(); ++it) {
+        if (*it == transfer) {
+          sends_.erase(it);
+          break;
+        }
+      }
+      awaiting_ack_.erase({peer, transfer->sequence});
+      // The frame may be out: the pair's sequence of sends is broken for
+      // good only when it is not, but a peer that takes nothing for the
+      // whole timeout is treated as frozen either way.
+      CompleteLocked(transfer,
+                     Timeout(DescribeTransfer(*transfer) + " timed out after " +
+                             Seconds(timeout) + ": rank " +
+                             std::to_string(peer) + " did not receive it"));
+      return;
+    }
+    posted_[peer].remove(transfer);
+    CompleteLocked(transfer,
+                   Timeout(DescribeTransfer(*transfer) + " timed out after " +
+                           Seconds(timeout) + ": rank " + std::to_string(peer) +
+                           " sent nothing with that tag"));
+  }
+
+  void FailPeerLocked(int32_t peer, const Status& error) KOLO_REQUIRES(mutex_) {
+    for (int32_t p = 0; p < options_.size; ++p) {
+      if (peer >= 0 && p != peer) continue;
+      if (p == options_.rank) continue;
+      if (peer_error_[p].ok()) peer_error_[p] = error;
+      for (const TransferPtr& t : posted_[p]) CompleteLocked(t, peer_error_[p]);
+      posted_[p].clear();
+      unexpected_[p].clear();
+    }
+    for (auto it = sends_.begin(); it != sends_.end();) {
+      if (peer < 0 || (*it)->peer == peer) {
+        CompleteLocked(*it, peer_error_[(*it)->peer]);
+        it = sends_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = awaiting_ack_.begin(); it != awaiting_ack_.end();) {
+      if (peer < 0 || it->first.first == peer) {
+        if (it->second->phase != TransferState::Phase::kBusy) {
+          CompleteLocked(it->second, peer_error_[it->first.first]);
+        }
+        it = awaiting_ack_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  void FailAllLocked(const Status& error) KOLO_REQUIRES(mutex_) {
+    for (int32_t p = 0; p < options_.size; ++p) {
+      if (p != options_.rank && peer_error_[p].ok()) peer_error_[p] = error;
+    }
+    FailPeerLocked(-1, error);
+  }
+
+  Status Explain(const Status& error, int32_t peer) {
+    const std::string context =
+        peer >= 0 ? "point-to-point link to rank " + std::to_string(peer) +
+                        " (" + engine_ + ")"
+                  : "point-to-point link (" + engine_ + ")";
+    return ExplainPeerFailure(error, news_.get(), context);
+  }
+
+  void WriterLoop() {
+    pthread_setname_np(pthread_self(), "kolo-p2p-write");
+    for (;;) {
+      QueuedAck ack;
+      TransferPtr send;
+      {
+        MutexLock lock(&mutex_);
+        while (!stopping_ && acks_.empty() && sends_.empty()) {
+          work_.Wait(&mutex_);
+        }
+        if (stopping_) return;
+        if (!acks_.empty()) {
+          ack = acks_.front();
+          acks_.pop_front();
+        } else {
+          send = sends_.front();
+          sends_.pop_front();
+          send->phase = TransferState::Phase::kBusy;
+          awaiting_ack_[{send->peer, send->sequence}] = send;
+        }
+      }
+      if (!send) {
+        if (!peer_ok(ack.peer)) continue;
+        Status written = link_->Write(ack.peer, ack.header, nullptr,
+                                      LinkClock::now() + options_.timeout);
+        if (!written.ok()) LoseWriter(ack.peer, written);
+        continue;
+      }
+      FrameHeader header;
+      header.kind = static_cast<int32_t>(FrameKind::kData);
+      header.tag = send->tag;
+      header.type = static_cast<int32_t>(send->type);
+      header.count = send->count;
+      header.sequence = send->sequence;
+      header.payload_bytes = send->count * DataTypeSize(send->type);
+      Status written = link_->Write(send->peer, header, send->send_data,
+                                    LinkClock::now() + options_.timeout);
+      if (!written.ok() && written.code() != StatusCode::kTimeout) {
+        written = Explain(written, send->peer);
+      }
+      MutexLock lock(&mutex_);
+      if (!written.ok()) awaiting_ack_.erase({send->peer, send->sequence});
+      if (!written.ok()) {
+        const Status error =
+            written.code() == StatusCode::kTimeout
+                ? Timeout(DescribeTransfer(*send) + ": rank " +
+                          std::to_string(send->peer) + " took nothing for " +
+                          Seconds(options_.timeout) + ": " + written.message())
+                : written;
+        CompleteLocked(send, error);
+        FailPeerLocked(send->peer, error);
+        continue;
+      }
+      send->written = true;
+      if (!peer_error_[send->peer].ok() && !send->acked) {
+        // The peer was lost while the frame went out.
+        CompleteLocked(send, peer_error_[send->peer]);
+      } else if (send->acked) {
+        CompleteLocked(send, send->ack_status);
+      } else if (send->phase != TransferState::Phase::kDone) {
+        send->phase = TransferState::Phase::kWritten;
+      }
+    }
+  }
+
+  bool peer_ok(int32_t peer) {
+    MutexLock lock(&mutex_);
+    return peer_error_[peer].ok();
+  }
+
+  void LoseWriter(int32_t peer, const Status& error) {
+    const Status explained = Explain(error, peer);
+    MutexLock lock(&mutex_);
+    FailPeerLocked(peer, explained);
+  }
+
+  void ReaderLoop() {
+    pthread_setname_np(pthread_self(), "kolo-p2p-read");
+    for (;;) {
+      {
+        MutexLock lock(&mutex_);
+        if (stopping_) return;
+      }
+      LinkEvent event = link_->Poll(std::chrono::milliseconds(200));
+      switch (event.kind) {
+        case LinkEvent::Kind::kNone: break;
+        case LinkEvent::Kind::kPeerLost: {
+          const Status explained = Explain(event.error, event.peer);
+          MutexLock lock(&mutex_);
+          if (!stopping_) FailPeerLocked(event.peer, explained);
+          break;
+        }
+        case LinkEvent::Kind::kFrame:
+          if (event.header.kind == static_cast<int32_t>(FrameKind::kAck)) {
+            HandleAck(event.peer, event.header);
+          } else {
+            HandleData(event.peer, event.header);
+          }
+          break;
+      }
+    }
+  }
+
+  void HandleAck(int32_t peer, const FrameHeader& ack) {
+    MutexLock lock(&mutex_);
+    auto it = awaiting_ack_.find({peer, ack.sequence});
+    if (it == awaiting_ack_.end()) return;  // its send timed out meanwhile
+    TransferPtr send = it->second;
+    awaiting_ack_.erase(it);
+    send->acked = true;
+    if (ack.result == static_cast<int32_t>(AckVerdict::kMismatch)) {
+      send->ack_status =
+          Mismatch(DescribeTransfer(*send) + ": rank " + std::to_string(peer) +
+                   "'s receive with that tag expects " +
+                   Describe(static_cast<DataType>(ack.type), ack.count));
+    }
+    if (send->written) CompleteLocked(send, send->ack_status);
+  }
+
+  void HandleData(int32_t peer, const FrameHeader& header) {
+    const DataType type = static_cast<DataType>(header.type);
+    const auto deadline = LinkClock::now() + options_.timeout;
+    TransferPtr receive;
+    {
+      MutexLock lock(&mutex_);
+      for (auto it = posted_[peer].begin(); it != posted_[peer].end(); ++it) {
+        if ((*it)->tag != header.tag) continue;
+        receive = *it;
+        posted_[peer].erase(it);
+        break;
+      }
+      if (receive) receive->phase = TransferState::Phase::kBusy;
+    }
+    const bool agree =
+        receive && receive->type == type && receive->count == header.count;
+    Status read;
+    std::vector<char> held;
+    if (agree) {
+      read = link_->ReadPayload(peer, receive->recv_data, header.payload_bytes,
+                                deadline);
+    } else {
+      held.resize(header.payload_bytes);
+      read =
+          link_->ReadPayload(peer, held.data(), header.payload_bytes, deadline);
+    }
+    if (!read.ok()) {
+      const Status explained = Explain(read, peer);
+      MutexLock lock(&mutex_);
+      if (receive) CompleteLocked(receive, explained);
+      FailPeerLocked(peer, explained);
+      return;
+    }
+    MutexLock lock(&mutex_);
+    if (!receive) {
+      unexpected_[peer].push_back(
+          {header.tag, type, header.count, header.sequence, std::move(held)});
+      return;
+    }
+    QueueAckLocked(*receive, header.sequence, agree);
+    CompleteLocked(receive,
+                   agree ? Status::Ok()
+                         : MismatchForReceiver(*receive, type, header.count));
+  }
+
+  const Options options_;
+  // Owned until Stop; requests may keep the core alive longer.
+  std::unique_ptr<PeerLink> link_;
+  const std::string engine_;
+  const std::shared_ptr<Store> news_;
+  std::thread writer_;
+  std::thread reader_;
+
+  Mutex mutex_;
+  CondVar work_;  // the writer's: acks or sends queued, or stopping
+  CondVar done_;  // a transfer completed
+  bool stopping_ KOLO_GUARDED_BY(mutex_) = false;
+  std::deque<QueuedAck> acks_ KOLO_GUARDED_BY(mutex_);
+  std::deque<TransferPtr> sends_ KOLO_GUARDED_BY(mutex_);
+  std::map<std::pair<int32_t, uint64_t>, TransferPtr> awaiting_ack_
+      KOLO_GUARDED_BY(mutex_);
+  std::vector<uint64_t> next_sequence_ KOLO_GUARDED_BY(mutex_);
+  std::vector<std::list<TransferPtr>> posted_ KOLO_GUARDED_BY(mutex_);
+  std::vector<std::list<Unexpected>> unexpected_ KOLO_GUARDED_BY(mutex_);
+  std::vector<Status> peer_error_ KOLO_GUARDED_BY(mutex_);
+};
+
+Request::Request(std::shared_ptr<internal::TransferState> state)
+    : state_(std::move(state)) {}
+
+bool Request::Test() const {
+  if (!state_) return true;
+  return state_->core->Test(state_);
+}
+
+Status Request::Wait() const {
+  if (!state_) return FailedPrecondition("waiting on an empty kolo::Request");
+  return state_->core->Wait(state_, state_->timeout);
+}
+
+Status Request::Wait(std::chrono::milliseconds timeout) const {
+  if (!state_) return FailedPrecondition("waiting on an empty kolo::Request");
+  return state_->core->Wait(state_, timeout);
+}
+
+PointToPoint::PointToPoint(std::shared_ptr<Core> core)
+    : core_(std::move(core)) {}
+
+PointToPoint::~PointToPoint() { core_->Stop(); }
+
+StatusOr<std::unique_ptr<PointToPoint>> PointToPoint::Start(
+    const Options& options, std::unique_ptr<PeerLink> link,
+    std::shared_ptr<Store> news) {
+  if (!link) return InvalidArgument("point-to-point needs a link");
+  auto core = std::make_shared<Core>(options, std::move(link), std::move(news));
+  core->StartThreads();
+  return std::unique_ptr<PointToPoint>(new PointToPoint(std::move(core)));
+}
+
+const char* PointToPoint::engine() const { return core_->engine(); }
+
+namespace {
+
+Status CheckTransfer(const char* what, const void* data, int64_t count,
+                     int32_t peer, int32_t tag, int32_t rank, int32_t size) {
+  const std::string call = std::string(what) + " with rank " +
+                           std::to_string(peer) + " and tag " +
+                           std::to_string(tag);
+  if (peer < 0 || peer >= size) {
+    return InvalidArgument(call + ": rank " + std::to_string(peer) +
+                           " is not in the world of " + std::to_string(size) +
+                           " ranks");
+  }
+  if (peer == rank) {
+    return InvalidArgument(call + ": a rank cannot " + what + " itself");
+  }
+  if (tag < 0 || tag >= kMaxTag) {
+    return InvalidArgument(call + ": tags are in [0, 2^30)");
+  }
+  if (count < 0) {
+    return InvalidArgument(call + ": count " + std::to_string(count) +
+                           " is negative");
+  }
+  if (count > 0 && data == nullptr) {
+    return InvalidArgument(call + ": null buffer for " + std::to_string(count) +
+                           " elements");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<Request> PointToPoint::Isend(const void* data, int64_t count,
+                                      DataType type, int32_t peer,
+                                      int32_t tag) {
+  KOLO_RETURN_IF_ERROR(CheckTransfer("send to", data, count, peer, tag,
+                                     core_->rank(), core_->size()));
+  auto transfer = std::make_shared<TransferState>();
+  transfer->kind = TransferState::Kind::kSend;
+  transfer->peer = peer;
+  transfer->tag = tag;
+  transfer->type = type;
+  transfer->count = count;
+  transfer->send_data = data;
+  return core_->Post(std::move(transfer));
+}
+
+StatusOr<Request> PointToPoint::Irecv(void* data, int64_t count, DataType type,
+                                      int32_t peer, int32_t tag) {
+  KOLO_RETURN_IF_ERROR(CheckTransfer("receive from", data, count, peer, tag,
+                                     core_->rank(), core_->size()));
+  auto transfer = std::make_shared<TransferState>();
+  transfer->kind = TransferState::Kind::kRecv;
+  transfer->peer = peer;
+  transfer->tag = tag;
+  transfer->type = type;
+  transfer->count = count;
+  transfer->recv_data = data;
+  return core_->Post(std::move(transfer));
+}
+
+StatusOr<std::unique_ptr<PeerLink>> CreatePeerLinkFor(
+    BackendKind backend, const PeerLinkOptions& options,
+    std::shared_ptr<Store> store) {
+  switch (backend) {
+    case BackendKind::kShm: return CreateShmPeerLink(options, store.get());
+    case BackendKind::kTcp: return CreateTcpPeerLink(options, store.get());
+    case BackendKind::kGloo:
+      return CreateGlooPeerLink(options, std::move(store));
+    case BackendKind::kMpi: return CreateMpiPeerLink(options);
+  }
+  return InvalidArgument("point-to-point: unknown engine");
+}
+
+}  // namespace kolo
