@@ -372,6 +372,17 @@ std::string TcpMesh::Describe(int32_t peer) const {
   return "rank " + std::to_string(peer) + " (" + peers_[peer].address + ")";
 }
 
+std::vector<TcpMesh::Connection> TcpMesh::ReleaseConnections() {
+  std::vector<Connection> connections(peers_.size());
+  for (size_t r = 0; r < peers_.size(); ++r) {
+    connections[r].socket = std::move(peers_[r].socket);
+    connections[r].address = peers_[r].address;
+  }
+  error_ = FailedPrecondition("tcp: rank " + std::to_string(rank_) +
+                              " released the mesh's connections");
+  return connections;
+}
+
 Status TcpMesh::Fail(Status status) {
   error_ = std::move(status);
   for (Peer& peer : peers_) peer.socket.Shutdown();

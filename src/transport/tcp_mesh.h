@@ -117,6 +117,15 @@ class TcpMesh {
   // allreduce"). Silence is measured from the last byte that moved.
   Status Run(const Transfer& transfer, const char* what);
 
+  // The connection to each rank (this rank's entry empty), for a caller
+  // that moves bytes its own way over the mesh this formed
+  // (transport/tcp_peer_link.cc). Every later Run fails.
+  struct Connection {
+    Socket socket;
+    std::string address;  // "10.1.0.2:41234", for errors
+  };
+  std::vector<Connection> ReleaseConnections();
+
   // The sticky error; ok while the mesh works.
   const Status& error() const { return error_; }
   // Connections dropped while the mesh formed: wrong token, unexpected
