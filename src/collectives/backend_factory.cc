@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "transport/peer_link.h"
+
 namespace kolo {
 
 // Engines left out of the build still link: their factories say which
@@ -16,12 +18,21 @@ StatusOr<std::unique_ptr<Backend>> CreateMpiSubBackend(const BackendOptions&,
   return InvalidArgument(
       "backend 'mpi' was not built (configure with -DKOLO_WITH_MPI=ON)");
 }
+StatusOr<std::unique_ptr<PeerLink>> CreateMpiPeerLink(const PeerLinkOptions&) {
+  return InvalidArgument(
+      "peer link 'mpi' was not built (configure with -DKOLO_WITH_MPI=ON)");
+}
 #endif
 #ifndef KOLO_WITH_GLOO
 StatusOr<std::unique_ptr<Backend>> CreateGlooBackend(const BackendOptions&,
                                                      std::shared_ptr<Store>) {
   return InvalidArgument(
       "backend 'gloo' was not built (configure with -DKOLO_WITH_GLOO=ON)");
+}
+StatusOr<std::unique_ptr<PeerLink>> CreateGlooPeerLink(const PeerLinkOptions&,
+                                                       std::shared_ptr<Store>) {
+  return InvalidArgument(
+      "peer link 'gloo' was not built (configure with -DKOLO_WITH_GLOO=ON)");
 }
 #endif
 

@@ -22,42 +22,11 @@
 #include <functional>
 
 #include "collectives/backend.h"
+#include "collectives/gloo/gloo_store_adapter.h"
 #include "common/reduce.h"
 
 namespace kolo {
 namespace {
-
-// Presents kolo's Store to Gloo's rendezvous, which reports errors by
-// throwing; the throws end in GlooBackend::Create's catch.
-class GlooStoreAdapter : public gloo::rendezvous::Store {
- public:
-  GlooStoreAdapter(std::shared_ptr<kolo::Store> store,
-                   std::chrono::milliseconds timeout)
-      : store_(std::move(store)), timeout_(timeout) {}
-
-  void set(const std::string& key, const std::vector<char>& data) override {
-    Throw(store_->Set(key, std::string(data.begin(), data.end())));
-  }
-  std::vector<char> get(const std::string& key) override {
-    StatusOr<std::string> value = store_->Get(key, timeout_);
-    Throw(value.status());
-    return std::vector<char>(value->begin(), value->end());
-  }
-  void wait(const std::vector<std::string>& keys) override {
-    Throw(store_->Wait(keys, timeout_));
-  }
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override {
-    Throw(store_->Wait(keys, timeout));
-  }
-
- private:
-  static void Throw(const Status& status) {
-    if (!status.ok()) throw gloo::IoException(status.ToString());
-  }
-  std::shared_ptr<kolo::Store> store_;
-  std::chrono::milliseconds timeout_;
-};
 
 // Gloo's typed setters only need the element size, so one unsigned type per
 // width stands in for every DataType of that width.
