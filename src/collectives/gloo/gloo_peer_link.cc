@@ -32,12 +32,14 @@
 // nothing. Each thread hands one header at a time to the queue and posts
 // the next receive only once Poll has taken it.
 //
-// Writes and payload reads do wait with the caller's deadline, because a
-// posted send or receive that points into the caller's memory cannot be
-// withdrawn in Gloo: when one expires Gloo closes every pair, which is the
-// only way to make sure the transfer never touches that memory again. The
-// link is then broken: every later call reports that first error. Abort
-// closes every pair for the same reason.
+// Writes and payload reads do wait with the caller's deadline. A transfer
+// that expires cannot be taken back out of its pair's stream (the peer
+// would read a message cut short or out of step), so its pair must close,
+// and Gloo closes every pair of the context when one of its waits expires.
+// The link is then broken: every later call reports that first error.
+// Abort closes every pair too, so that peers hear at once that this rank
+// left; destroying a buffer keeps Gloo from touching the caller's memory
+// after a call returns.
 //
 // Thread-safety: as PeerLink (one writer thread, one reader thread, Abort
 // from any thread).
@@ -224,8 +226,8 @@ class GlooPeerLink : public PeerLink {
       }
       if (reading_ != nullptr) reading_->abortWaitRecv();
     }
-    // Aborted transfers may still point into their callers' memory: closed
-    // pairs never touch it again.
+    // Peers see the pairs close and report this rank lost; transfers cut
+    // short here never resume.
     try {
       context_->closeConnections();
     } catch (const std::exception&) {

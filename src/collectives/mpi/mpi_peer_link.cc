@@ -15,10 +15,11 @@
 // that idle links leave the cores to the computation. Writer and reader
 // call MPI at once, which needs MPI_THREAD_MULTIPLE.
 //
-// A send that times out cannot be withdrawn (MPI_Cancel of a send is not
-// supported by Open MPI), and a receive that times out leaves its payload
-// unmatched, out of step with the next header: after a timeout or abort,
-// writes to that peer (or reads from it) report that first error.
+// A send that times out cannot be relied on to be withdrawn (cancelling a
+// send is deprecated in MPI 4 and may do nothing), and a receive that times
+// out leaves its payload unmatched, out of step with the next header: after
+// a timeout or abort, writes to that peer (or reads from it) report that
+// first error.
 //
 // Thread-safety: as PeerLink (one writer thread, one reader thread, Abort
 // from any thread).

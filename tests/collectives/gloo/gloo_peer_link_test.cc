@@ -3,8 +3,9 @@
 // in order with their exact bytes, empty payloads, two ranks streaming
 // 8 MiB to each other at once, a Poll that returns kNone leaves the link
 // working (Gloo closes every pair when one of its own waits expires), Abort
-// wakes a blocked Poll, and a destroyed peer fails the next write. Skipped,
-// saying why, in a build without Gloo.
+// wakes a blocked Poll, a peer that never reads times a write out, and a
+// destroyed peer fails the next write. Skipped, saying why, in a build
+// without Gloo.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -207,6 +208,25 @@ TEST(GlooPeerLinkTest, AbortWakesABlockedPoll) {
                                    In(milliseconds(5000)));
   EXPECT_EQ(written.code(), StatusCode::kAborted) << written.ToString();
   EXPECT_LT(LinkClock::now() - start, milliseconds(2000));
+}
+
+// A peer that takes the header but never reads the payload: the write
+// times out at its deadline naming the peer, and since Gloo then closed
+// every pair, later writes report that the link broke.
+TEST(GlooPeerLinkTest, APeerThatNeverReadsTimesTheWriteOut) {
+  FORM_OR_SKIP(links, 2);
+  const Frame frame = MakeFrame(0, 1, 0, 1000);
+  const auto start = LinkClock::now();
+  Status written = links[0]->Write(1, frame.header, frame.payload.data(),
+                                   In(milliseconds(200)));
+  EXPECT_EQ(written.code(), StatusCode::kTimeout) << written.ToString();
+  EXPECT_THAT(written.message(), HasSubstr("write to peer 1"));
+  EXPECT_GE(LinkClock::now() - start, milliseconds(190));
+  EXPECT_LT(LinkClock::now() - start, milliseconds(2000));
+  written = links[0]->Write(1, frame.header, frame.payload.data(),
+                            In(milliseconds(200)));
+  EXPECT_EQ(written.code(), StatusCode::kPeerFailure) << written.ToString();
+  EXPECT_THAT(written.message(), HasSubstr("timed out earlier"));
 }
 
 // A rank whose link goes away: the next write to it fails naming it, well
