@@ -412,6 +412,29 @@ StatusOr<ElasticWorkerConfig> ReadElasticWorkerConfig(const EnvLookup& env) {
   return config;
 }
 
+StatusOr<RoleInfo> ReadRoleInfo(const EnvLookup& env) {
+  RoleInfo info;
+  KOLO_ASSIGN_OR_RETURN(int64_t servers,
+                        ReadInt(env, env::kServers, 0, 0, int64_t{1} << 20));
+  info.server_count = static_cast<int32_t>(servers);
+  const std::string role = env(env::kRole).value_or("worker");
+  if (role == "server") {
+    info.role = ProcessRole::kServer;
+  } else if (role != "worker") {
+    return InvalidArgument(std::string("environment variable ") + env::kRole +
+                           " must be worker or server, got '" + role + "'");
+  }
+  if (info.role == ProcessRole::kServer && info.server_count == 0) {
+    return InvalidArgument(std::string("environment variable ") + env::kRole +
+                           "=server but " + env::kServers +
+                           " is unset or 0: a server needs the job's count "
+                           "of servers (kolorun --servers K sets both)");
+  }
+  return info;
+}
+
+StatusOr<RoleInfo> Role() { return ReadRoleInfo(ProcessEnvironment()); }
+
 StatusOr<LogLevel> ReadLogLevel(const EnvLookup& env) {
   std::optional<std::string> text = env(env::kLogLevel);
   if (!text) return LogLevel::kInfo;

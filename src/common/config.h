@@ -51,6 +51,7 @@
 
 #include "kolo/kolo.h"
 #include "kolo/options.h"
+#include "kolo/process_role.h"
 
 namespace kolo {
 
@@ -91,6 +92,10 @@ inline constexpr const char* kMetricsDir = "KOLO_METRICS_DIR";
 inline constexpr const char* kJobName = "KOLO_JOB_NAME";
 inline constexpr const char* kMetricsPort = "KOLO_METRICS_PORT";
 inline constexpr const char* kMetricsAddress = "KOLO_METRICS_ADDRESS";
+// Set by `kolorun --servers K` (kolo/process_role.h): worker or server, and
+// how many of the job's ranks (the last ones) serve.
+inline constexpr const char* kRole = "KOLO_ROLE";
+inline constexpr const char* kServers = "KOLO_SERVERS";
 }  // namespace env
 
 inline constexpr std::chrono::seconds kDefaultTimeout{30};
@@ -140,6 +145,10 @@ struct MetricsEnvironment {
 };
 // Errors name the variable and its value. Never reads anything but `env`.
 StatusOr<MetricsEnvironment> ReadMetricsEnvironment(const EnvLookup& env);
+
+// KOLO_ROLE and KOLO_SERVERS (kolo/process_role.h); unset: a worker of a
+// job without servers. Errors name the variable and its value.
+StatusOr<RoleInfo> ReadRoleInfo(const EnvLookup& env);
 
 // Integer parsing shared by flags and environment variables: the whole
 // string must be a number in [min, max].

@@ -197,6 +197,26 @@ TEST(ConfigTest, HostIdentityAndHierarchicalSwitch) {
               HasSubstr("KOLO_HOST_ID is set but empty"));
 }
 
+TEST(ConfigTest, RoleFromKolorunServers) {
+  StatusOr<RoleInfo> none = ReadRoleInfo(Env({}));
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(none->role, ProcessRole::kWorker);
+  EXPECT_EQ(none->server_count, 0);
+
+  StatusOr<RoleInfo> server =
+      ReadRoleInfo(Env({{"KOLO_ROLE", "server"}, {"KOLO_SERVERS", "3"}}));
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  EXPECT_EQ(server->role, ProcessRole::kServer);
+  EXPECT_EQ(server->server_count, 3);
+
+  EXPECT_THAT(ReadRoleInfo(Env({{"KOLO_ROLE", "boss"}})).status().message(),
+              HasSubstr("KOLO_ROLE must be worker or server, got 'boss'"));
+  EXPECT_THAT(ReadRoleInfo(Env({{"KOLO_ROLE", "server"}})).status().message(),
+              HasSubstr("KOLO_SERVERS is unset or 0"));
+  EXPECT_THAT(ReadRoleInfo(Env({{"KOLO_SERVERS", "-1"}})).status().message(),
+              HasSubstr("KOLO_SERVERS"));
+}
+
 TEST(ConfigTest, ElasticWorker) {
   StatusOr<ElasticWorkerConfig> none = ReadElasticWorkerConfig(Env({}));
   EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
