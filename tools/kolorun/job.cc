@@ -91,6 +91,8 @@ EnvList JobSettings(const LaunchOptions& options, const StoreInfo& store) {
   };
   if (!options.timeline_path.empty())
     settings.emplace_back(env::kTimeline, options.timeline_path);
+  if (options.servers > 0)
+    settings.emplace_back(env::kServers, std::to_string(options.servers));
   settings.insert(settings.end(), options.env.begin(), options.env.end());
   return settings;
 }
@@ -118,7 +120,15 @@ std::vector<ProcessSpec> BuildHostRanks(
     SetEnv(&env, env::kLocalSize, std::to_string(ranks.local_size));
     SetEnv(&env, env::kCrossRank, std::to_string(ranks.cross_rank));
     SetEnv(&env, env::kCrossSize, std::to_string(ranks.cross_size));
-    for (const auto& [name, value] : settings) SetEnv(&env, name, value);
+    for (const auto& [name, value] : settings) {
+      SetEnv(&env, name, value);
+      // --servers K: the last K ranks of the world serve.
+      if (name == env::kServers) {
+        const bool server =
+            ranks.first_rank + local >= ranks.size - std::stoi(value);
+        SetEnv(&env, env::kRole, server ? "server" : "worker");
+      }
+    }
     spec.format = LineFormat::kPrefix;
     spec.stdout_prefix = "[" + rank_text + "]<stdout>: ";
     spec.stderr_prefix = "[" + rank_text + "]<stderr>: ";

@@ -229,6 +229,9 @@ std::string Usage() {
          "Options:\n"
          "  -np N               number of ranks (>= 1; required unless hosts\n"
          "                      are given, whose slots it then fills)\n"
+         "  --servers K         also start K parameter servers, ranks "
+         "N..N+K-1\n"
+         "                      (KOLO_ROLE=server|worker, KOLO_SERVERS=K)\n"
          "  --backend B         shm, tcp, gloo or mpi (default: $KOLO_BACKEND, "
          "else shm);\n"
          "                      shm: shared memory (tcp between hosts), tcp: "
@@ -360,6 +363,7 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
   std::string node_rank_text;
   std::string np_per_node_text;
   std::string metrics_port_text;
+  std::string servers_text;
 
   CLI::App app("kolorun", "kolorun");
   app.set_help_flag();  // kolorun prints its own usage text
@@ -372,6 +376,7 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
   app.add_option("--timeout", timeout_text)->allow_extra_args(false);
   app.add_option("--mpi-args", mpi_args_text)->allow_extra_args(false);
   app.add_option("--metrics-port", metrics_port_text)->allow_extra_args(false);
+  app.add_option("--servers", servers_text)->allow_extra_args(false);
   app.add_option("--metrics-address", options.metrics_address)
       ->allow_extra_args(false);
   app.add_option("--job-name", options.job_name)->allow_extra_args(false);
@@ -475,6 +480,18 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
                              "'");
     }
     options.num_ranks = static_cast<int32_t>(*np);
+  }
+  if (app.count("--servers") > 0) {
+    // -np counts the workers; the servers come on top, as the last ranks.
+    KOLO_ASSIGN_OR_RETURN(int64_t servers,
+                          ParseInt(servers_text, 1, kMaxRanks, "--servers"));
+    if (np_text.empty() || options.elastic) {
+      return InvalidArgument(
+          "--servers K needs -np N (the workers) and a fixed world, not "
+          "--elastic or a host list's slots");
+    }
+    options.servers = static_cast<int32_t>(servers);
+    options.num_ranks += options.servers;
   }
   if (!options.hosts.empty()) {
     // Only to report a job that does not fit before anything starts.

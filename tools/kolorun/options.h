@@ -76,7 +76,11 @@ struct LaunchOptions {
   // --agent: this kolorun serves one host of a multi-host job, told what to
   // do on its standard input (agent.h); not for users.
   bool agent = false;
+  // -np N plus --servers K: the job's world size.
   int32_t num_ranks = 0;
+  // --servers K: the last K ranks are parameter servers
+  // (kolo/torch_parameter_server.h), told so by KOLO_ROLE and KOLO_SERVERS.
+  int32_t servers = 0;
   // kolorun starts every rank on this host, where shared memory is fastest.
   BackendKind backend = BackendKind::kShm;
   // --launcher; without it mpirun for the mpi backend, kolorun otherwise.

@@ -68,6 +68,43 @@ TEST(BuildRankJobTest, TellsEachRankItsPlace) {
   }
 }
 
+// kolorun -np 3 --servers 2: five ranks, the last two serve, and each
+// rank's environment says which it is.
+TEST(BuildRankJobTest, ServersAreTheLastRanksAndKnowIt) {
+  StatusOr<LaunchOptions> options =
+      ParseOptions({"kolorun", "-np", "3", "--servers", "2", "prog"},
+                   [](const char*) { return std::optional<std::string>(); });
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->num_ranks, 5);
+  EXPECT_EQ(options->servers, 2);
+  std::vector<ProcessSpec> specs =
+      BuildRankJob(*options, "/bin/prog", StoreInfo{"127.0.0.1:1", "s"}, {});
+  ASSERT_EQ(specs.size(), 5u);
+  for (int rank = 0; rank < 5; ++rank) {
+    const std::vector<std::string>& env = specs[rank].child.env;
+    EXPECT_EQ(Value(env, "KOLO_SIZE"), "5");
+    EXPECT_EQ(Value(env, "KOLO_SERVERS"), "2");
+    EXPECT_EQ(Value(env, "KOLO_ROLE"), rank < 3 ? "worker" : "server")
+        << "rank " << rank;
+  }
+  // Without --servers no rank is told anything.
+  std::vector<ProcessSpec> plain =
+      BuildRankJob(TwoRanks(), "/bin/prog", StoreInfo{"127.0.0.1:1", "s"}, {});
+  EXPECT_EQ(Value(plain[0].child.env, "KOLO_ROLE"), "<unset>");
+
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"kolorun", "-np", "2", "--servers", "0", "p"},
+        std::vector<std::string>{"kolorun", "-np", "2", "--servers", "x", "p"},
+        std::vector<std::string>{"kolorun", "-H", "a:2", "--servers", "1",
+                                 "p"}}) {
+    StatusOr<LaunchOptions> parsed = ParseOptions(
+        bad, [](const char*) { return std::optional<std::string>(); });
+    ASSERT_FALSE(parsed.ok()) << bad[4];
+    EXPECT_NE(parsed.status().message().find("--servers"), std::string::npos)
+        << parsed.status().message();
+  }
+}
+
 TEST(BuildMpiJobTest, ExportsTheStoreThroughMpirun) {
   LaunchOptions options = TwoRanks();
   options.backend = BackendKind::kMpi;
