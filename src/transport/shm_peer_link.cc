@@ -50,6 +50,7 @@
 #include <climits>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <new>
 #include <random>
 #include <sstream>
@@ -154,6 +155,7 @@ class ShmPeerLink : public PeerLink {
                        static_cast<size_t>(options.size) * ring_bytes_),
         segments_(static_cast<size_t>(options.size), nullptr),
         same_pid_namespace_(static_cast<size_t>(options.size), false),
+        gone_(new std::atomic<bool>[options.size]()),
         lost_(static_cast<size_t>(options.size), false),
         broken_(static_cast<size_t>(options.size), false),
         payload_left_(static_cast<size_t>(options.size), 0),
@@ -243,6 +245,9 @@ class ShmPeerLink : public PeerLink {
   std::vector<bool> same_pid_namespace_;  // set in Join
   bool joined_ = false;
   std::atomic<bool> aborted_{false};
+  // Raised by the reader when it finds a peer gone, for the writer, which
+  // could otherwise go on filling a dead peer's ring while it has room.
+  const std::unique_ptr<std::atomic<bool>[]> gone_;
   // The reader's.
   std::vector<bool> lost_;             // kPeerLost was returned
   std::vector<bool> broken_;           // gone mid-frame; Poll reports it
@@ -345,8 +350,16 @@ Status ShmPeerLink::Write(int32_t peer, const FrameHeader& header,
                    "'s link was aborted before a write to rank " +
                    std::to_string(peer));
   }
-  if (Inbox(peer)->closed.load(std::memory_order_acquire) != 0)
+  if (header.payload_bytes < 0) {
+    return InvalidArgument("shm: rank " + std::to_string(rank_) +
+                           " cannot write a frame of " +
+                           std::to_string(header.payload_bytes) +
+                           " payload bytes to rank " + std::to_string(peer));
+  }
+  if (gone_[peer].load(std::memory_order_acquire) ||
+      Inbox(peer)->closed.load(std::memory_order_acquire) != 0) {
     return CheckPeerAlive(peer, "was about to write to it");
+  }
   RingControl* control = Control(peer, rank_);
   char* ring = RingData(peer, rank_);
   InboxHeader* inbox = Inbox(peer);
@@ -354,10 +367,9 @@ Status ShmPeerLink::Write(int32_t peer, const FrameHeader& header,
   struct Span {
     const char* data;
     uint64_t bytes;
-  } spans[2] = {
-      {reinterpret_cast<const char*>(&header), kHeaderBytes},
-      {static_cast<const char*>(payload),
-       static_cast<uint64_t>(std::max<int64_t>(header.payload_bytes, 0))}};
+  } spans[2] = {{reinterpret_cast<const char*>(&header), kHeaderBytes},
+                {static_cast<const char*>(payload),
+                 static_cast<uint64_t>(header.payload_bytes)}};
   int span = 0;
   uint64_t offset = 0;
   uint64_t head = control->head.load(std::memory_order_relaxed);
@@ -443,6 +455,7 @@ void ShmPeerLink::Take(int32_t sender, void* out, uint64_t bytes) {
 
 LinkEvent ShmPeerLink::Lost(int32_t peer, Status why) {
   lost_[peer] = true;
+  gone_[peer].store(true, std::memory_order_release);
   LinkEvent event;
   event.kind = LinkEvent::Kind::kPeerLost;
   event.peer = peer;

@@ -8,6 +8,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "store/memory_store.h"
+#include "store/tcp_store.h"
 
 namespace kolo {
 namespace {
@@ -297,6 +299,62 @@ TEST(ShmPeerLinkTest, ARingThatIsNotWholePagesIsNamed) {
   options.shm_ring_bytes = 1000;
   EXPECT_THAT(CreateShmPeerLink(options, &store).status().message(),
               HasSubstr("multiple of 4096 bytes, got 1000"));
+}
+
+// Rank 1 is a forked process that joins the link and exits without
+// closing it: rank 0's reader finds its pid gone within a liveness period,
+// and its writer then refuses to fill the dead rank's ring.
+TEST(ShmPeerLinkTest, APeerProcessThatExitsIsLost) {
+  int port_pipe[2];
+  ASSERT_EQ(pipe(port_pipe), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int port = 0;
+    if (read(port_pipe[0], &port, sizeof(port)) != sizeof(port)) _exit(2);
+    auto store = TcpStoreClient::Connect("127.0.0.1", port, "secret", 1,
+                                         std::chrono::seconds(5));
+    if (!store.ok()) _exit(3);
+    PeerLinkOptions options;
+    options.rank = 1;
+    options.size = 2;
+    options.timeout = milliseconds(5000);
+    auto link = CreateShmPeerLink(options, store->get());
+    _exit(link.ok() ? 0 : 4);
+  }
+  auto server = TcpStoreServer::Start("127.0.0.1", 0, "secret");
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const int port = (*server)->port();
+  ASSERT_EQ(write(port_pipe[1], &port, sizeof(port)),
+            static_cast<ssize_t>(sizeof(port)));
+  auto store = TcpStoreClient::Connect("127.0.0.1", port, "secret", 0,
+                                       std::chrono::seconds(5));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  PeerLinkOptions options;
+  options.size = 2;
+  options.timeout = milliseconds(5000);
+  auto link = CreateShmPeerLink(options, store->get());
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+
+  const auto start = LinkClock::now();
+  LinkEvent event = (*link)->Poll(milliseconds(3000));
+  EXPECT_LT(LinkClock::now() - start, milliseconds(1000));
+  ASSERT_EQ(event.kind, LinkEvent::Kind::kPeerLost);
+  EXPECT_EQ(event.peer, 1);
+  EXPECT_THAT(event.error.message(),
+              HasSubstr("rank 1 (pid " + std::to_string(child) + ") exited"));
+  Status written =
+      (*link)->Write(1, HeaderFor(0, 1, 0, 0), nullptr, In(milliseconds(1000)));
+  EXPECT_EQ(written.code(), StatusCode::kPeerFailure) << written.ToString();
+  EXPECT_THAT(written.message(), HasSubstr("rank 1"));
+
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  close(port_pipe[0]);
+  close(port_pipe[1]);
+  link->reset();
+  EXPECT_THAT(OwnSegments(), ::testing::IsEmpty());
 }
 
 }  // namespace
