@@ -110,11 +110,17 @@ class PointToPoint::Core : public std::enable_shared_from_this<Core> {
     reader_ = std::thread([this] { ReaderLoop(); });
   }
 
+  // The acks this rank owes go out first (for up to half a second): a
+  // sender whose message this rank took must not see it fail because the
+  // receiver shut down right after.
   void Stop() {
     {
       MutexLock lock(&mutex_);
       stopping_ = true;
       work_.NotifyAll();
+      const auto deadline = LinkClock::now() + std::chrono::milliseconds(500);
+      while (!writer_done_ && work_.WaitUntil(&mutex_, deadline)) {
+      }
     }
     link_->Abort();
     if (writer_.joinable()) writer_.join();
@@ -284,12 +290,16 @@ class PointToPoint::Core : public std::enable_shared_from_this<Core> {
     FailPeerLocked(-1, error);
   }
 
+  // A link that knows which peer it lost names it; only a loss of unknown
+  // origin waits (up to a few seconds) for the job's failure news, because
+  // the reader must not stall every other peer's traffic for it.
   Status Explain(const Status& error, int32_t peer) {
-    const std::string context =
-        peer >= 0 ? "point-to-point link to rank " + std::to_string(peer) +
-                        " (" + engine_ + ")"
-                  : "point-to-point link (" + engine_ + ")";
-    return ExplainPeerFailure(error, news_.get(), context);
+    if (peer >= 0) {
+      return error.WithContext("point-to-point link to rank " +
+                               std::to_string(peer) + " (" + engine_ + ")");
+    }
+    return ExplainPeerFailure(error, news_.get(),
+                              "point-to-point link (" + engine_ + ")");
   }
 
   void WriterLoop() {
@@ -302,7 +312,11 @@ class PointToPoint::Core : public std::enable_shared_from_this<Core> {
         while (!stopping_ && acks_.empty() && sends_.empty()) {
           work_.Wait(&mutex_);
         }
-        if (stopping_) return;
+        if (stopping_ && acks_.empty()) {
+          writer_done_ = true;
+          work_.NotifyAll();
+          return;
+        }
         if (!acks_.empty()) {
           ack = acks_.front();
           acks_.pop_front();
@@ -465,9 +479,10 @@ class PointToPoint::Core : public std::enable_shared_from_this<Core> {
   std::thread reader_;
 
   Mutex mutex_;
-  CondVar work_;  // the writer's: acks or sends queued, or stopping
+  CondVar work_;  // acks or sends queued, stopping, or the writer done
   CondVar done_;  // a transfer completed
   bool stopping_ KOLO_GUARDED_BY(mutex_) = false;
+  bool writer_done_ KOLO_GUARDED_BY(mutex_) = false;
   std::deque<QueuedAck> acks_ KOLO_GUARDED_BY(mutex_);
   std::deque<TransferPtr> sends_ KOLO_GUARDED_BY(mutex_);
   std::map<std::pair<int32_t, uint64_t>, TransferPtr> awaiting_ack_
