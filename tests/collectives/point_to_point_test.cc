@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -46,7 +47,7 @@ class Wire {
 
   // The next frame for `to`, round robin over senders.
   LinkEvent Poll(int32_t to, std::chrono::milliseconds wait,
-                 std::vector<char>* payload, const bool* aborted) {
+                 std::vector<char>* payload, const std::atomic<bool>* aborted) {
     std::unique_lock<std::mutex> lock(mutex_);
     const auto deadline = std::chrono::steady_clock::now() + wait;
     for (;;) {
@@ -125,7 +126,7 @@ class WireLink : public PeerLink {
   std::shared_ptr<Wire> wire_;
   const int32_t rank_;
   std::vector<char> pending_;  // reader thread only
-  volatile bool aborted_ = false;
+  std::atomic<bool> aborted_{false};
 };
 
 // `size` protocols joined by one wire.

@@ -49,8 +49,7 @@ TEST_P(PointToPointEngineTest, EveryTypeRingTagsMismatchAndGroups) {
 INSTANTIATE_TEST_SUITE_P(Engines, PointToPointEngineTest,
                          ::testing::Values("shm", "tcp", "gloo", "mpi"));
 
-class PointToPointFailureTest : public ::testing::TestWithParam<const char*> {
-};
+class PointToPointFailureTest : public ::testing::TestWithParam<const char*> {};
 
 // MPI ends the whole job when a rank dies (JobFailureTest in
 // collectives_test.cc), so it has no survivors to ask.

@@ -20,22 +20,22 @@
 
 namespace {
 
-#define CHECK_OK(expr)                                                   \
-  do {                                                                   \
-    kolo::Status s_ = (expr);                                            \
-    if (!s_.ok()) {                                                      \
-      std::fprintf(stderr, "rank %d: %s failed: %s\n", kolo::Rank(),     \
-                   #expr, s_.ToString().c_str());                        \
-      return 1;                                                          \
-    }                                                                    \
-  } while (0)
-
-#define EXPECT_TRUE_OR_FAIL(cond, what)                                     \
+#define CHECK_OK(expr)                                                      \
   do {                                                                      \
-    if (!(cond)) {                                                          \
-      std::fprintf(stderr, "rank %d: wrong: %s\n", kolo::Rank(), what);     \
+    kolo::Status s_ = (expr);                                               \
+    if (!s_.ok()) {                                                         \
+      std::fprintf(stderr, "rank %d: %s failed: %s\n", kolo::Rank(), #expr, \
+                   s_.ToString().c_str());                                  \
       return 1;                                                             \
     }                                                                       \
+  } while (0)
+
+#define EXPECT_TRUE_OR_FAIL(cond, what)                                 \
+  do {                                                                  \
+    if (!(cond)) {                                                      \
+      std::fprintf(stderr, "rank %d: wrong: %s\n", kolo::Rank(), what); \
+      return 1;                                                         \
+    }                                                                   \
   } while (0)
 
 // Byte j of the message rank `from` sends with `tag`: a closed form.
@@ -68,8 +68,8 @@ int Exchange() {
     CHECK_OK(post(kolo::Isend(to_right.data(), count, type, right, tag)));
     CHECK_OK(post(kolo::Isend(to_left.data(), count, type, left, tag + 100)));
     CHECK_OK(post(kolo::Irecv(from_left.data(), count, type, left, tag)));
-    CHECK_OK(post(kolo::Irecv(from_right.data(), count, type, right,
-                              tag + 100)));
+    CHECK_OK(
+        post(kolo::Irecv(from_right.data(), count, type, right, tag + 100)));
     for (const kolo::Request& r : requests) CHECK_OK(r.Wait());
     for (int64_t j = 0; j < bytes; ++j) {
       EXPECT_TRUE_OR_FAIL(from_left[j] == Byte(left, tag, j),
