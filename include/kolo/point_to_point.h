@@ -3,15 +3,33 @@
 // with them and parameter servers serve shards with them
 // (kolo/torch_pipeline.h, kolo/torch_parameter_server.h).
 //
-//   // rank 0                                // rank 1
-//   kolo::Send(x, n, kolo::DataType::kFloat32, /*peer=*/1, /*tag=*/7);
-//                                            kolo::Recv(y, n, kolo::DataType::kFloat32, 0, 7);
-//
-//   // both directions at once: post both, then wait, in any order
-//   kolo::StatusOr<kolo::Request> out = kolo::Isend(a, n, type, right, tag);
-//   kolo::StatusOr<kolo::Request> in = kolo::Irecv(b, n, type, left, tag);
-//   KOLO_RETURN_IF_ERROR(out->Wait());
-//   KOLO_RETURN_IF_ERROR(in->Wait());
+//   using kolo::DataType;
+//   // Rank 0 sends n floats to rank 1 with tag 7.
+//   if (kolo::Rank() == 0) {
+//     KOLO_RETURN_IF_ERROR(kolo::Send(grad, n, DataType::kFloat32, 1, 7));
+//   } else if (kolo::Rank() == 1) {
+//     KOLO_RETURN_IF_ERROR(kolo::Recv(grad, n, DataType::kFloat32, 0, 7));
+//   }
+//   // Around a ring, both directions at once: post both, then wait.
+//   const int32_t right = (kolo::Rank() + 1) % kolo::Size();
+//   const int32_t left = (kolo::Rank() + kolo::Size() - 1) % kolo::Size();
+//   std::vector<float> from_left(n);
+//   KOLO_ASSIGN_OR_RETURN(kolo::Request out,
+//                         kolo::Isend(grad, n, DataType::kFloat32, right, 0));
+//   KOLO_ASSIGN_OR_RETURN(
+//       kolo::Request in,
+//       kolo::Irecv(from_left.data(), n, DataType::kFloat32, left, 0));
+//   KOLO_RETURN_IF_ERROR(out.Wait());
+//   KOLO_RETURN_IF_ERROR(in.Wait());
+//   // A group of the even ranks, with its own collectives.
+//   std::vector<int32_t> evens;
+//   for (int32_t r = 0; r < kolo::Size(); r += 2) evens.push_back(r);
+//   KOLO_ASSIGN_OR_RETURN(std::shared_ptr<kolo::ProcessGroup> group,
+//                         kolo::NewGroup(evens));
+//   if (group) {  // null on the odd ranks
+//     KOLO_RETURN_IF_ERROR(group->Allreduce(grad, grad, n, DataType::kFloat32,
+//                                           kolo::ReduceOp::kAverage));
+//   }
 //
 // Matching. A receive from rank p with tag t takes the oldest message rank
 // p sent this rank with tag t that no earlier receive took; messages with

@@ -39,6 +39,7 @@ INCLUDES = """#include <chrono>
 #include "kolo/elastic.h"
 #include "kolo/kolo.h"
 #include "kolo/metrics.h"
+#include "kolo/point_to_point.h"
 #include "kolo/runtime.h"
 """
 
@@ -48,6 +49,8 @@ TORCH_INCLUDES = """#include <torch/torch.h>
 #include "kolo/models.h"
 #include "kolo/torch.h"
 #include "kolo/torch_elastic.h"
+#include "kolo/torch_parameter_server.h"
+#include "kolo/torch_pipeline.h"
 #include "kolo/torch_zero.h"
 
 // A user's model.
