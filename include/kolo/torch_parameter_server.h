@@ -41,7 +41,11 @@
 // The protocol. Each message between a worker and a server carries one tag
 // of a range reserved for the parameter server (kParameterServerTagBase
 // onwards), so the job's other point-to-point traffic passes it by.
-//  start: worker 0 sends each server the initial values of its shards; each
+// Every receive is posted before its message can be sent (a worker posts
+// its pull before it pushes, a server reposts a worker's receives before it
+// answers), so no message ever waits at its receiver unmatched.
+//  start: every rank posts its receives, the world meets in a kolo::Barrier,
+//    and worker 0 sends each server the initial values of its shards; each
 //    server then sends every worker its shards, so all ranks start from
 //    worker 0's parameters (Create returns on a worker once it holds them).
 //  Step(): for every server at once, the worker posts a header (push, step
@@ -183,6 +187,11 @@ struct ParameterServerStatistics {
   double wait_seconds = 0;
 };
 
+namespace internal {
+struct ParameterServerState;
+class PullRound;
+}  // namespace internal
+
 class ParameterServer {
  public:
   // Collective over the world. Resolves the roles, places the shards, and
@@ -225,8 +234,15 @@ class ParameterServer {
   ParameterServerStatistics statistics() const;
 
  private:
-  struct Impl;
+  using Impl = internal::ParameterServerState;
   explicit ParameterServer(std::unique_ptr<Impl> impl);
+  Status Start();
+  Status PostPull(internal::PullRound& round, const std::string& what,
+                  std::vector<std::vector<int64_t>>* replies,
+                  std::vector<std::vector<::torch::Tensor>>* values);
+  Status FinishPull(internal::PullRound& round, const std::string& what,
+                    const std::vector<std::vector<int64_t>>& replies,
+                    const std::vector<std::vector<::torch::Tensor>>& values);
 
   std::unique_ptr<Impl> impl_;
 };
