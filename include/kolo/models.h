@@ -36,6 +36,7 @@
 #define KOLO_MODELS_H_
 
 #include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/types.h>
 
 #include <cstdint>
@@ -117,6 +118,20 @@ std::vector<std::string> ModelNames();
 StatusOr<std::shared_ptr<Model>> CreateModel(const std::string& name,
                                              int64_t num_classes,
                                              int64_t in_channels);
+
+// The model `name` as a ::torch::nn::Sequential, the form pipeline
+// parallelism cuts into stages (kolo/torch_pipeline.h): the layers of the
+// network CreateModel() builds (same parameters, in the same order, with
+// the same values after the same ::torch::manual_seed), in the order its
+// forward() applies them, with relu, pooling and flatten as modules of
+// their own. A residual block (ResNet's basic or bottleneck block,
+// MobileNetV2's inverted residual) is one module, since its shortcut spans
+// its layers. The sequence computes what the model computes; its parameter
+// names are its positions ("4.conv1.weight" for "layer1.0.conv1.weight").
+// Errors as CreateModel().
+StatusOr<::torch::nn::Sequential> CreateSequentialModel(const std::string& name,
+                                                        int64_t num_classes,
+                                                        int64_t in_channels);
 
 // The number of scalar parameters of `module` and all its submodules,
 // trainable or not; buffers (batch-norm running statistics) are not counted.

@@ -277,5 +277,52 @@ TEST(ModelsTest, CreateModelRejectsEmptyShapes) {
   EXPECT_THAT(model.status().message(), HasSubstr("in_channels -1"));
 }
 
+// The sequential form is the model itself laid out as a sequence: after the
+// same seed it holds the same parameters in the same order with the same
+// values, so in eval mode (no dropout, batch norm from its running
+// statistics) it must compute the same logits.
+TEST(ModelsTest, SequentialFormComputesTheModel) {
+  for (const std::string& name : ModelNames()) {
+    torch::manual_seed(5);
+    std::shared_ptr<Model> model = Create(name, 10, 1);
+    torch::manual_seed(5);
+    StatusOr<torch::nn::Sequential> sequence =
+        CreateSequentialModel(name, 10, 1);
+    ASSERT_TRUE(sequence.ok()) << name << ": " << sequence.status().ToString();
+    EXPECT_EQ(CountParameters(**sequence), CountParameters(*model)) << name;
+    const std::vector<torch::Tensor> expected = model->parameters();
+    const std::vector<torch::Tensor> actual = (*sequence)->parameters();
+    ASSERT_EQ(actual.size(), expected.size()) << name;
+    for (size_t i = 0; i < actual.size(); ++i) {
+      EXPECT_TRUE(torch::equal(actual[i], expected[i]))
+          << name << " parameter " << i;
+    }
+    model->eval();
+    (*sequence)->eval();
+    torch::Tensor x = torch::randn({2, 1, 28, 28});
+    torch::Tensor logits = (*sequence)->forward(x);
+    EXPECT_EQ(logits.sizes().vec(), (std::vector<int64_t>{2, 10})) << name;
+    EXPECT_TRUE(torch::allclose(logits, model->forward(x), 1e-5, 1e-6)) << name;
+  }
+}
+
+TEST(ModelsTest, SequentialFormKeepsResidualBlocksWhole) {
+  // LeNet: 4 weighted layers and 8 functions; ResNet-18: stem (3), 8 basic
+  // blocks, pool, flatten, fc; MobileNetV2: stem (3), 17 inverted
+  // residuals, head (3), pool, flatten, dropout, classifier.
+  for (auto [name, layers] : std::vector<std::pair<std::string, size_t>>{
+           {"lenet", 12}, {"resnet18", 14}, {"mobilenetv2", 27}}) {
+    StatusOr<torch::nn::Sequential> sequence =
+        CreateSequentialModel(name, 10, 3);
+    ASSERT_TRUE(sequence.ok()) << sequence.status().ToString();
+    EXPECT_EQ((*sequence)->size(), layers) << name;
+  }
+  StatusOr<torch::nn::Sequential> unknown =
+      CreateSequentialModel("alexnet", 10, 3);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(unknown.status().message(), HasSubstr("\"alexnet\""));
+}
+
 }  // namespace
 }  // namespace kolo::models
