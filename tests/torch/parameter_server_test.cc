@@ -1,7 +1,7 @@
 // kolo::torch::ParameterServer: the placement (pure), and the protocol in
 // real processes under kolorun --servers K: synchronous mode equals data
 // parallelism, bounded staleness holds its bound and reaches it,
-// asynchronous training learns, and a server's death fails the workers
+// asynchronous training halves the loss, and a server's death fails the workers
 // with its rank named.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -155,6 +155,8 @@ TEST(ParameterServerProcessTest, BoundedStalenessHoldsAndReachesItsBound) {
   }
 }
 
+// Both workers fit one global batch with updates in arrival order; each
+// checks that the loss on it halved (exit 1 otherwise).
 TEST(ParameterServerProcessTest, AsynchronousTrainingLowersTheLoss) {
   RunResult r = Launch(2, 2, "async", 30, 100, 0, 0, 0);
   ASSERT_EQ(r.exit_code, 0) << Describe(r);

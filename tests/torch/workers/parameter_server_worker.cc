@@ -10,7 +10,7 @@
 //          workers and global batch (allreduce average, then SGD with
 //          momentum and weight decay), computed here on the whole batch,
 //          within 1e-5, and their starting parameters are worker 0's.
-//   async  the loss on a fixed batch went down.
+//   async  the loss on the one global batch they all train on halved.
 //   ssp    (bounded staleness STALENESS) print the staleness they saw.
 // KILL_MS > 0: the last server kills itself (SIGKILL) that many ms after it
 // starts serving; workers print the error their Step() returned.
@@ -149,7 +149,12 @@ int Run(int argc, char** argv) {
                         torch::optim::SGDOptions(0.1)
                             .momentum(options.optimizer.momentum)
                             .weight_decay(options.optimizer.weight_decay));
-  auto eval = Rows(1000, 0, global, global);
+  // Asynchronous training fits one fixed global batch, so the loss on it
+  // must fall however the updates interleave; the other modes see a new
+  // batch each step.
+  const bool fixed_data =
+      options.mode == kt::ParameterServerMode::kAsynchronous;
+  auto eval = Rows(fixed_data ? 0 : 1000, 0, global, global);
   const double first_loss =
       torch::mse_loss(net.forward(eval.first), eval.second).item<double>();
 
@@ -158,7 +163,8 @@ int Run(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
     }
     server.ZeroGrad();
-    auto [x, y] = Rows(step, worker * kRowsPerWorker, kRowsPerWorker, global);
+    auto [x, y] = Rows(fixed_data ? 0 : step, worker * kRowsPerWorker,
+                       kRowsPerWorker, global);
     torch::mse_loss(net.forward(x), y).backward();
     kolo::Status stepped = server.Step();
     if (!stepped.ok())
@@ -184,8 +190,8 @@ int Run(int argc, char** argv) {
     if (!(d < 1e-5)) return Fail("parameters differ from data parallelism");
   }
   if (options.mode == kt::ParameterServerMode::kAsynchronous &&
-      !(last_loss < first_loss)) {
-    return Fail("asynchronous training did not lower the loss");
+      !(last_loss < 0.5 * first_loss)) {
+    return Fail("asynchronous training did not halve the loss");
   }
   std::fflush(stdout);
   kolo::Status down = kolo::Shutdown();
