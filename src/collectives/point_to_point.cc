@@ -15,6 +15,7 @@
 #include "collectives/peer_failure.h"
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
+#include "metrics/process_arena.h"
 
 namespace kolo {
 
@@ -76,14 +77,33 @@ std::string Seconds(std::chrono::milliseconds timeout) {
   return text;
 }
 
-// An unexpected message: arrived before any receive matched it.
+// An unexpected message: arrived before any receive matched it. It is
+// listed as soon as its header is in, before its payload: a receive posted
+// while the payload still moves claims it then and completes when the
+// reader has all of it, so no receive can slip past a message that is
+// arriving and take a later one of the same tag.
 struct Unexpected {
   int32_t tag;
   DataType type;
   int64_t count;
   uint64_t sequence;
   std::vector<char> bytes;
+  bool complete = false;
+  TransferPtr claimed;  // a receive that matched it before it was complete
 };
+
+// kolo_p2p_bytes_total{direction}: payload bytes of completed transfers.
+const metrics::Counter& TransferBytes(TransferState::Kind kind) {
+  static const metrics::Counter sent = metrics::KoloCounter(
+      "kolo_p2p_bytes_total",
+      "Payload bytes of point-to-point transfers that completed.",
+      {{"direction", "sent"}});
+  static const metrics::Counter received = metrics::KoloCounter(
+      "kolo_p2p_bytes_total",
+      "Payload bytes of point-to-point transfers that completed.",
+      {{"direction", "received"}});
+  return kind == TransferState::Kind::kSend ? sent : received;
+}
 
 struct QueuedAck {
   int32_t peer;
@@ -149,7 +169,12 @@ class PointToPoint::Core : public std::enable_shared_from_this<Core> {
     }
     for (auto it = unexpected_[peer].begin(); it != unexpected_[peer].end();
          ++it) {
-      if (it->tag != transfer->tag) continue;
+      if (it->tag != transfer->tag || it->claimed) continue;
+      if (!it->complete) {
+        it->claimed = transfer;
+        transfer->phase = TransferState::Phase::kBusy;
+        return Request(transfer);
+      }
       Unexpected message = std::move(*it);
       unexpected_[peer].erase(it);
       TakeLocked(transfer, message.type, message.count, message.sequence,
@@ -189,6 +214,10 @@ class PointToPoint::Core : public std::enable_shared_from_this<Core> {
       KOLO_REQUIRES(mutex_) {
     if (transfer->phase == TransferState::Phase::kDone) return;
     transfer->phase = TransferState::Phase::kDone;
+    if (status.ok()) {
+      TransferBytes(transfer->kind)
+          .Increment(transfer->count * DataTypeSize(transfer->type));
+    }
     transfer->status = std::move(status);
     done_.NotifyAll();
   }
@@ -261,7 +290,8 @@ class PointToPoint::Core : public std::enable_shared_from_this<Core> {
       if (peer_error_[p].ok()) peer_error_[p] = error;
       for (const TransferPtr& t : posted_[p]) CompleteLocked(t, peer_error_[p]);
       posted_[p].clear();
-      unexpected_[p].clear();
+      // A message still arriving is the reader's to finish and fail.
+      unexpected_[p].remove_if([](const Unexpected& u) { return u.complete; });
     }
     for (auto it = sends_.begin(); it != sends_.end();) {
       if (peer < 0 || (*it)->peer == peer) {
@@ -429,6 +459,7 @@ class PointToPoint::Core : public std::enable_shared_from_this<Core> {
     const DataType type = static_cast<DataType>(header.type);
     const auto deadline = LinkClock::now() + options_.timeout;
     TransferPtr receive;
+    std::list<Unexpected>::iterator arriving;
     {
       MutexLock lock(&mutex_);
       for (auto it = posted_[peer].begin(); it != posted_[peer].end(); ++it) {
@@ -437,7 +468,18 @@ class PointToPoint::Core : public std::enable_shared_from_this<Core> {
         posted_[peer].erase(it);
         break;
       }
-      if (receive) receive->phase = TransferState::Phase::kBusy;
+      if (receive) {
+        receive->phase = TransferState::Phase::kBusy;
+      } else {
+        arriving = unexpected_[peer].insert(unexpected_[peer].end(),
+                                            Unexpected{header.tag,
+                                                       type,
+                                                       header.count,
+                                                       header.sequence,
+                                                       {},
+                                                       false,
+                                                       nullptr});
+      }
     }
     const bool agree =
         receive && receive->type == type && receive->count == header.count;
@@ -451,17 +493,27 @@ class PointToPoint::Core : public std::enable_shared_from_this<Core> {
       read =
           link_->ReadPayload(peer, held.data(), header.payload_bytes, deadline);
     }
-    if (!read.ok()) {
-      const Status explained = Explain(read, peer);
-      MutexLock lock(&mutex_);
-      if (receive) CompleteLocked(receive, explained);
-      FailPeerLocked(peer, explained);
-      return;
-    }
+    const Status explained = read.ok() ? read : Explain(read, peer);
     MutexLock lock(&mutex_);
     if (!receive) {
-      unexpected_[peer].push_back(
-          {header.tag, type, header.count, header.sequence, std::move(held)});
+      // A receive may have claimed the message while it arrived.
+      receive = arriving->claimed;
+      if (!explained.ok()) {
+        unexpected_[peer].erase(arriving);
+        if (receive) CompleteLocked(receive, explained);
+        FailPeerLocked(peer, explained);
+      } else if (receive) {
+        unexpected_[peer].erase(arriving);
+        TakeLocked(receive, type, header.count, header.sequence, held.data());
+      } else {
+        arriving->bytes = std::move(held);
+        arriving->complete = true;
+      }
+      return;
+    }
+    if (!explained.ok()) {
+      CompleteLocked(receive, explained);
+      FailPeerLocked(peer, explained);
       return;
     }
     QueueAckLocked(*receive, header.sequence, agree);

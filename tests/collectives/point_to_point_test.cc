@@ -110,6 +110,7 @@ class WireLink : public PeerLink {
   }
   Status ReadPayload(int32_t, void* payload, int64_t bytes,
                      LinkClock::time_point) override {
+    std::this_thread::sleep_for(read_delay);
     if (bytes != static_cast<int64_t>(pending_.size())) {
       return Internal("payload size differs from the header's");
     }
@@ -122,6 +123,9 @@ class WireLink : public PeerLink {
   }
   const char* engine() const override { return "wire"; }
 
+  // How long each payload takes to arrive.
+  std::chrono::milliseconds read_delay{0};
+
  private:
   std::shared_ptr<Wire> wire_;
   const int32_t rank_;
@@ -131,17 +135,17 @@ class WireLink : public PeerLink {
 
 // `size` protocols joined by one wire.
 struct Job {
-  explicit Job(int32_t size, std::chrono::milliseconds timeout = 10s)
+  explicit Job(int32_t size, std::chrono::milliseconds read_delay = 0ms)
       : wire(std::make_shared<Wire>(size)) {
     for (int32_t rank = 0; rank < size; ++rank) {
       PointToPoint::Options options;
       options.rank = rank;
       options.size = size;
-      options.timeout = timeout;
+      options.timeout = 10s;
+      auto link = std::make_unique<WireLink>(wire, rank);
+      link->read_delay = read_delay;
       ranks.push_back(
-          PointToPoint::Start(options, std::make_unique<WireLink>(wire, rank),
-                              nullptr)
-              .value());
+          PointToPoint::Start(options, std::move(link), nullptr).value());
     }
   }
   std::shared_ptr<Wire> wire;
@@ -330,6 +334,25 @@ TEST(PointToPointTest, ShutdownAbortsWhatIsPendingAndArgumentsAreChecked) {
   job->ranks[0].reset();
   EXPECT_EQ(in.Wait().code(), StatusCode::kAborted);
   EXPECT_TRUE(in.Test());
+}
+
+// A receive posted while an unexpected message's payload is still arriving
+// takes that message, not the next one of its tag.
+TEST(PointToPointTest, AReceivePostedWhileAMessageArrivesTakesIt) {
+  Job job(2, /*read_delay=*/100ms);
+  int32_t first = 1, second = 2;
+  Request s1 = job.ranks[0]->Isend(&first, 1, DataType::kInt32, 1, 5).value();
+  Request s2 = job.ranks[0]->Isend(&second, 1, DataType::kInt32, 1, 5).value();
+  std::this_thread::sleep_for(30ms);  // the first payload is on its way
+  int32_t a = 0, b = 0;
+  Request r1 = job.ranks[1]->Irecv(&a, 1, DataType::kInt32, 0, 5).value();
+  Request r2 = job.ranks[1]->Irecv(&b, 1, DataType::kInt32, 0, 5).value();
+  ASSERT_TRUE(r1.Wait().ok());
+  ASSERT_TRUE(r2.Wait().ok());
+  EXPECT_EQ(a, 1);
+  EXPECT_EQ(b, 2);
+  EXPECT_TRUE(s1.Wait().ok());
+  EXPECT_TRUE(s2.Wait().ok());
 }
 
 TEST(PointToPointTest, EmptyMessagesAndManyInFlight) {
