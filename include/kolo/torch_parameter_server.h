@@ -45,35 +45,35 @@
 // its pull before it pushes, a server reposts a worker's receives before it
 // answers), so no message ever waits at its receiver unmatched.
 //  start: every rank posts its receives, the world meets in a kolo::Barrier,
-//    and worker 0 sends each server the initial values of its shards; each
-//    server then sends every worker its shards, so all ranks start from
-//    worker 0's parameters (Create returns on a worker once it holds them).
+//  and worker 0 sends each server the initial values of its shards; each
+//  server then sends every worker its shards, so all ranks start from
+//  worker 0's parameters (Create returns on a worker once it holds them).
 //  Step(): for every server at once, the worker posts a header (push, step
-//    t), the gradient of each of that server's shards, and the receives for
-//    the answer: a reply header and the updated shards. It then waits for
-//    all of them and writes the shards into the model's parameters. Every
-//    worker talks to every server each step, even one that holds no shard,
-//    so a server's count of each worker's steps is exact.
+//  t), the gradient of each of that server's shards, and the receives for
+//  the answer: a reply header and the updated shards. It then waits for
+//  all of them and writes the shards into the model's parameters. Every
+//  worker talks to every server each step, even one that holds no shard,
+//  so a server's count of each worker's steps is exact.
 //  Serve(): the server polls one header receive per worker; when a push
-//    arrives it takes the gradients and, by mode,
-//     kSynchronous: adds them to the step's sum; once every worker that has
-//       not finished pushed step t, divides by their number, steps its
-//       optimizer once and answers all of them. With the same workers and
-//       batches this is data parallelism with an allreduce average and the
-//       same optimizer, to float rounding.
-//     kAsynchronous: steps the optimizer with this worker's gradient alone
-//       and answers it with the current parameters at once (Hogwild-style
-//       on the server: updates are applied one at a time, in arrival
-//       order).
-//     kBoundedStaleness: steps as kAsynchronous, but answers a worker that
-//       has now pushed c steps only once c - (the fewest steps any
-//       unfinished worker has pushed) <= staleness; until then its pull is
-//       held, so the worker waits in Step(). The difference at the moment a
-//       pull is answered is the staleness recorded (statistics). Staleness
-//       0 is bulk-synchronous.
+//  arrives it takes the gradients and, by mode,
+//  kSynchronous: adds them to the step's sum; once every worker that has
+//  not finished pushed step t, divides by their number, steps its
+//  optimizer once and answers all of them. With the same workers and
+//  batches this is data parallelism with an allreduce average and the
+//  same optimizer, to float rounding.
+//  kAsynchronous: steps the optimizer with this worker's gradient alone
+//  and answers it with the current parameters at once (Hogwild-style
+//  on the server: updates are applied one at a time, in arrival
+//  order).
+//  kBoundedStaleness: steps as kAsynchronous, but answers a worker that
+//  has now pushed c steps only once c - (the fewest steps any
+//  unfinished worker has pushed) <= staleness; until then its pull is
+//  held, so the worker waits in Step(). The difference at the moment a
+//  pull is answered is the staleness recorded (statistics). Staleness
+//  0 is bulk-synchronous.
 //  Finish(): the worker sends each server a finish header. A server's
-//    Serve() returns once every worker finished; a finished worker no
-//    longer counts for a synchronous step or the slowest clock.
+//  Serve() returns once every worker finished; a finished worker no
+//  longer counts for a synchronous step or the slowest clock.
 //
 // Failures. Every transfer is bounded by the job's timeout (KOLO_TIMEOUT_S).
 // A server that dies fails every worker's next Step() with kPeerFailure
