@@ -121,7 +121,110 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--kill-rank-at-step", f->kill_rank_at_step,
                  "--elastic, for fault-injection tests: R:S makes rank R of "
                  "the first round kill itself at global step S");
+  app.add_option("--pipeline-stages", f->pipeline_stages,
+                 "pipeline parallelism: cut the model into this many stages, "
+                 "one per rank; the world is stages x replicas (0: none)")
+      ->capture_default_str();
+  app.add_option("--micro-batches", f->micro_batches,
+                 "--pipeline-stages: micro-batches per batch")
+      ->capture_default_str();
+  app.add_option("--schedule", f->schedule, "--pipeline-stages: gpipe or 1f1b")
+      ->check(CLI::IsMember({"gpipe", "1f1b"}))
+      ->capture_default_str();
+  app.add_option("--parameter-servers", f->parameter_servers,
+                 "train through K parameter servers, the ranks kolorun "
+                 "--servers K started (0: none)")
+      ->capture_default_str();
+  app.add_option("--ps-mode", f->ps_mode,
+                 "--parameter-servers: sync (averaged steps), async (each "
+                 "gradient as it comes) or stale (async, bounded by "
+                 "--staleness)")
+      ->check(CLI::IsMember({"sync", "async", "stale"}))
+      ->capture_default_str();
+  app.add_option("--staleness", f->staleness,
+                 "--ps-mode stale: steps a worker may run ahead of the "
+                 "slowest")
+      ->capture_default_str();
 }
+
+namespace {
+
+// --pipeline-stages and --parameter-servers: each other's and the other
+// modes' exclusions, and their own ranges. The world size is checked once
+// the job is known (model_parallel.cc).
+Status ValidateModelParallel(const Flags& f) {
+  const bool pipeline = f.pipeline_stages != 0;
+  const bool servers = f.parameter_servers != 0;
+  if (f.pipeline_stages < 0) {
+    return InvalidArgument(fmt::format(
+        "--pipeline-stages must not be negative, got {}", f.pipeline_stages));
+  }
+  if (f.parameter_servers < 0) {
+    return InvalidArgument(
+        fmt::format("--parameter-servers must not be negative, got {}",
+                    f.parameter_servers));
+  }
+  if (f.micro_batches < 1) {
+    return InvalidArgument(fmt::format(
+        "--micro-batches must be at least 1, got {}", f.micro_batches));
+  }
+  if (f.staleness < 0) {
+    return InvalidArgument(
+        fmt::format("--staleness must not be negative, got {}", f.staleness));
+  }
+  if (!pipeline) {
+    for (const char* flag : {"--micro-batches", "--schedule"}) {
+      if (f.given.count(flag) != 0) {
+        return InvalidArgument(fmt::format("{} needs --pipeline-stages", flag));
+      }
+    }
+  }
+  if (!servers) {
+    for (const char* flag : {"--ps-mode", "--staleness"}) {
+      if (f.given.count(flag) != 0) {
+        return InvalidArgument(
+            fmt::format("{} needs --parameter-servers", flag));
+      }
+    }
+  }
+  if (f.given.count("--staleness") != 0 && f.ps_mode != "stale") {
+    return InvalidArgument("--staleness needs --ps-mode stale");
+  }
+  if (!pipeline && !servers) return Status::Ok();
+  const char* mode = pipeline ? "--pipeline-stages" : "--parameter-servers";
+  if (pipeline && servers) {
+    return InvalidArgument(
+        "--pipeline-stages and --parameter-servers do not combine");
+  }
+  if (pipeline && f.batch_size < f.micro_batches) {
+    return InvalidArgument(fmt::format(
+        "--batch-size {} is smaller than --micro-batches {}: a micro-batch "
+        "would be empty",
+        f.batch_size, f.micro_batches));
+  }
+  // The modes step their own way: no DistributedOptimizer, ZeroOptimizer,
+  // elastic rounds or checkpoints.
+  const std::pair<const char*, bool> excluded[] = {
+      {"--zero-stage", f.zero_stage != 0},
+      {"--precision", f.precision != "fp32"},
+      {"--gradient-clipping", f.gradient_clipping != 0},
+      {"--config", !f.config_path.empty()},
+      {"--compression", f.compression != "none"},
+      {"--backward-passes-per-step", f.backward_passes_per_step != 1},
+      {"--elastic", f.elastic},
+      {"--no-kolo", f.no_kolo},
+      {"--checkpoint-dir", !f.checkpoint_dir.empty()},
+  };
+  for (const auto& [flag, set] : excluded) {
+    if (set) {
+      return InvalidArgument(
+          fmt::format("{} does not combine with {}", flag, mode));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status Validate(const Flags& f) {
   auto at_least = [](const char* flag, int64_t value, int64_t min) -> Status {
@@ -200,6 +303,7 @@ Status Validate(const Flags& f) {
         fmt::format("--gradient-clipping must not be negative, got {}",
                     f.gradient_clipping));
   }
+  KOLO_RETURN_IF_ERROR(ValidateModelParallel(f));
   if (f.resume && f.checkpoint_dir.empty()) {
     return InvalidArgument("--resume needs --checkpoint-dir");
   }

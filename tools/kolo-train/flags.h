@@ -88,6 +88,19 @@ struct Flags {
   // rank R of the first round kills itself (SIGKILL) at global step S,
   // given as "R:S"; empty: never.
   std::string kill_rank_at_step;
+
+  // Pipeline parallelism (model_parallel.h): the model cut into this many
+  // stages, each batch into --micro-batches; the world is stages x
+  // replicas. 0: no pipeline.
+  int32_t pipeline_stages = 0;
+  int32_t micro_batches = 4;
+  std::string schedule = "1f1b";  // gpipe | 1f1b
+
+  // Parameter servers (model_parallel.h): the last K ranks, started by
+  // kolorun --servers K, hold the parameters. 0: none.
+  int32_t parameter_servers = 0;
+  std::string ps_mode = "sync";  // sync | async | stale
+  int32_t staleness = 1;         // --ps-mode stale
 };
 
 // The --model, --dataset, --optimizer and --compression choices.

@@ -56,8 +56,6 @@ int main(int argc, char** argv) {
     // CLI11 would add a second line ("Run with --help ..."); one is enough.
     return CommandLineError(e.what());
   }
-  kolo::Status valid = kolo::train::Validate(flags);
-  if (!valid.ok()) return CommandLineError(valid.message());
   for (const CLI::Option* option : app.get_options()) {
     if (option->count() == 0) continue;
     for (const std::string& name : option->get_lnames())
@@ -70,6 +68,9 @@ int main(int argc, char** argv) {
         }) != argv + argc)
       flags.given.insert(name);
   }
+  // After `given`: some checks depend on which flags were set at all.
+  kolo::Status valid = kolo::train::Validate(flags);
+  if (!valid.ok()) return CommandLineError(valid.message());
   {
     kolo::StatusOr<kolo::InitOptions> launch =
         kolo::InitOptions::FromEnvironment();

@@ -42,6 +42,8 @@ StatusOr<data::Dataset> FirstRows(data::Dataset d, int64_t n, const char* flag,
   return Rows(d, 0, n);
 }
 
+}  // namespace
+
 StatusOr<Data> LoadData(const Flags& f) {
   Data out;
   if (f.dataset == "synthetic") {
@@ -79,8 +81,6 @@ StatusOr<Data> LoadData(const Flags& f) {
   out.source = dir;
   return out;
 }
-
-}  // namespace
 
 Status Prepare(const Flags& f, int32_t rank, Setup* s) {
   KOLO_ASSIGN_OR_RETURN(s->data, LoadData(f));

@@ -42,6 +42,10 @@ struct Setup {
   std::string resumed_from;  // the checkpoint's path; empty when fresh
 };
 
+// Reads --dataset (or draws the synthetic set) and keeps the first
+// --train-subset / --test-subset rows.
+StatusOr<Data> LoadData(const Flags& f);
+
 // Reads the data, builds the model from --seed and the optimizer; with
 // --resume, `rank` 0 also loads the checkpoint.
 Status Prepare(const Flags& f, int32_t rank, Setup* s);

@@ -27,6 +27,7 @@
 #include "kolo/runtime.h"
 #include "kolo/torch.h"
 #include "kolo/training_config.h"
+#include "model_parallel.h"
 #include "plan.h"
 #include "progress_line.h"
 #include "setup.h"
@@ -786,19 +787,29 @@ int RunTraining(const Flags& f) {
   ::torch::set_num_threads(threads);
 
   Setup setup;
-  Status prepared;
-  try {
-    prepared = Prepare(f, rank, &setup);
-  } catch (const std::exception& e) {
-    // Still agree below: the other ranks must not wait for this one.
-    std::string message = e.what();
-    prepared = Internal(message.substr(0, message.find('\n')));
-  }
-  Status status = AgreeAcrossRanks(prepared, rank, size);
+  // The job's shape against the flags first: every rank sees the same
+  // world, so rank 0 alone says what is wrong.
+  Status status =
+      AgreeAcrossRanks(CheckModelParallelWorld(f, size), rank, size);
   if (status.ok()) {
-    status = f.benchmark_steps > 0
-                 ? Benchmark(f, rank, size, threads, setup)
-                 : Train(f, rank, size, threads, start, setup);
+    Status prepared;
+    try {
+      prepared = Prepare(f, rank, &setup);
+    } catch (const std::exception& e) {
+      // Still agree below: the other ranks must not wait for this one.
+      std::string message = e.what();
+      prepared = Internal(message.substr(0, message.find('\n')));
+    }
+    status = AgreeAcrossRanks(prepared, rank, size);
+  }
+  if (status.ok()) {
+    if (UsesModelParallelism(f)) {
+      status = RunModelParallel(f, rank, size, threads, setup);
+    } else {
+      status = f.benchmark_steps > 0
+                   ? Benchmark(f, rank, size, threads, setup)
+                   : Train(f, rank, size, threads, start, setup);
+    }
   }
   if (status.ok()) return 0;
   if (status.code() != StatusCode::kAborted ||
