@@ -11,6 +11,7 @@
 #include "elastic.h"
 #include "fusion.h"
 #include "link.h"
+#include "pipeline.h"
 #include "report.h"
 #include "study.h"
 #include "train.h"
@@ -31,6 +32,8 @@ int main(int argc, char** argv) {
   CLI::App* train = kolo::bench::AddTrainCommand(app, &train_flags);
   kolo::bench::ZeroFlags zero_flags;
   CLI::App* zero = kolo::bench::AddZeroCommand(app, &zero_flags);
+  kolo::bench::PipelineFlags pipeline_flags;
+  CLI::App* pipeline = kolo::bench::AddPipelineCommand(app, &pipeline_flags);
   kolo::bench::ElasticFlags elastic_flags;
   CLI::App* elastic = kolo::bench::AddElasticCommand(app, &elastic_flags);
   kolo::bench::StudyFlags study_flags;
@@ -63,6 +66,9 @@ int main(int argc, char** argv) {
     }
     if (zero->parsed()) {
       return kolo::bench::RunZeroCommand(zero_flags);
+    }
+    if (pipeline->parsed()) {
+      return kolo::bench::RunPipelineCommand(pipeline_flags);
     }
     if (elastic->parsed()) {
       return kolo::bench::RunElasticCommand(elastic_flags);

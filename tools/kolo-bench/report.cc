@@ -453,6 +453,17 @@ std::string Page::ThroughputSection(const std::vector<TrainConfigView>& views) {
       chart.series = Colored(series);
       html += Figure(view.config.Label(), RenderLineChart(chart));
     }
+    // kolo-bench study ps-vs-allreduce names its variants of kolo.
+    const bool parameter_servers = std::any_of(
+        view.frameworks.begin(), view.frameworks.end(),
+        [](const auto& f) { return f.first.rfind("kolo-ps-", 0) == 0; });
+    if (parameter_servers) {
+      html += Paragraph(
+          "kolo is kolo's allreduce; kolo-ps-MODE-K is the same kolo-train "
+          "with K parameter servers (kolorun --servers K, processes beside "
+          "the workers on the same cores) in sync or async mode, so kolo ÷ "
+          "this is allreduce's throughput over the parameter server's.");
+    }
     html += TrainTable(view);
   }
   return html + "</section>\n";

@@ -5,9 +5,12 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <map>
+#include <utility>
 
 #include "json_file.h"
 #include "list_flag.h"
+#include "table.h"
 
 namespace kolo::bench {
 namespace {
@@ -16,6 +19,7 @@ constexpr const char* kSmallCnn = "small-cnn";
 constexpr const char* kResnetMobilenet = "resnet-mobilenet";
 constexpr const char* kScaling = "scaling";
 constexpr const char* kDeepSpeed = "deepspeed";
+constexpr const char* kPsVsAllreduce = "ps-vs-allreduce";
 
 // The framework study's DeepSpeed optimizer, as a ds_config writes it.
 constexpr double kDeepSpeedLr = 1e-3;
@@ -51,6 +55,12 @@ struct Scale {
   int64_t ds_lenet_test_subset;
   int64_t ds_resnet18_warmup;
   int64_t ds_resnet18_iters;
+  // ps-vs-allreduce: lenet trained, resnet18 timed, by each variant.
+  int64_t ps_lenet_epochs;
+  int64_t ps_lenet_train_subset;
+  int64_t ps_lenet_test_subset;
+  int64_t ps_resnet18_warmup;
+  int64_t ps_resnet18_iters;
 };
 
 constexpr Scale kFull = {/*lenet_epochs=*/10,
@@ -69,7 +79,12 @@ constexpr Scale kFull = {/*lenet_epochs=*/10,
                          /*ds_lenet_train_subset=*/16384,
                          /*ds_lenet_test_subset=*/0,
                          /*ds_resnet18_warmup=*/1,
-                         /*ds_resnet18_iters=*/4};
+                         /*ds_resnet18_iters=*/4,
+                         /*ps_lenet_epochs=*/2,
+                         /*ps_lenet_train_subset=*/16384,
+                         /*ps_lenet_test_subset=*/0,
+                         /*ps_resnet18_warmup=*/1,
+                         /*ps_resnet18_iters=*/4};
 
 // Small enough for a test: every job lasts a few seconds, and lenet still
 // learns enough in its three epochs (at np 4, 8 steps each) to tell a
@@ -90,7 +105,12 @@ constexpr Scale kQuick = {/*lenet_epochs=*/3,
                           /*ds_lenet_train_subset=*/2048,
                           /*ds_lenet_test_subset=*/1000,
                           /*ds_resnet18_warmup=*/0,
-                          /*ds_resnet18_iters=*/1};
+                          /*ds_resnet18_iters=*/1,
+                          /*ps_lenet_epochs=*/1,
+                          /*ps_lenet_train_subset=*/1024,
+                          /*ps_lenet_test_subset=*/500,
+                          /*ps_resnet18_warmup=*/0,
+                          /*ps_resnet18_iters=*/1};
 
 std::string Examples(int64_t subset, const char* all) {
   return subset > 0 ? fmt::format("the first {}", subset) : std::string(all);
@@ -119,6 +139,15 @@ std::string ScaleText(const std::string& name, const Scale& s) {
         Examples(s.ds_lenet_train_subset, "all 60,000"),
         Examples(s.ds_lenet_test_subset, "all 10,000"), s.ds_resnet18_warmup,
         s.ds_resnet18_iters);
+  }
+  if (name == kPsVsAllreduce) {
+    return fmt::format(
+        "lenet: {} epoch{} on {} training and {} test images; resnet18: {} "
+        "warm-up + {} timed steps; 1 repeat",
+        s.ps_lenet_epochs, s.ps_lenet_epochs == 1 ? "" : "s",
+        Examples(s.ps_lenet_train_subset, "all 60,000"),
+        Examples(s.ps_lenet_test_subset, "all 10,000"), s.ps_resnet18_warmup,
+        s.ps_resnet18_iters);
   }
   return fmt::format("{} warm-up + {} timed steps, {} repeats",
                      s.resnet18_warmup, s.resnet18_iters, s.resnet18_repeat);
@@ -149,6 +178,17 @@ std::string Purpose(const std::string& name) {
            "ZeroRedundancyOptimizer, "
            "which is ZeRO stage 1 (gradients allreduced whole, not "
            "reduce-scattered); it reads no ds_config";
+  }
+  if (name == kPsVsAllreduce) {
+    return "kolo's parameter server against its allreduce, each a kolorun "
+           "job of the same kolo-train: allreduce (kolo), synchronous and "
+           "asynchronous parameter servers on 1 server (kolo-ps-sync-1, "
+           "kolo-ps-async-1) at 2 and 4 workers, and on 2 servers "
+           "(kolo-ps-sync-2, kolo-ps-async-2) at 4 workers; lenet on "
+           "Fashion-MNIST, batch 128 per worker (wall time, images/s, test "
+           "accuracy) and resnet18 on synthetic 3x32x32 images, batch 32 per "
+           "worker (images/s). The servers are extra processes (kolorun "
+           "--servers K) on the same cores";
   }
   return "resnet18 on 32x32 synthetic images, global batch 128, np 1, 2, 4: "
          "weak and strong scaling (images/s, speedup, efficiency)";
@@ -208,10 +248,37 @@ std::string AccuracyPeers(const std::string& peers) {
   return out;
 }
 
+// The ps-vs-allreduce preset's variants of one model's step: allreduce at
+// 2 and 4 workers, then each parameter-server mode on 1 server at 2 and 4
+// workers and on 2 servers at 4 (2 servers for 2 workers would put as many
+// servers as workers on the machine's 2 cores).
+// --quick: 2 workers and 1 server only.
+void AddPsSteps(const TrainFlags& step, const std::string& title, bool quick,
+                std::vector<StudyStep>* steps) {
+  TrainFlags allreduce = step;
+  allreduce.np = quick ? "2" : "2,4";
+  steps->push_back({title + ": allreduce", allreduce});
+  for (int32_t servers : {1, 2}) {
+    if (quick && servers > 1) break;
+    for (const char* mode : {"sync", "async"}) {
+      TrainFlags ps = step;
+      ps.np = quick ? "2" : servers == 1 ? "2,4" : "4";
+      ps.kolo_name = fmt::format("kolo-ps-{}-{}", mode, servers);
+      ps.kolorun_args = {"--servers", std::to_string(servers)};
+      ps.kolo_train_args = {"--parameter-servers", std::to_string(servers),
+                            "--ps-mode", mode};
+      steps->push_back(
+          {fmt::format("{}: parameter server, {}, {} server{}", title, mode,
+                       servers, servers == 1 ? "" : "s"),
+           ps});
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> StudyNames() {
-  return {kSmallCnn, kResnetMobilenet, kScaling, kDeepSpeed};
+  return {kSmallCnn, kResnetMobilenet, kScaling, kDeepSpeed, kPsVsAllreduce};
 }
 
 nlohmann::json DeepSpeedConfig(int64_t micro_batch) {
@@ -335,6 +402,28 @@ StatusOr<std::vector<StudyStep>> PlanStudy(const StudyFlags& study) {
         {"resnet18 on CIFAR-style synthetic 3x32x32, DeepSpeed's "
          "recipe: throughput",
          resnet});
+  } else if (study.name == kPsVsAllreduce) {
+    // kolo only: the peers have no parameter server to compare.
+    TrainFlags lenet = base;
+    lenet.peers.clear();
+    lenet.model = "lenet";
+    lenet.dataset = "fashion-mnist";
+    lenet.data_dir = study.data_dir;
+    lenet.batch_size = 128;
+    lenet.epochs = s.ps_lenet_epochs;
+    lenet.train_subset = s.ps_lenet_train_subset;
+    lenet.test_subset = s.ps_lenet_test_subset;
+    AddPsSteps(lenet, "lenet on Fashion-MNIST: time, images/s, test accuracy",
+               study.quick, &steps);
+    TrainFlags resnet = base;
+    resnet.peers.clear();
+    resnet.model = "resnet18";
+    resnet.dataset = "synthetic";
+    resnet.batch_size = 32;
+    resnet.warmup = s.ps_resnet18_warmup;
+    resnet.iters = s.ps_resnet18_iters;
+    AddPsSteps(resnet, "resnet18 on synthetic 3x32x32: throughput", study.quick,
+               &steps);
   } else {
     std::string names;
     for (const std::string& n : StudyNames()) {
@@ -344,6 +433,59 @@ StatusOr<std::vector<StudyStep>> PlanStudy(const StudyFlags& study) {
                            "'; the presets are " + names);
   }
   return steps;
+}
+
+std::vector<std::string> PsSummaryLines(
+    const std::vector<nlohmann::json>& records) {
+  // Table::Column: title, unit, width, group, left-aligned.
+  Table table({{"model", "", 8, "", true},
+               {"np", "", 3, "", false},
+               {"variant", "", 15, "", true},
+               {"servers", "", 7, "", false},
+               {"images/s", "mean", 9, "", false},
+               {"images/s", "÷ allreduce", 11, "", false},
+               {"test acc", "(%)", 8, "", false},
+               {"wall", "(s)", 7, "", false}});
+  std::vector<std::string> lines = table.HeaderLines();
+  // allreduce's images/s by model and workers, for the ratio.
+  std::map<std::pair<std::string, int64_t>, double> allreduce;
+  for (const nlohmann::json& record : records) {
+    const std::string model = record["config"].value("model", "");
+    for (const nlohmann::json& row : record.value("rows", nlohmann::json())) {
+      if (row.value("framework", "") == "kolo") {
+        allreduce[{model, row.value("np", int64_t{0})}] =
+            row.value("images_per_second_mean", 0.0);
+      }
+    }
+  }
+  for (const nlohmann::json& record : records) {
+    const nlohmann::json& config = record["config"];
+    const std::string model = config.value("model", "");
+    const nlohmann::json args =
+        config.value("kolorun_args", nlohmann::json::array());
+    const std::string servers =
+        args.size() == 2 ? args[1].get<std::string>() : "-";
+    for (const nlohmann::json& row : record.value("rows", nlohmann::json())) {
+      const int64_t np = row.value("np", int64_t{0});
+      const double rate = row.value("images_per_second_mean", 0.0);
+      const auto base = allreduce.find({model, np});
+      const std::string framework = row.value("framework", "");
+      lines.push_back(
+          table.Row({model, std::to_string(np),
+                     framework == "kolo" ? "allreduce" : framework, servers,
+                     FormatFixed(rate, 0),
+                     base != allreduce.end() && base->second > 0
+                         ? FormatFixed(rate / base->second, 2)
+                         : "-",
+                     row.contains("test_accuracy")
+                         ? FormatFixed(row["test_accuracy"].get<double>(), 2)
+                         : "-",
+                     row.contains("wall_seconds")
+                         ? FormatFixed(row["wall_seconds"].get<double>(), 1)
+                         : "-"}));
+    }
+  }
+  return lines;
 }
 
 CLI::App* AddStudyCommand(CLI::App& app, StudyFlags* f) {
@@ -388,6 +530,7 @@ int RunStudyCommand(const StudyFlags& flags) {
              flags.quick ? " --quick" : "",
              ScaleText(flags.name, flags.quick ? kQuick : kFull));
   std::vector<double> seconds;
+  std::vector<nlohmann::json> records;
   const Clock::time_point start = Clock::now();
   for (const StudyStep& step : *steps) {
     fmt::print("\n## {}\n", step.title);
@@ -401,6 +544,13 @@ int RunStudyCommand(const StudyFlags& flags) {
     }
     seconds.push_back(
         std::chrono::duration<double>(Clock::now() - step_start).count());
+    records.push_back(*std::move(record));
+  }
+  if (flags.name == kPsVsAllreduce) {
+    fmt::print("\n## every variant, against allreduce at the same workers\n");
+    for (const std::string& line : PsSummaryLines(records)) {
+      fmt::print("{}\n", line);
+    }
   }
   const double total =
       std::chrono::duration<double>(Clock::now() - start).count();

@@ -37,6 +37,17 @@
 //                     autocast over fp32 weights, and ZeroRedundancyOptimizer
 //                     (ZeRO stage 1: its gradients are allreduced whole,
 //                     where stage 2 reduce-scatters them)
+//   ps-vs-allreduce   kolo's parameter server against its allreduce, each
+//                     a kolorun job of kolo-train: allreduce (rows "kolo"),
+//                     synchronous and asynchronous parameter servers
+//                     (kolo-train --parameter-servers K --ps-mode sync|async
+//                     under kolorun --servers K; rows "kolo-ps-MODE-K") on 1
+//                     server at 2 and 4 workers and on 2 servers at 4; lenet
+//                     trained on Fashion-MNIST (wall time, images/s, test
+//                     accuracy) and resnet18 timed on synthetic 3x32x32
+//                     images. The servers are processes beside the workers
+//                     on the same cores. A table of every variant against
+//                     allreduce at the same workers ends the run
 //
 // What a preset scales down to fit its time is the number of steps, epochs
 // or examples (--train-subset, --test-subset), never the model, the batch
@@ -100,6 +111,12 @@ nlohmann::json DeepSpeedConfig(int64_t micro_batch);
 // Writes each step's ds_config file (those with a config_path);
 // kInternal naming the file when one cannot be written.
 Status WriteStudyConfigs(const std::vector<StudyStep>& steps);
+
+// ps-vs-allreduce's closing table, from the records its steps returned:
+// per model, workers and variant, images/s and its ratio to allreduce's at
+// the same workers, and the test accuracy and wall time where measured.
+std::vector<std::string> PsSummaryLines(
+    const std::vector<nlohmann::json>& records);
 
 CLI::App* AddStudyCommand(CLI::App& app, StudyFlags* flags);
 int RunStudyCommand(const StudyFlags& flags);

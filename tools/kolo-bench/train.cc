@@ -261,6 +261,7 @@ std::vector<std::string> TrainCommand(const TrainFlags& f,
   if (framework == kKolo || framework == kKoloMetrics) {
     c = {tools.kolorun, "-np", std::to_string(np)};
     if (framework == kKoloMetrics) c.insert(c.end(), {"--metrics-port", "0"});
+    c.insert(c.end(), f.kolorun_args.begin(), f.kolorun_args.end());
     c.insert(c.end(), {"--", tools.kolo_train});
   } else {
     c = {tools.kolo_train, "--no-kolo"};
@@ -414,6 +415,14 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
     ddp_missing = "script not found: " + tools.ddp_script;
   }
 
+  // What a run's rows are called: kolo's by --kolo-name when given.
+  auto name = [&](const Run& run) {
+    return run.framework == kKolo && !f.kolo_name.empty() ? f.kolo_name
+                                                          : run.framework;
+  };
+  auto label = [&](const Run& run) {
+    return fmt::format("{} np {}", name(run), run.np);
+  };
   std::vector<Run> runs;
   for (int32_t np : *nps) {
     StatusOr<int64_t> batch = PerWorkerBatch(f.batch_size, np, f.scaling);
@@ -452,7 +461,7 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
   RunsProgress progress(static_cast<int64_t>(runs.size()) * f.repeat);
   for (int32_t r = 0; r < f.repeat; ++r) {
     for (const Run& run : runs) {
-      progress.Start(fmt::format("{} repeat {}", RunLabel(run), r + 1));
+      progress.Start(fmt::format("{} repeat {}", label(run), r + 1));
       const fs::path json_path = scratch / "result.json";
       std::optional<MetricsScraper> scraper;
       if (run.framework == kKoloMetrics) {
@@ -467,12 +476,12 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
       if (!result.ok()) {
         std::error_code ignored;
         fs::remove_all(scratch, ignored);
-        return result.status().WithContext(RunLabel(run));
+        return result.status().WithContext(label(run));
       }
       const json& figures = (*result)["result"];
-      std::string line = fmt::format(
-          "#   repeat {}: {:<16} {:>8.0f} images/s", r + 1, RunLabel(run),
-          figures["images_per_second"].get<double>());
+      std::string line =
+          fmt::format("#   repeat {}: {:<16} {:>8.0f} images/s", r + 1,
+                      label(run), figures["images_per_second"].get<double>());
       if (accuracy) {
         line += fmt::format(", test accuracy {:.2f}%, {:.1f} s wall",
                             100.0 * figures["test_accuracy"].get<double>(),
@@ -526,9 +535,11 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
   };
   // Accuracy runs have no timed window to give a step time or kolo's
   // engine time per step; they have a wall time and an accuracy instead.
-  std::vector<Table::Column> columns = {column("np", "", 3),
-                                        column("framework", "", 10, true),
-                                        column("batch", "/worker", 7)};
+  std::vector<Table::Column> columns = {
+      column("np", "", 3),
+      column("framework", "",
+             std::max(10, static_cast<int>(f.kolo_name.size())), true),
+      column("batch", "/worker", 7)};
   if (accuracy) {
     columns.insert(columns.end(),
                    {column("epochs", "", 6), column("wall", "(s)", 8)});
@@ -566,7 +577,7 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
     const std::optional<double> base = mean_of(run.framework, 1);
     const std::optional<double> kolo = mean_of(kKolo, run.np);
     std::string speedup, efficiency, ratio;
-    json row = {{"framework", run.framework},
+    json row = {{"framework", name(run)},
                 {"np", run.np},
                 {"batch_per_worker", run.batch},
                 {"images_per_second", rates(run)},
@@ -574,7 +585,7 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
                 {"images_per_second_ci95", m.half_width},
                 {"peak_rss_mib", peak_rss_mib},
                 {"runs", results[RunLabel(run)]}};
-    std::vector<std::string> cells = {std::to_string(run.np), run.framework,
+    std::vector<std::string> cells = {std::to_string(run.np), name(run),
                                       std::to_string(run.batch)};
     double step_ms = 0, wall_seconds = 0, test_accuracy = 0;
     if (accuracy) {
@@ -661,6 +672,8 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
   }
   if (!f.kolo_train_args.empty()) config["kolo_train_args"] = f.kolo_train_args;
   if (!f.ddp_args.empty()) config["ddp_args"] = f.ddp_args;
+  if (!f.kolorun_args.empty()) config["kolorun_args"] = f.kolorun_args;
+  if (!f.kolo_name.empty()) config["kolo_name"] = f.kolo_name;
   if (f.json_path.empty()) return out;
   // Appended: one file collects the runs a report is drawn from.
   Status written = AppendJsonRecord(f.json_path, out);

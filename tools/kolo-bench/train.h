@@ -95,6 +95,12 @@ struct TrainFlags {
   // schedule.
   std::vector<std::string> kolo_train_args;
   std::vector<std::string> ddp_args;
+  // Appended to kolorun's flags for kolo's jobs (kolo-bench study
+  // ps-vs-allreduce: --servers K), and the name kolo's rows go by in the
+  // table and the record (empty: "kolo"), so that variants of kolo measured
+  // in separate runs stay apart in the report ("kolo-ps-sync-1").
+  std::vector<std::string> kolorun_args;
+  std::string kolo_name;
   std::string json_path;
   std::string study;       // kolo-bench study's preset, stamped on the record
   std::string kolorun;     // empty: found next to kolo-bench

@@ -15,6 +15,7 @@ if(TARGET kolo_bench_lib)
     ${CMAKE_CURRENT_LIST_DIR}/fusion_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/link_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/peers_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/pipeline_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/report_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/zero_test.cc)
   target_link_libraries(kolo_bench_test PRIVATE kolo_bench_lib GTest::gmock
@@ -117,6 +118,24 @@ if(TARGET kolo_bench_lib)
     add_dependencies(kolo_bench_study_test kolorun kolo-bench kolo-train)
     gtest_discover_tests(kolo_bench_study_test TEST_PREFIX kolo_bench.
       DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 180)
+  endif()
+
+  # kolo-bench pipeline --quick and study ps-vs-allreduce --quick end to
+  # end; each test skips, saying why, while kolo-train lacks its flags.
+  if(TARGET kolorun AND TARGET kolo-train AND TARGET kolo_testing)
+    add_executable(kolo_bench_pipeline_run_test
+      ${CMAKE_CURRENT_LIST_DIR}/pipeline_run_test.cc)
+    target_link_libraries(kolo_bench_pipeline_run_test PRIVATE
+      kolo_testing nlohmann_json::nlohmann_json GTest::gmock
+      GTest::gtest_main)
+    target_compile_definitions(kolo_bench_pipeline_run_test PRIVATE
+      KOLORUN_PATH="$<TARGET_FILE:kolorun>"
+      KOLO_BENCH_PATH="$<TARGET_FILE:kolo-bench>"
+      KOLO_TRAIN_PATH="$<TARGET_FILE:kolo-train>")
+    add_dependencies(kolo_bench_pipeline_run_test kolorun kolo-bench
+      kolo-train)
+    gtest_discover_tests(kolo_bench_pipeline_run_test TEST_PREFIX kolo_bench.
+      DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
   endif()
 
   # The report page: written by the real binary, then rendered by headless

@@ -1,0 +1,630 @@
+#include "pipeline.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <initializer_list>
+#include <map>
+
+#include "environment.h"
+#include "fusion.h"
+#include "json_file.h"
+#include "kolo_internal/config.h"
+#include "list_flag.h"
+#include "progress_line.h"
+
+namespace kolo::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr double kMiB = 1 << 20;
+
+Table::Column Column(const char* title, const char* unit, int width,
+                     bool left = false) {
+  Table::Column c;
+  c.title = title;
+  c.unit = unit;
+  c.width = width;
+  c.left_align = left;
+  return c;
+}
+
+// The per-rank figures of the first of `keys` found in result.pipeline,
+// then in result.memory, then in result: kolo-train reports the pipeline's
+// own figures under result.pipeline and the optimizer's beside ZeRO's. A
+// single number under result.pipeline is rank 0's alone (kolo-train reports
+// its first stage's statistics) and becomes a one-entry vector. Empty when
+// none has it; an error when one has it in another shape than `np`
+// non-negative numbers.
+template <typename T>
+StatusOr<std::vector<T>> PerRank(const json& result,
+                                 std::initializer_list<const char*> keys,
+                                 int32_t np) {
+  for (const std::string where : {"pipeline", "memory", ""}) {
+    const json* object = &result;
+    if (!where.empty()) {
+      const auto it = result.find(where);
+      if (it == result.end() || !it->is_object()) continue;
+      object = &*it;
+    }
+    for (const char* key : keys) {
+      const auto it = object->find(key);
+      if (it == object->end()) continue;
+      const std::string name = where.empty()
+                                   ? fmt::format("result.{}", key)
+                                   : fmt::format("result.{}.{}", where, key);
+      if (where == "pipeline" && it->is_number()) {
+        if (it->get<double>() < 0) {
+          return Internal(fmt::format("{} is {}: negative", name, it->dump()));
+        }
+        return std::vector<T>{it->get<T>()};
+      }
+      if (!it->is_array() || it->size() != static_cast<size_t>(np)) {
+        return Internal(fmt::format("{} is {}, not {} per-rank figure{}", name,
+                                    it->dump(), np, np == 1 ? "" : "s"));
+      }
+      std::vector<T> out;
+      for (const json& value : *it) {
+        if (!value.is_number() || value.get<double>() < 0) {
+          return Internal(fmt::format("{} is {}: not all non-negative numbers",
+                                      name, it->dump()));
+        }
+        out.push_back(value.get<T>());
+      }
+      return out;
+    }
+  }
+  return std::vector<T>{};
+}
+
+template <typename T>
+double Largest(const std::vector<T>& values) {
+  double most = 0;
+  for (T v : values) most = std::max(most, static_cast<double>(v));
+  return most;
+}
+
+std::string Mib(double bytes) { return FormatFixed(bytes / kMiB, 1); }
+
+// A per-rank figure's cell: "-" when the job did not report it.
+template <typename T>
+std::string Cell(const std::vector<T>& values, size_t rank, bool mib) {
+  if (rank >= values.size()) return "-";
+  const double v = static_cast<double>(values[rank]);
+  return mib ? Mib(v) : FormatFixed(v, 0);
+}
+
+StatusOr<std::vector<int32_t>> Counts(const std::string& text, const char* flag,
+                                      int64_t most) {
+  std::vector<int32_t> out;
+  for (const std::string& item : SplitList(text)) {
+    KOLO_ASSIGN_OR_RETURN(int64_t n, ParseInt(item, 1, most, flag));
+    out.push_back(static_cast<int32_t>(n));
+  }
+  if (out.empty()) {
+    return InvalidArgument(fmt::format("{} needs at least one count", flag));
+  }
+  return out;
+}
+
+// --quick: lenet on 16x16 images, one stage count of each kind, two
+// micro-batch counts, one repeat; a few seconds a job.
+PipelineFlags Quick(PipelineFlags f) {
+  f.memory_models = "lenet";
+  f.memory_stages = "1,2";
+  f.memory_micro_batches = 2;
+  f.model = "lenet";
+  f.stages = "2";
+  f.micro_batches = "1,4";
+  f.batch_size = 8;
+  f.image_size = 28;
+  f.warmup = 0;
+  f.iters = 2;
+  f.repeat = 1;
+  return f;
+}
+
+// The checks CLI11 does not make; kInvalidArgument naming the flag.
+Status Validate(const PipelineFlags& f) {
+  if (f.iters < 1 || f.warmup < 0 || f.repeat < 1 || f.threads < 1 ||
+      f.batch_size < 1 || f.image_size < 1 || f.memory_micro_batches < 1) {
+    return InvalidArgument(
+        "--iters, --repeat, --threads, --batch-size, --image-size and "
+        "--memory-micro-batches must be at least 1, --warmup at least 0");
+  }
+  for (const std::string& s : SplitList(f.schedules)) {
+    if (s != "gpipe" && s != "1f1b") {
+      return InvalidArgument(fmt::format(
+          "--schedules: unknown schedule '{}' (expected gpipe or 1f1b)", s));
+    }
+  }
+  if (SplitList(f.schedules).empty()) {
+    return InvalidArgument("--schedules needs at least one schedule");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string PipelineJobLabel(const PipelineJob& job) {
+  if (job.stages == 1) return job.model + " unsplit";
+  return fmt::format("{} p {} m {} {}", job.model, job.stages,
+                     job.micro_batches, job.schedule);
+}
+
+std::vector<std::string> PipelineCommand(const PipelineFlags& f,
+                                         const PipelineJob& job,
+                                         const TrainTools& tools,
+                                         const std::string& json_path) {
+  TrainFlags t;
+  t.model = job.model;
+  t.dataset = "synthetic";
+  t.image_size = f.image_size;
+  t.batch_size = f.batch_size;
+  t.threads = f.threads;
+  t.warmup = f.warmup;
+  t.iters = f.iters;
+  if (job.stages > 1) {
+    t.kolo_train_args = {"--pipeline-stages", std::to_string(job.stages),
+                         "--micro-batches",   std::to_string(job.micro_batches),
+                         "--schedule",        job.schedule};
+  }
+  return TrainCommand(t, "kolo", job.stages, f.batch_size, tools, json_path);
+}
+
+StatusOr<PipelineMeasurement> ReadPipelineMeasurement(const json& job_json,
+                                                      const std::string& output,
+                                                      const PipelineJob& job) {
+  auto fail = [&](const std::string& what) {
+    return Internal(
+        fmt::format("{}; the job's output ends:{}", what, OutputTail(output)));
+  };
+  if (!job_json.is_object() || !job_json.contains("result") ||
+      !job_json["result"].is_object()) {
+    return fail("no result in its JSON");
+  }
+  const json& result = job_json["result"];
+  PipelineMeasurement m;
+  for (auto [key, value] : {std::pair<const char*, double*>{
+                                "images_per_second", &m.images_per_second},
+                            {"step_ms", &m.step_ms}}) {
+    const auto it = result.find(key);
+    if (it == result.end() || !it->is_number() || !(it->get<double>() > 0) ||
+        !std::isfinite(it->get<double>())) {
+      return fail(fmt::format("result.{} is missing or not positive", key));
+    }
+    *value = it->get<double>();
+  }
+  const int32_t np = job.stages;
+  struct Field {
+    std::initializer_list<const char*> keys;
+    std::vector<int64_t>* out;
+  };
+  for (const Field& field :
+       {Field{{"peak_rss_bytes"}, &m.peak_rss_bytes},
+        Field{{"parameter_bytes"}, &m.parameter_bytes},
+        Field{{"optimizer_state_bytes"}, &m.optimizer_state_bytes},
+        Field{{"peak_activations", "max_peak_activations"},
+              &m.peak_activations},
+        Field{{"peak_activation_bytes"}, &m.peak_activation_bytes}}) {
+    StatusOr<std::vector<int64_t>> values =
+        PerRank<int64_t>(result, field.keys, np);
+    if (!values.ok()) return fail(values.status().message());
+    *field.out = *std::move(values);
+  }
+  if (m.peak_rss_bytes.size() != static_cast<size_t>(np)) {
+    return fail("no result.peak_rss_bytes (one figure per rank)");
+  }
+  for (auto [key, out] : {std::pair<const char*, std::vector<double>*>{
+                              "busy_seconds", &m.busy_seconds},
+                          {"idle_seconds", &m.idle_seconds}}) {
+    StatusOr<std::vector<double>> values = PerRank<double>(result, {key}, np);
+    if (!values.ok()) return fail(values.status().message());
+    *out = *std::move(values);
+  }
+  // The whole model's parameters in float32, where a job reports no bytes
+  // per rank: exact for the unsplit model, which holds them all.
+  const json& config = job_json.value("config", json::object());
+  if (m.parameter_bytes.empty() && job.stages == 1 &&
+      config.contains("parameters") && config["parameters"].is_number()) {
+    m.parameter_bytes = {4 * config["parameters"].get<int64_t>()};
+  }
+  if (job.stages == 1) return m;
+
+  // A pipelined job: it must have run the pipeline asked for, and say how
+  // its stages spent their time.
+  auto config_int = [&](const char* key) -> std::optional<int64_t> {
+    const auto it = config.find(key);
+    if (it == config.end() || !it->is_number_integer()) return std::nullopt;
+    return it->get<int64_t>();
+  };
+  const std::optional<int64_t> stages = config_int("pipeline_stages");
+  const std::optional<int64_t> micro = config_int("micro_batches");
+  const std::string schedule = config.value("schedule", std::string());
+  if (!stages || !micro || schedule.empty()) {
+    return fail(
+        "no config.pipeline_stages, config.micro_batches and "
+        "config.schedule in its JSON: does this kolo-train have "
+        "--pipeline-stages?");
+  }
+  if (*stages != job.stages || *micro != job.micro_batches ||
+      schedule != job.schedule) {
+    return fail(fmt::format("it ran {} stages, {} micro-batches, {}; not {}",
+                            *stages, *micro, schedule, PipelineJobLabel(job)));
+  }
+  if (m.busy_seconds.empty() || m.idle_seconds.empty()) {
+    return fail(
+        "no result.pipeline.busy_seconds and idle_seconds (rank 0's, or one "
+        "figure per stage)");
+  }
+  return m;
+}
+
+double IdealBubble(int32_t stages, int32_t micro_batches) {
+  return static_cast<double>(stages - 1) /
+         static_cast<double>(micro_batches + stages - 1);
+}
+
+std::vector<double> StageBubbles(const PipelineMeasurement& m) {
+  std::vector<double> out;
+  for (size_t s = 0; s < m.busy_seconds.size() && s < m.idle_seconds.size();
+       ++s) {
+    const double total = m.busy_seconds[s] + m.idle_seconds[s];
+    out.push_back(total > 0 ? m.idle_seconds[s] / total : 0);
+  }
+  return out;
+}
+
+PipelineThroughputRow SummarizePipelineThroughput(
+    const PipelineJob& job, const std::vector<PipelineMeasurement>& repeats) {
+  PipelineThroughputRow row;
+  row.job = job;
+  row.ideal_bubble = IdealBubble(job.stages, job.micro_batches);
+  std::vector<double> rate, step, bubble, bubble_max, rss;
+  for (const PipelineMeasurement& m : repeats) {
+    rate.push_back(m.images_per_second);
+    step.push_back(m.step_ms);
+    const std::vector<double> stages = StageBubbles(m);
+    double sum = 0;
+    for (double b : stages) sum += b;
+    bubble.push_back(stages.empty() ? 0 : sum / stages.size());
+    bubble_max.push_back(Largest(stages));
+    rss.push_back(Largest(m.peak_rss_bytes));
+    row.peak_activations =
+        std::max(row.peak_activations,
+                 static_cast<int64_t>(Largest(m.peak_activations)));
+  }
+  row.images_per_second = SpreadOf(rate).median;
+  row.step_ms = SpreadOf(step).median;
+  row.bubble = SpreadOf(bubble).median;
+  row.bubble_max = SpreadOf(bubble_max).median;
+  row.peak_rss_bytes = SpreadOf(rss).median;
+  return row;
+}
+
+Table PipelineMemoryTable() {
+  return Table({Column("model", "", 9, true), Column("stages", "", 6),
+                Column("rank", "", 4), Column("params", "(MiB)", 8),
+                Column("opt state", "(MiB)", 9),
+                Column("peak act", "(m-batch)", 9),
+                Column("act bytes", "(MiB)", 9), Column("peak RSS", "(MiB)", 8),
+                Column("RSS", "÷ unsplit", 9)});
+}
+
+Table PipelineThroughputTable() {
+  return Table(
+      {Column("model", "", 9, true), Column("p", "", 2), Column("m", "", 3),
+       Column("schedule", "", 8, true), Column("images/s", "median", 9),
+       Column("step", "(ms)", 8), Column("bubble", "measured", 8),
+       Column("bubble", "max stage", 9), Column("bubble", "(p-1)/(m+p-1)", 13),
+       Column("peak act", "(m-batch)", 9), Column("peak RSS", "(MiB)", 8)});
+}
+
+CLI::App* AddPipelineCommand(CLI::App& app, PipelineFlags* f) {
+  CLI::App* cmd = app.add_subcommand(
+      "pipeline",
+      "pipeline parallelism: per-rank memory of a model unsplit and cut into "
+      "stages (parameters, optimizer state, peak activations, peak RSS), and "
+      "images/s and the measured bubble of GPipe and 1F1B at each number of "
+      "micro-batches beside the ideal (p-1)/(m+p-1); every job is kolorun -np "
+      "P kolo-train --pipeline-stages P on synthetic images");
+  cmd->add_option("--memory-models", f->memory_models,
+                  "models of the memory table, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--memory-stages", f->memory_stages,
+                  "stage counts of the memory table (1: unsplit)")
+      ->capture_default_str();
+  cmd->add_option("--memory-schedule", f->memory_schedule,
+                  "the memory table's schedule")
+      ->check(CLI::IsMember({"gpipe", "1f1b"}))
+      ->capture_default_str();
+  cmd->add_option("--memory-micro-batches", f->memory_micro_batches,
+                  "the memory table's micro-batches")
+      ->capture_default_str();
+  cmd->add_option("--model", f->model, "the throughput table's model")
+      ->capture_default_str();
+  cmd->add_option("--stages", f->stages,
+                  "the throughput table's stage counts, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--micro-batches", f->micro_batches,
+                  "the throughput table's micro-batch counts")
+      ->capture_default_str();
+  cmd->add_option("--schedules", f->schedules, "gpipe, 1f1b (comma-separated)")
+      ->capture_default_str();
+  cmd->add_option("--batch-size", f->batch_size, "images per step")
+      ->capture_default_str();
+  cmd->add_option("--image-size", f->image_size,
+                  "the synthetic 3-channel images' height and width")
+      ->capture_default_str();
+  cmd->add_option("--threads", f->threads, "LibTorch threads per rank")
+      ->capture_default_str();
+  cmd->add_option("--warmup", f->warmup, "untimed steps before the timed ones")
+      ->capture_default_str();
+  cmd->add_option("--iters", f->iters, "timed steps per job")
+      ->capture_default_str();
+  cmd->add_option("--repeat", f->repeat,
+                  "jobs per configuration, interleaved (the tables give "
+                  "medians)")
+      ->capture_default_str();
+  cmd->add_flag("--quick", f->quick,
+                "lenet, tiny sizes, one repeat: checks the plumbing, measures "
+                "nothing worth reporting");
+  cmd->add_option("--json", f->json_path,
+                  "append the record (every figure, every job's JSON) here");
+  AddToolFlags(cmd, &f->kolorun, &f->kolo_train);
+  return cmd;
+}
+
+int RunPipelineCommand(const PipelineFlags& flags) {
+  StatusOr<json> record = RunPipeline(flags);
+  if (!record.ok()) {
+    fmt::print(stderr, "kolo-bench pipeline: {}\n", record.status().message());
+    return 1;
+  }
+  return 0;
+}
+
+StatusOr<json> RunPipeline(const PipelineFlags& given) {
+  const PipelineFlags f = given.quick ? Quick(given) : given;
+  KOLO_RETURN_IF_ERROR(Validate(f));
+  KOLO_ASSIGN_OR_RETURN(std::vector<int32_t> memory_stages,
+                        Counts(f.memory_stages, "--memory-stages", 64));
+  KOLO_ASSIGN_OR_RETURN(std::vector<int32_t> stages,
+                        Counts(f.stages, "--stages", 64));
+  KOLO_ASSIGN_OR_RETURN(std::vector<int32_t> micro,
+                        Counts(f.micro_batches, "--micro-batches", 1024));
+  for (int32_t p : stages) {
+    if (p < 2) {
+      return InvalidArgument(
+          "--stages: the throughput table pipelines, so every count must be "
+          "at least 2");
+    }
+  }
+  KOLO_ASSIGN_OR_RETURN(TrainTools tools,
+                        FindTrainTools(f.kolorun, f.kolo_train, ""));
+
+  // The memory jobs, then the throughput jobs; a configuration in both is
+  // run once.
+  std::vector<PipelineJob> jobs;
+  auto add = [&](const PipelineJob& job) {
+    const std::string label = PipelineJobLabel(job);
+    for (const PipelineJob& j : jobs) {
+      if (PipelineJobLabel(j) == label) return;
+    }
+    jobs.push_back(job);
+  };
+  std::vector<PipelineJob> memory_jobs, throughput_jobs;
+  for (const std::string& model : SplitList(f.memory_models)) {
+    for (int32_t p : memory_stages) {
+      PipelineJob job{model, p, 1, ""};
+      if (p > 1) {
+        job.micro_batches = static_cast<int32_t>(f.memory_micro_batches);
+        job.schedule = f.memory_schedule;
+      }
+      memory_jobs.push_back(job);
+      add(job);
+    }
+  }
+  for (int32_t p : stages) {
+    for (int32_t m : micro) {
+      for (const std::string& schedule : SplitList(f.schedules)) {
+        throughput_jobs.push_back({f.model, p, m, schedule});
+        add(throughput_jobs.back());
+      }
+    }
+  }
+
+  char dir_template[] = "/tmp/kolo-bench-pipeline-XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) {
+    return Internal("cannot create a temporary directory in /tmp");
+  }
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+    }
+  } cleanup{dir_template};
+
+  fmt::print(
+      "# kolo-bench pipeline{}: synthetic 3x{}x{}, batch {} per step, {} "
+      "thread{} per rank, {} warm-up + {} timed steps, {} repeat{}\n",
+      f.quick ? " --quick" : "", f.image_size, f.image_size, f.batch_size,
+      f.threads, f.threads == 1 ? "" : "s", f.warmup, f.iters, f.repeat,
+      f.repeat == 1 ? "" : "s");
+  std::fflush(stdout);
+  std::map<std::string, std::vector<PipelineMeasurement>> measured;
+  std::map<std::string, json> runs;
+  RunsProgress progress(static_cast<int64_t>(jobs.size()) * f.repeat);
+  for (int32_t r = 0; r < f.repeat; ++r) {
+    for (const PipelineJob& job : jobs) {
+      const std::string label = PipelineJobLabel(job);
+      progress.Start(fmt::format("{} repeat {}", label, r + 1));
+      const fs::path json_path = cleanup.dir / "result.json";
+      StatusOr<JobOutput> out =
+          RunJob(PipelineCommand(f, job, tools, json_path.string()),
+                 json_path.string(), (cleanup.dir / "log.txt").string());
+      if (!out.ok()) return out.status().WithContext(label);
+      StatusOr<PipelineMeasurement> m =
+          ReadPipelineMeasurement(out->json, out->output, job);
+      if (!m.ok()) return m.status().WithContext(label);
+      for (double b : StageBubbles(*m)) {
+        if (!(b >= 0 && b <= 1)) {
+          return Internal(
+              fmt::format("{}: a stage's bubble is {}, not in "
+                          "[0, 1]; the job's output ends:{}",
+                          label, b, OutputTail(out->output)));
+        }
+      }
+      progress.Print(fmt::format(
+          "#   repeat {}: {:<24} {:>8.1f} images/s, peak RSS {} MiB (largest "
+          "rank)",
+          r + 1, label, m->images_per_second,
+          FormatFixed(Largest(m->peak_rss_bytes) / kMiB, 0)));
+      measured[label].push_back(*std::move(m));
+      runs[label].push_back(std::move(out->json));
+    }
+  }
+  progress.Finish();
+
+  // Memory: one row per rank of the last repeat's job (the byte counts are
+  // the same in every repeat), RSS as the median over the repeats.
+  fmt::print("\n# memory per rank ({} m {} for the split rows)\n",
+             f.memory_schedule, f.memory_micro_batches);
+  const Table memory_table = PipelineMemoryTable();
+  for (const std::string& line : memory_table.HeaderLines()) {
+    fmt::print("{}\n", line);
+  }
+  json memory_rows = json::array();
+  std::map<std::string, double> unsplit_rss;  // by model
+  for (const PipelineJob& job : memory_jobs) {
+    const std::vector<PipelineMeasurement>& repeats =
+        measured[PipelineJobLabel(job)];
+    const PipelineMeasurement& last = repeats.back();
+    for (int32_t rank = 0; rank < job.stages; ++rank) {
+      std::vector<double> rss;
+      for (const PipelineMeasurement& m : repeats) {
+        rss.push_back(static_cast<double>(m.peak_rss_bytes[rank]));
+      }
+      const double median_rss = SpreadOf(rss).median;
+      if (job.stages == 1) unsplit_rss[job.model] = median_rss;
+      const auto base = unsplit_rss.find(job.model);
+      std::optional<double> ratio;
+      if (base != unsplit_rss.end() && base->second > 0) {
+        ratio = median_rss / base->second;
+      }
+      const size_t r = static_cast<size_t>(rank);
+      fmt::print("{}\n",
+                 memory_table.Row({job.model, std::to_string(job.stages),
+                                   std::to_string(rank),
+                                   Cell(last.parameter_bytes, r, true),
+                                   Cell(last.optimizer_state_bytes, r, true),
+                                   Cell(last.peak_activations, r, false),
+                                   Cell(last.peak_activation_bytes, r, true),
+                                   FormatFixed(median_rss / kMiB, 0),
+                                   ratio ? FormatFixed(*ratio, 2) : "-"}));
+      json row = {{"model", job.model},
+                  {"stages", job.stages},
+                  {"rank", rank},
+                  {"schedule", job.schedule},
+                  {"micro_batches", job.micro_batches},
+                  {"peak_rss_bytes", median_rss}};
+      if (ratio) row["peak_rss_ratio_to_unsplit"] = *ratio;
+      auto put = [&](const char* key, const std::vector<int64_t>& values) {
+        if (r < values.size()) row[key] = values[r];
+      };
+      put("parameter_bytes", last.parameter_bytes);
+      put("optimizer_state_bytes", last.optimizer_state_bytes);
+      put("peak_activations", last.peak_activations);
+      put("peak_activation_bytes", last.peak_activation_bytes);
+      memory_rows.push_back(std::move(row));
+    }
+  }
+
+  fmt::print(
+      "\n# throughput: {} on synthetic 3x{}x{}, batch {} per step; bubble = "
+      "a stage's waiting over its step time, the mean over the stages\n",
+      f.model, f.image_size, f.image_size, f.batch_size);
+  const Table throughput_table = PipelineThroughputTable();
+  for (const std::string& line : throughput_table.HeaderLines()) {
+    fmt::print("{}\n", line);
+  }
+  json throughput_rows = json::array();
+  for (const PipelineJob& job : throughput_jobs) {
+    const std::string label = PipelineJobLabel(job);
+    const PipelineThroughputRow row =
+        SummarizePipelineThroughput(job, measured[label]);
+    fmt::print(
+        "{}\n",
+        throughput_table.Row(
+            {job.model, std::to_string(job.stages),
+             std::to_string(job.micro_batches), job.schedule,
+             FormatFixed(row.images_per_second,
+                         row.images_per_second < 100 ? 1 : 0),
+             FormatFixed(row.step_ms, 1), FormatFixed(row.bubble, 3),
+             FormatFixed(row.bubble_max, 3), FormatFixed(row.ideal_bubble, 3),
+             std::to_string(row.peak_activations),
+             FormatFixed(row.peak_rss_bytes / kMiB, 0)}));
+    std::vector<double> rates;
+    for (const PipelineMeasurement& m : measured[label]) {
+      rates.push_back(m.images_per_second);
+    }
+    throughput_rows.push_back(
+        {{"model", job.model},
+         {"stages", job.stages},
+         {"micro_batches", job.micro_batches},
+         {"schedule", job.schedule},
+         {"images_per_second", rates},
+         {"images_per_second_median", row.images_per_second},
+         {"step_ms_median", row.step_ms},
+         {"bubble", row.bubble},
+         {"bubble_max_stage", row.bubble_max},
+         {"stage_bubbles", StageBubbles(measured[label].back())},
+         {"ideal_bubble", row.ideal_bubble},
+         {"peak_activations", row.peak_activations},
+         {"peak_rss_bytes", row.peak_rss_bytes}});
+  }
+  std::fflush(stdout);
+
+  json all_runs = json::array();
+  for (const PipelineJob& job : jobs) {
+    all_runs.push_back({{"job", PipelineJobLabel(job)},
+                        {"runs", runs[PipelineJobLabel(job)]}});
+  }
+  json record = {{"benchmark", "pipeline"},
+                 {"tool", "kolo-bench pipeline"},
+                 {"config",
+                  {{"quick", f.quick},
+                   {"memory_models", SplitList(f.memory_models)},
+                   {"memory_stages", memory_stages},
+                   {"memory_schedule", f.memory_schedule},
+                   {"memory_micro_batches", f.memory_micro_batches},
+                   {"model", f.model},
+                   {"stages", stages},
+                   {"micro_batches", micro},
+                   {"schedules", SplitList(f.schedules)},
+                   {"dataset", "synthetic"},
+                   {"image_size", f.image_size},
+                   {"batch_size", f.batch_size},
+                   {"threads", f.threads},
+                   {"warmup", f.warmup},
+                   {"iters", f.iters},
+                   {"repeat", f.repeat}}},
+                 {"environment", Environment()},
+                 {"memory_rows", memory_rows},
+                 {"throughput_rows", throughput_rows},
+                 {"jobs", all_runs}};
+  if (!f.json_path.empty()) {
+    KOLO_RETURN_IF_ERROR(AppendJsonRecord(f.json_path, record));
+  }
+  return record;
+}
+
+}  // namespace kolo::bench
