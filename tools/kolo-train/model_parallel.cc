@@ -681,6 +681,7 @@ Status RunParameterServers(const Flags& f, int32_t rank, int32_t size,
                    {"parameter_server_workers", workers},
                    {"ps_mode", f.ps_mode},
                    {"staleness", f.staleness},
+                   {"server_lr", options.optimizer.lr},
                    {"threads", threads}};
   mode.shard = ps->role_index();
   mode.shards = workers;
