@@ -17,7 +17,11 @@
 //
 // A Write therefore blocks until the peer's reader has taken the frame,
 // and the reader never writes: two ranks writing to each other at once
-// cannot deadlock.
+// cannot deadlock. It also makes ReadPayload a round trip (the receive's
+// notice to the sender, then the bytes from the sender's Gloo thread), so
+// a payload read lasts milliseconds on a busy host where shm's is a copy:
+// whatever the caller's other threads do meanwhile must not assume the
+// frame is still unread or already done.
 //
 // The header receives are kept posted by one receiver thread per peer
 // rather than one any-source receive, for two reasons found in this Gloo

@@ -1,7 +1,10 @@
 // The gloo PeerLink with ranks as threads over a MemoryStore, each rank with
 // a writer thread and a reader thread as the contract has it: frames arrive
 // in order with their exact bytes, empty payloads, two ranks streaming
-// 8 MiB to each other at once, a Poll that returns kNone leaves the link
+// 8 MiB to each other at once, four ranks trading data frames and their
+// acks with both ring neighbours as the point-to-point protocol does (acks
+// are empty frames the reader hands to the writer, a reader that is slow
+// to read payloads), a Poll that returns kNone leaves the link
 // working (Gloo closes every pair when one of its own waits expires), Abort
 // wakes a blocked Poll, a peer that never reads times a write out, and a
 // destroyed peer fails the next write. Skipped, saying why, in a build
@@ -10,12 +13,16 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <deque>
 #include <future>
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "store/memory_store.h"
 #include "transport/peer_link.h"
 
@@ -176,6 +183,166 @@ TEST(GlooPeerLinkTest, TwoRanksWrite8MiBToEachOtherAtOnce) {
 TEST(GlooPeerLinkTest, EmptyPayloadsTravelAsHeadersAlone) {
   FORM_OR_SKIP(links, 2);
   Exchange(links, 200, {0});
+}
+
+// The traffic of collectives/point_to_point.cc: each rank's writer thread
+// sends `per_peer` data frames of mixed sizes to both ring neighbours,
+// alternating, and between them the acks its reader thread queues: one
+// empty frame per data frame read, carrying its sequence, written ahead of
+// any further data. The reader polls both peers, reads each payload (every
+// `slow_every`-th one only after a pause, so the payload's send waits on a
+// late receive) and checks data and acks against their closed forms.
+class RingRank {
+ public:
+  static constexpr int32_t kData = 1;
+  static constexpr int32_t kAck = 2;
+
+  RingRank(PeerLink* link, int32_t rank, int32_t size, int64_t per_peer,
+           int64_t slow_every)
+      : link_(link),
+        rank_(rank),
+        left_((rank + size - 1) % size),
+        right_((rank + 1) % size),
+        per_peer_(per_peer),
+        slow_every_(slow_every),
+        next_data_(size, 0),
+        next_ack_(size, 0) {}
+
+  // Bytes of data frame k to a peer: empty, one byte, a header's worth, a
+  // few KiB, and more than one socket buffer.
+  static int64_t DataBytes(int64_t k) {
+    static constexpr int64_t kSizes[] = {4004, 0, 1, 48, 8016, 300001, 2010};
+    return kSizes[k % 7];
+  }
+
+  // Writes acks first, then the next data frame; once all data is out,
+  // waits for the acks still owed.
+  Status Write() {
+    const auto deadline = In(milliseconds(8000));
+    for (int64_t k = 0;;) {
+      int32_t ack_to = -1;
+      FrameHeader ack;
+      {
+        MutexLock lock(&mutex_);
+        while (k == 2 * per_peer_ && acks_.empty() && acks_owed_ > 0) {
+          if (!queued_.WaitUntil(&mutex_, deadline) &&
+              LinkClock::now() >= deadline) {
+            return Timeout("rank " + std::to_string(rank_) + " still owes " +
+                           std::to_string(acks_owed_) + " acks");
+          }
+        }
+        if (!acks_.empty()) {
+          std::tie(ack_to, ack) = acks_.front();
+          acks_.pop_front();
+        } else if (k == 2 * per_peer_) {
+          return Status::Ok();
+        }
+      }
+      if (ack_to >= 0) {
+        KOLO_RETURN_IF_ERROR(link_->Write(ack_to, ack, nullptr, deadline));
+        continue;
+      }
+      const int32_t to = k % 2 == 0 ? right_ : left_;
+      const Frame frame = MakeFrame(rank_, to, k / 2, DataBytes(k / 2));
+      FrameHeader header = frame.header;
+      header.kind = kData;
+      KOLO_RETURN_IF_ERROR(
+          link_->Write(to, header, frame.payload.data(), deadline));
+      ++k;
+    }
+  }
+
+  void Read() {
+    const auto deadline = In(milliseconds(8000));
+    int64_t frames = 0;
+    while (frames < 4 * per_peer_) {
+      ASSERT_LT(LinkClock::now(), deadline)
+          << "rank " << rank_ << " read " << frames << " of " << 4 * per_peer_
+          << " frames";
+      LinkEvent event = link_->Poll(milliseconds(100));
+      if (event.kind == LinkEvent::Kind::kNone) continue;
+      ASSERT_EQ(event.kind, LinkEvent::Kind::kFrame) << event.error.ToString();
+      const int32_t from = event.peer;
+      ASSERT_TRUE(from == left_ || from == right_) << "frame from " << from;
+      ++frames;
+      if (event.header.kind == kAck) {
+        // Acks come back in the order the data went out.
+        EXPECT_EQ(event.header.sequence,
+                  static_cast<uint64_t>(next_ack_[from]++))
+            << "ack from " << from << " to " << rank_;
+        EXPECT_EQ(event.header.payload_bytes, 0);
+        continue;
+      }
+      ASSERT_EQ(event.header.kind, kData);
+      const int64_t k = next_data_[from]++;
+      const Frame want = MakeFrame(from, rank_, k, DataBytes(k));
+      EXPECT_EQ(event.header.sequence, want.header.sequence);
+      EXPECT_EQ(event.header.tag, want.header.tag);
+      ASSERT_EQ(event.header.payload_bytes, want.header.payload_bytes)
+          << "frame " << k << " from " << from << " to " << rank_;
+      if (slow_every_ > 0 && k % slow_every_ == 0) {
+        std::this_thread::sleep_for(milliseconds(2));
+      }
+      std::vector<char> payload(want.payload.size());
+      Status read =
+          link_->ReadPayload(from, payload.data(), event.header.payload_bytes,
+                             In(milliseconds(5000)));
+      ASSERT_TRUE(read.ok()) << read.ToString();
+      EXPECT_TRUE(payload == want.payload)
+          << "frame " << k << " from " << from << " to " << rank_;
+      FrameHeader ack;
+      ack.kind = kAck;
+      ack.sequence = event.header.sequence;
+      MutexLock lock(&mutex_);
+      acks_.emplace_back(from, ack);
+      --acks_owed_;
+      queued_.NotifyAll();
+    }
+    EXPECT_EQ(next_data_[left_], per_peer_);
+    EXPECT_EQ(next_data_[right_], per_peer_);
+    EXPECT_EQ(next_ack_[left_], per_peer_);
+    EXPECT_EQ(next_ack_[right_], per_peer_);
+  }
+
+ private:
+  PeerLink* const link_;
+  const int32_t rank_;
+  const int32_t left_;
+  const int32_t right_;
+  const int64_t per_peer_;
+  const int64_t slow_every_;
+  // The reader's: the next data frame and ack expected per peer.
+  std::vector<int64_t> next_data_;
+  std::vector<int64_t> next_ack_;
+
+  Mutex mutex_;
+  CondVar queued_;  // acks_ grew
+  std::deque<std::pair<int32_t, FrameHeader>> acks_ KOLO_GUARDED_BY(mutex_);
+  int64_t acks_owed_ KOLO_GUARDED_BY(mutex_) = 2 * per_peer_;
+};
+
+// Four ranks, each a writer and a reader thread, each pair of neighbours
+// with data and acks crossing in both directions at once.
+TEST(GlooPeerLinkTest, FourRanksTradeDataAndAcksWithBothNeighbours) {
+  FORM_OR_SKIP(links, 4);
+  std::vector<std::unique_ptr<RingRank>> ranks;
+  for (int32_t r = 0; r < 4; ++r) {
+    ranks.push_back(std::make_unique<RingRank>(links[r].get(), r, 4,
+                                               /*per_peer=*/60,
+                                               /*slow_every=*/5));
+  }
+  std::vector<std::future<Status>> writers;
+  std::vector<std::thread> readers;
+  for (auto& rank : ranks) {
+    writers.push_back(
+        std::async(std::launch::async, [&rank] { return rank->Write(); }));
+    readers.emplace_back([&rank] { rank->Read(); });
+  }
+  for (auto& reader : readers) reader.join();
+  for (int32_t r = 0; r < 4; ++r) {
+    Status written = writers[r].get();
+    EXPECT_TRUE(written.ok()) << "rank " << r << ": " << written.ToString();
+  }
 }
 
 // The trap of this Gloo: a receive wait that expires by itself closes every
