@@ -4,22 +4,25 @@
 // (PipeDream-flush, Narayanan et al. 2021) schedule them, and optionally
 // replicated for data parallelism across the rest of the world.
 //
-//   kolo::Init();                                // world = stages x replicas
+//   KOLO_RETURN_IF_ERROR(kolo::Init());          // world = stages x replicas
 //   ::torch::manual_seed(0);                     // same model on every rank
-//   ::torch::nn::Sequential model(...);
+//   ::torch::nn::Sequential model(
+//       ::torch::nn::Conv2d(3, 8, 3), ::torch::nn::ReLU(),
+//       ::torch::nn::Flatten(), ::torch::nn::Linear(8 * 30 * 30, 10));
 //   kolo::torch::PipelineOptions options;
-//   options.stages = 4;
-//   options.micro_batches = 8;
+//   options.stages = 2;
+//   options.micro_batches = 4;
 //   options.schedule = kolo::torch::PipelineSchedule::kOneFOneB;
-//   auto pipeline = kolo::torch::Pipeline::Create(model, options);
-//   ::torch::optim::SGD sgd((*pipeline)->parameters(), /*lr=*/0.1);
-//   for (auto& batch : loader) {
+//   KOLO_ASSIGN_OR_RETURN(std::unique_ptr<kolo::torch::Pipeline> pipeline,
+//                         kolo::torch::Pipeline::Create(model, options));
+//   ::torch::optim::SGD sgd(pipeline->parameters(), /*lr=*/0.1);
+//   for (const auto& batch : shard) {
 //     sgd.zero_grad();
-//     kolo::StatusOr<double> loss = (*pipeline)->TrainStep(
-//         batch.data, batch.target, [](const auto& out, const auto& target) {
-//           return ::torch::mse_loss(out, target);     // a mean over rows
-//         });
+//     KOLO_ASSIGN_OR_RETURN(double loss,  // the same on every rank
+//                           pipeline->TrainStep(batch.data, batch.target,
+//                                               loss_fn));  // a mean over rows
 //     sgd.step();                                  // this stage's layers
+//     (void)loss;
 //   }
 //
 // The layout. The world's ranks are stages x replicas, and consecutive
