@@ -349,22 +349,17 @@ Status TrainEpochs(const Flags& f, int32_t rank, int32_t size,
         last_loss,
         mode.peers->Average(loss_sum /
                             static_cast<double>(std::max<int64_t>(seen, 1))));
-    const double rate = static_cast<double>(epoch_images) / epoch_seconds;
-    history.push_back({{"epoch", epoch + 1},
-                       {"lr", lr},
-                       {"train_loss", last_loss},
-                       {"test_accuracy", last_eval.accuracy()},
-                       {"test_correct", last_eval.correct},
-                       {"test_total", last_eval.total},
-                       {"seconds", epoch_seconds},
-                       {"images_per_second", rate}});
-    if (mode.prints) {
-      progress.Finish(fmt::format(
-          "epoch {}/{}  train loss {:.4f}  test accuracy {:.2f}% ({}/{})  "
-          "{:.0f} images/s  {:.1f} s",
-          epoch + 1, f.epochs, last_loss, 100.0 * last_eval.accuracy(),
-          last_eval.correct, last_eval.total, rate, epoch_seconds));
-    }
+    EpochFigures figures;
+    figures.epoch = epoch + 1;
+    figures.epochs = f.epochs;
+    figures.lr = lr;
+    figures.train_loss = last_loss;
+    figures.eval = last_eval;
+    figures.seconds = epoch_seconds;
+    figures.images_per_second =
+        static_cast<double>(epoch_images) / epoch_seconds;
+    history.push_back(EpochRecord(figures));
+    if (mode.prints) progress.Finish(EpochLine(figures));
   }
   const double wall_seconds = Seconds(Clock::now() - start);
   KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> peak_rss,

@@ -165,6 +165,25 @@ StatusOr<Evaluation> Evaluate(models::Model& model, const data::Dataset& test,
   return result;
 }
 
+json EpochRecord(const EpochFigures& e) {
+  return {{"epoch", e.epoch},
+          {"lr", e.lr},
+          {"train_loss", e.train_loss},
+          {"test_accuracy", e.eval.accuracy()},
+          {"test_correct", e.eval.correct},
+          {"test_total", e.eval.total},
+          {"seconds", e.seconds},
+          {"images_per_second", e.images_per_second}};
+}
+
+std::string EpochLine(const EpochFigures& e) {
+  return fmt::format(
+      "epoch {}/{}  train loss {:.4f}  test accuracy {:.2f}% ({}/{})  {:.0f} "
+      "images/s  {:.1f} s",
+      e.epoch, e.epochs, e.train_loss, 100.0 * e.eval.accuracy(),
+      e.eval.correct, e.eval.total, e.images_per_second, e.seconds);
+}
+
 CheckpointInfo CheckpointInfoAfter(const Flags& f, int64_t epochs_done,
                                    const std::string& history_json) {
   CheckpointInfo info;

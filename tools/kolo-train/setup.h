@@ -64,6 +64,20 @@ struct Evaluation {
 StatusOr<Evaluation> Evaluate(models::Model& model, const data::Dataset& test,
                               int32_t rank, int32_t size);
 
+// One finished epoch as the training loops report it: a record of the
+// JSON history and rank 0's line, the same in every mode.
+struct EpochFigures {
+  int64_t epoch = 0;  // 1-based
+  int64_t epochs = 0;
+  double lr = 0;
+  double train_loss = 0;
+  Evaluation eval;
+  double seconds = 0;
+  double images_per_second = 0;
+};
+nlohmann::json EpochRecord(const EpochFigures& e);
+std::string EpochLine(const EpochFigures& e);
+
 // What the checkpoint after `epochs_done` epochs records besides the
 // tensors: the flags a resume must match, and the history so far.
 CheckpointInfo CheckpointInfoAfter(const Flags& f, int64_t epochs_done,

@@ -505,21 +505,16 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
             "kolo-train.train_loss"));
     last_eval = eval;
     const double rate = static_cast<double>(images_per_epoch) / epoch_seconds;
-    history.push_back({{"epoch", epoch + 1},
-                       {"lr", lr},
-                       {"train_loss", last_loss},
-                       {"test_accuracy", eval.accuracy()},
-                       {"test_correct", eval.correct},
-                       {"test_total", eval.total},
-                       {"seconds", epoch_seconds},
-                       {"images_per_second", rate}});
-    if (rank == 0) {
-      progress.Finish(
-          fmt::format("epoch {}/{}  train loss {:.4f}  test accuracy {:.2f}% "
-                      "({}/{})  {:.0f} images/s  {:.1f} s",
-                      epoch + 1, f.epochs, last_loss, 100.0 * eval.accuracy(),
-                      eval.correct, eval.total, rate, epoch_seconds));
-    }
+    EpochFigures figures;
+    figures.epoch = epoch + 1;
+    figures.epochs = f.epochs;
+    figures.lr = lr;
+    figures.train_loss = last_loss;
+    figures.eval = eval;
+    figures.seconds = epoch_seconds;
+    figures.images_per_second = rate;
+    history.push_back(EpochRecord(figures));
+    if (rank == 0) progress.Finish(EpochLine(figures));
 
     Status saved;
     if (rank == 0 && !f.checkpoint_dir.empty()) {
