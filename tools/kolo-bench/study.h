@@ -47,7 +47,8 @@
 //                     accuracy) and resnet18 timed on synthetic 3x32x32
 //                     images. The servers are processes beside the workers
 //                     on the same cores. A table of every variant against
-//                     allreduce at the same workers ends the run
+//                     allreduce at the same workers ends the run. --quick
+//                     runs lenet's step alone, at 2 workers and 1 server
 //
 // What a preset scales down to fit its time is the number of steps, epochs
 // or examples (--train-subset, --test-subset), never the model, the batch

@@ -67,9 +67,9 @@ TEST(PipelineRun, QuickMeasuresMemoryAndBothSchedules) {
     EXPECT_GT(row["peak_rss_bytes"].get<double>(), 0) << row.dump();
   }
   EXPECT_DOUBLE_EQ(memory[0]["peak_rss_ratio_to_unsplit"].get<double>(), 1.0);
-  // p 2, m 1 and 4, gpipe and 1f1b.
+  // p 2, m 4, gpipe and 1f1b.
   const nlohmann::json& rows = record["throughput_rows"];
-  ASSERT_EQ(rows.size(), 4u) << rows.dump(2);
+  ASSERT_EQ(rows.size(), 2u) << rows.dump(2);
   std::set<std::string> seen;
   for (const nlohmann::json& row : rows) {
     const int m = row["micro_batches"].get<int>();
@@ -78,11 +78,19 @@ TEST(PipelineRun, QuickMeasuresMemoryAndBothSchedules) {
     EXPECT_GT(row["images_per_second_median"].get<double>(), 0);
     EXPECT_GE(row["bubble"].get<double>(), 0);
     EXPECT_LE(row["bubble"].get<double>(), 1);
-    EXPECT_EQ(row["stage_bubbles"].size(), 2u);
+    // kolo-train reports its first stage's statistics; a stage's bubble
+    // is a fraction of its time.
+    ASSERT_GE(row["stage_bubbles"].size(), 1u);
+    for (const nlohmann::json& b : row["stage_bubbles"]) {
+      EXPECT_GE(b.get<double>(), 0);
+      EXPECT_LE(b.get<double>(), 1);
+    }
+    // Stage 0 holds all m micro-batches under GPipe, p under 1F1B.
+    EXPECT_EQ(row["peak_activations"].get<int>(),
+              row["schedule"] == "gpipe" ? 4 : 2);
     EXPECT_DOUBLE_EQ(row["ideal_bubble"].get<double>(), 1.0 / (m + 1));
   }
-  EXPECT_EQ(seen,
-            (std::set<std::string>{"gpipe 1", "gpipe 4", "1f1b 1", "1f1b 4"}));
+  EXPECT_EQ(seen, (std::set<std::string>{"gpipe 4", "1f1b 4"}));
   std::remove(json_path.c_str());
 }
 
@@ -113,10 +121,8 @@ TEST(PipelineRun, QuickPsStudyHasAllreduceAndBothModes) {
       }
     }
   }
-  EXPECT_EQ(seen, (std::set<std::string>{
-                      "lenet kolo", "lenet kolo-ps-sync-1",
-                      "lenet kolo-ps-async-1", "resnet18 kolo",
-                      "resnet18 kolo-ps-sync-1", "resnet18 kolo-ps-async-1"}));
+  EXPECT_EQ(seen, (std::set<std::string>{"lenet kolo", "lenet kolo-ps-sync-1",
+                                         "lenet kolo-ps-async-1"}));
   std::remove(json_path.c_str());
 }
 

@@ -197,7 +197,7 @@ TEST(PsStudy, PlansAllreduceAndEveryModeAtEachWorkerCount) {
   flags.quick = true;
   steps = PlanStudy(flags);
   ASSERT_TRUE(steps.ok());
-  ASSERT_EQ(steps->size(), 6u);  // 1 server, 2 workers only
+  ASSERT_EQ(steps->size(), 3u);  // lenet, 1 server, 2 workers only
   for (const StudyStep& step : *steps) EXPECT_EQ(step.flags.np, "2");
 }
 
