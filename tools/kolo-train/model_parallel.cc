@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -74,11 +75,14 @@ class Peers {
             : Allreduce(&value, &value, 1, DataType::kFloat64, ReduceOp::kSum));
     return value / size();
   }
-  StatusOr<std::vector<int64_t>> Gather(int64_t value) {
-    std::vector<int64_t> all(static_cast<size_t>(size()));
-    KOLO_RETURN_IF_ERROR(
-        group_ ? group_->Allgather(&value, all.data(), 1, DataType::kInt64)
-               : Allgather(&value, all.data(), 1, DataType::kInt64));
+  // Every peer's `value`, in peer order; T is int64_t or double.
+  template <typename T>
+  StatusOr<std::vector<T>> Gather(T value) {
+    const DataType type =
+        std::is_same_v<T, double> ? DataType::kFloat64 : DataType::kInt64;
+    std::vector<T> all(static_cast<size_t>(size()));
+    KOLO_RETURN_IF_ERROR(group_ ? group_->Allgather(&value, all.data(), 1, type)
+                                : Allgather(&value, all.data(), 1, type));
     return all;
   }
   Status Meet() { return group_ ? group_->Barrier() : Barrier(); }
@@ -141,8 +145,9 @@ struct Mode {
   std::function<StatusOr<double>(const data::Batch& batch, double lr)> step;
   std::function<StatusOr<Evaluation>()> evaluate;
   std::function<void(bool train)> set_training;
-  // The mode's figures for the JSON result, and one line for the summary.
-  std::function<json()> statistics;
+  // The mode's figures for the JSON result (collective over the peers),
+  // and one line for the summary.
+  std::function<StatusOr<json>()> statistics;
   std::function<std::string()> summary;
   // Seconds this rank waited for other ranks so far.
   std::function<double()> waiting_seconds;
@@ -201,7 +206,8 @@ json BaseConfig(const Flags& f, const Data& d, const Mode& mode, int32_t size) {
 Status Report(const Flags& f, const Data& d, const Mode& mode, int32_t size,
               const json& history, const Evaluation& eval, double train_loss,
               double wall_seconds, double train_seconds, int64_t images_trained,
-              const std::vector<int64_t>& peak_rss_bytes) {
+              const std::vector<int64_t>& peak_rss_bytes,
+              const json& statistics) {
   const double rate = train_seconds > 0
                           ? static_cast<double>(images_trained) / train_seconds
                           : 0;
@@ -247,7 +253,7 @@ Status Report(const Flags& f, const Data& d, const Mode& mode, int32_t size,
                    {"images_per_second", rate},
                    {"images_per_second_per_worker", rate / mode.compute_ranks},
                    {"peak_rss_bytes", peak_rss_bytes},
-                   {mode.name, mode.statistics()}};
+                   {mode.name, statistics}};
   return bench::WriteJsonFile(f.json_path, out);
 }
 
@@ -363,10 +369,11 @@ Status TrainEpochs(const Flags& f, int32_t rank, int32_t size,
   }
   const double wall_seconds = Seconds(Clock::now() - start);
   KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> peak_rss,
-                        mode.peers->Gather(PeakRssBytes()));
+                        mode.peers->Gather<int64_t>(PeakRssBytes()));
+  KOLO_ASSIGN_OR_RETURN(json statistics, mode.statistics());
   if (!mode.prints) return Status::Ok();
   return Report(f, d, mode, size, history, last_eval, last_loss, wall_seconds,
-                train_seconds, images_trained, peak_rss);
+                train_seconds, images_trained, peak_rss, statistics);
 }
 
 // --benchmark-steps in both modes: --benchmark-warmup untimed steps, a
@@ -421,7 +428,8 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, const Data& d,
   const double seconds = Seconds(Clock::now() - timed_start);
   const double waiting = mode.waiting_seconds() - waiting_before;
   KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> peak_rss,
-                        mode.peers->Gather(PeakRssBytes()));
+                        mode.peers->Gather<int64_t>(PeakRssBytes()));
+  KOLO_ASSIGN_OR_RETURN(json statistics, mode.statistics());
   if (!mode.prints) return Status::Ok();
   const double images = static_cast<double>(timed_images * mode.shards);
   const double rate = images / seconds;
@@ -452,7 +460,7 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, const Data& d,
                    {"waiting_seconds", waiting},
                    {"final_loss", loss_value},
                    {"peak_rss_bytes", peak_rss},
-                   {mode.name, mode.statistics()}};
+                   {mode.name, statistics}};
   return bench::WriteJsonFile(f.json_path, out);
 }
 
@@ -576,12 +584,31 @@ Status RunPipeline(const Flags& f, int32_t rank, int32_t size, int32_t threads,
   mode.waiting_seconds = [pipeline]() {
     return pipeline->statistics().total_idle_seconds;
   };
-  mode.statistics = [pipeline]() -> json {
+  // Per rank (kolo-bench pipeline reads one figure per stage): the stage's
+  // time, its peak activations and what its parameters and optimizer hold.
+  mode.statistics = [pipeline, optimizer, peers]() -> StatusOr<json> {
     const kolo::torch::PipelineStatistics& s = pipeline->statistics();
-    return {{"bubble_fraction", s.BubbleFraction()},
-            {"max_peak_activations", s.max_peak_activations},
-            {"busy_seconds", s.total_busy_seconds},
-            {"idle_seconds", s.total_idle_seconds}};
+    int64_t parameter_bytes = 0;
+    for (const ::torch::Tensor& t : pipeline->parameters())
+      parameter_bytes += t.numel() * t.element_size();
+    const int64_t state_bytes =
+        optimizer ? kolo::torch::OptimizerStateBytes(*optimizer) : 0;
+    KOLO_ASSIGN_OR_RETURN(std::vector<double> busy,
+                          peers->Gather(s.total_busy_seconds));
+    KOLO_ASSIGN_OR_RETURN(std::vector<double> idle,
+                          peers->Gather(s.total_idle_seconds));
+    KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> peaks,
+                          peers->Gather<int64_t>(s.max_peak_activations));
+    KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> parameters,
+                          peers->Gather(parameter_bytes));
+    KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> states,
+                          peers->Gather(state_bytes));
+    return json{{"bubble_fraction", s.BubbleFraction()},
+                {"max_peak_activations", peaks},
+                {"busy_seconds", busy},
+                {"idle_seconds", idle},
+                {"parameter_bytes", parameters},
+                {"optimizer_state_bytes", states}};
   };
   mode.summary = [pipeline]() {
     const kolo::torch::PipelineStatistics& s = pipeline->statistics();
@@ -701,13 +728,13 @@ Status RunParameterServers(const Flags& f, int32_t rank, int32_t size,
   };
   mode.set_training = [model](bool train) { model->train(train); };
   mode.waiting_seconds = [ps]() { return ps->statistics().wait_seconds; };
-  mode.statistics = [ps]() -> json {
+  mode.statistics = [ps]() -> StatusOr<json> {
     const kolo::torch::ParameterServerStatistics st = ps->statistics();
-    return {{"steps", st.steps},
-            {"max_staleness", st.max_staleness},
-            {"bytes_sent", st.bytes_sent},
-            {"bytes_received", st.bytes_received},
-            {"wait_seconds", st.wait_seconds}};
+    return json{{"steps", st.steps},
+                {"max_staleness", st.max_staleness},
+                {"bytes_sent", st.bytes_sent},
+                {"bytes_received", st.bytes_received},
+                {"wait_seconds", st.wait_seconds}};
   };
   mode.summary = [ps]() {
     const kolo::torch::ParameterServerStatistics st = ps->statistics();
