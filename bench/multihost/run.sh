@@ -3,7 +3,8 @@
 # network namespaces (scripts/netns_cluster.sh) on this machine.
 #
 #   sudo bench/multihost/run.sh [-o DIR] [--rates 1gbit,10gbit]
-#       [--layouts 2x2,4x1] [--backend ENGINE] [--no-train] [--quick]
+#       [--layouts 2x2,4x1] [--backend ENGINE] [--no-train | --train-only]
+#       [--quick]
 #       [--build DIR]
 #
 # For each link rate (tbf on every host's eth1) and each layout (2 hosts x 2
@@ -27,7 +28,10 @@
 #                lenet (Fashion-MNIST, batch 128, 30 steps) and resnet18
 #                (synthetic 3x32x32, batch 32, 10 steps), gradients sent
 #                as they are, in fp16 and in bf16 (DDP has no bf16 hook on
-#                CPU, so its bf16 row is absent)
+#                CPU, so its bf16 row is absent); and the same 4 workers
+#                through one parameter server on h2 (kolorun --servers 1,
+#                kolo-train --parameter-servers 1), synchronous and
+#                asynchronous
 #
 # and tears the cluster down. Every sweep is split in two runs: 4 KiB to
 # 1 MiB with many iterations (small messages are noisy and cheap) and 4 MiB
@@ -64,6 +68,7 @@ rates="1gbit,10gbit"
 layouts="2x2,4x1"
 backend=""
 train=1
+train_only=0
 quick=0
 build="$repo/build"
 name=kbench
@@ -85,6 +90,7 @@ while (($#)); do
     --layouts) (($# >= 2)) || usage; layouts=$2; shift 2 ;;
     --backend) (($# >= 2)) || usage; backend=$2; shift 2 ;;
     --no-train) train=0; shift ;;
+    --train-only) train_only=1; shift ;;
     --quick) quick=1; shift ;;
     --build) (($# >= 2)) || usage; build=$2; shift 2 ;;
     -h | --help) usage ;;
@@ -201,44 +207,46 @@ run_configuration() {
   local first=()
   [[ $layout == 2x2 ]] && first=(--env KOLO_HIERARCHICAL_ALLREDUCE=1)
 
-  step "$dir" link 120 "${job[@]}" "$bench" link --json "$dir/link.json"
+  if ((!train_only)); then
+    step "$dir" link 120 "${job[@]}" "$bench" link --json "$dir/link.json"
 
-  local part sizes
-  for part in small large; do
-    if [[ $part == small ]]; then sizes=("${small[@]}"); else sizes=("${large[@]}"); fi
-    step "$dir" "kolo-$part" 600 "${job[@]}" "${first[@]+"${first[@]}"}" "$bench" \
-      collectives --ops allreduce "${sizes[@]}" --peer "$peers" --json "$dir/kolo-$part.json"
-    if [[ $layout == 2x2 ]]; then
-      step "$dir" "kolo-flat-$part" 600 "${job[@]}" --env KOLO_HIERARCHICAL_ALLREDUCE=0 \
-        "$bench" collectives --ops allreduce "${sizes[@]}" --json "$dir/kolo-flat-$part.json"
-    fi
-    if command -v mpirun >/dev/null; then
-      # mpirun reaches the other namespaces through their sshds; each
-      # "host" offers as many slots as it has ranks, so Open MPI does not
-      # know that all of them share two cores and would spin while it
-      # waits: mpi_yield_when_idle is what it would set itself, had it
-      # known the nodes were oversubscribed. kolo's own runtime rides on
-      # MPI here too (no store address); the figures compared are --peer
-      # mpi's.
-      # shellcheck disable=SC2054  # commas inside --mca values
-      local mpi=("${h1[@]}" mpirun --allow-run-as-root -H "$mpi_hosts"
-        --mca plm_rsh_args "-F /tmp/$name-ssh/ssh_config"
-        --mca btl self,vader,tcp --mca btl_tcp_if_include eth1
-        --mca oob_tcp_if_include eth1 --mca mpi_yield_when_idle 1
-        -x PATH -x LD_LIBRARY_PATH)
-      step "$dir" "mpirun-$part" 600 "${mpi[@]}" "$bench" collectives --ops allreduce \
-        "${sizes[@]}" --peer mpi --json "$dir/mpirun-$part.json"
-    else
-      printf 'mpirun-%s\tskipped\t0\n' "$part" >>"$dir/steps.tsv"
-    fi
-    # Rank 0 hosts torch's rendezvous on h1; a port per run, so the second
-    # never waits for the first one's socket to leave TIME_WAIT.
-    local port=29510
-    [[ $part == large ]] && port=29511
-    step "$dir" "torch-$part" 600 "${job[@]}" --env GLOO_SOCKET_IFNAME=eth1 \
-      "$python" "$repo/bench/peers/torch_collectives.py" "${sizes[@]}" \
-      --master-addr "$h1_address" --master-port "$port" --json "$dir/torch-$part.json"
-  done
+    local part sizes
+    for part in small large; do
+      if [[ $part == small ]]; then sizes=("${small[@]}"); else sizes=("${large[@]}"); fi
+      step "$dir" "kolo-$part" 600 "${job[@]}" "${first[@]+"${first[@]}"}" "$bench" \
+        collectives --ops allreduce "${sizes[@]}" --peer "$peers" --json "$dir/kolo-$part.json"
+      if [[ $layout == 2x2 ]]; then
+        step "$dir" "kolo-flat-$part" 600 "${job[@]}" --env KOLO_HIERARCHICAL_ALLREDUCE=0 \
+          "$bench" collectives --ops allreduce "${sizes[@]}" --json "$dir/kolo-flat-$part.json"
+      fi
+      if command -v mpirun >/dev/null; then
+        # mpirun reaches the other namespaces through their sshds; each
+        # "host" offers as many slots as it has ranks, so Open MPI does not
+        # know that all of them share two cores and would spin while it
+        # waits: mpi_yield_when_idle is what it would set itself, had it
+        # known the nodes were oversubscribed. kolo's own runtime rides on
+        # MPI here too (no store address); the figures compared are --peer
+        # mpi's.
+        # shellcheck disable=SC2054  # commas inside --mca values
+        local mpi=("${h1[@]}" mpirun --allow-run-as-root -H "$mpi_hosts"
+          --mca plm_rsh_args "-F /tmp/$name-ssh/ssh_config"
+          --mca btl self,vader,tcp --mca btl_tcp_if_include eth1
+          --mca oob_tcp_if_include eth1 --mca mpi_yield_when_idle 1
+          -x PATH -x LD_LIBRARY_PATH)
+        step "$dir" "mpirun-$part" 600 "${mpi[@]}" "$bench" collectives --ops allreduce \
+          "${sizes[@]}" --peer mpi --json "$dir/mpirun-$part.json"
+      else
+        printf 'mpirun-%s\tskipped\t0\n' "$part" >>"$dir/steps.tsv"
+      fi
+      # Rank 0 hosts torch's rendezvous on h1; a port per run, so the second
+      # never waits for the first one's socket to leave TIME_WAIT.
+      local port=29510
+      [[ $part == large ]] && port=29511
+      step "$dir" "torch-$part" 600 "${job[@]}" --env GLOO_SOCKET_IFNAME=eth1 \
+        "$python" "$repo/bench/peers/torch_collectives.py" "${sizes[@]}" \
+        --master-addr "$h1_address" --master-port "$port" --json "$dir/torch-$part.json"
+    done
+  fi
 
   if ((train)) && [[ $layout == 2x2 ]]; then
     local model compression port=29600 kolo_flags ddp_flags steps warmup
@@ -273,6 +281,16 @@ run_configuration() {
           "$hosts_count" "$ranks_per_host" "$h1_address" "$port" "$dir/train-ddp-$model-$compression" \
           "$repo/bench/peers/torch_ddp.py" --from-env --model "$model" "${ddp_flags[@]}" \
           --threads 1 --compression "$compression" --json "$dir/train-ddp-$model-$compression.json"
+      done
+      # The same 4 workers through one parameter server, a fifth process
+      # on h2: the studies' parameter server against allreduce, across hosts.
+      local mode
+      for mode in sync async; do
+        step "$dir" "train-ps-$model-$mode" 600 "${h1[@]}" "$kolorun" \
+          -H "$name-h1:$ranks_per_host,$name-h2:$((ranks_per_host + 1))" \
+          --remote-shell 'ip netns exec {host}' -np 4 --servers 1 "$kolo_train" \
+          --model "$model" "${kolo_flags[@]}" --threads 1 --parameter-servers 1 \
+          --ps-mode "$mode" --json "$dir/train-ps-$model-$mode.json"
       done
     done
   fi

@@ -123,6 +123,11 @@ def read_configuration(folder):
                     folder, f"train-{framework}-{model}-{compression}.json"))
                 if figure:
                     train[(model, compression, framework)] = figure
+        for mode in ("sync", "async"):
+            figure = train_figure(os.path.join(
+                folder, f"train-ps-{model}-{mode}.json"))
+            if figure:
+                train[(model, mode, "ps")] = figure
     steps = []
     try:
         with open(os.path.join(folder, "steps.tsv")) as file:
@@ -367,6 +372,31 @@ def train_table(configs):
     return text + "\n" + "\n".join(f"# {v}" for v in verdicts) + "\n#"
 
 
+def ps_table(configs):
+    rows = []
+    for c in configs:
+        for model in ("lenet", "resnet18"):
+            allreduce = c["train"].get((model, "none", "kolo"))
+            a = allreduce and allreduce["images_per_second"]
+            for mode in ("sync", "async"):
+                ps = c["train"].get((model, mode, "ps"))
+                if not ps:
+                    continue
+                p = ps["images_per_second"]
+                rows.append([c["name"], model, mode, fixed(p, 0),
+                             fixed(ps["step_ms"], 1), fixed(a, 0),
+                             fixed(ratio(p, a), 3)])
+    if not rows:
+        return "# parameter server: no figures\n#"
+    return table(
+        ["parameter server against allreduce at 4 workers on 2 hosts "
+         "(images/s, all workers); one server process on h2",
+         "kolo-train --parameter-servers 1 under kolorun --servers 1 against "
+         "kolo-train's allreduce (no compression)"],
+        ["config", "model", "mode", "ps", "ms/step", "allreduce", "ps/allreduce"],
+        rows)
+
+
 def failures(configs):
     failed = [f"{c['name']}/{step[0]}: exit {step[1]}" for c in configs
               for step in c["steps"]
@@ -456,6 +486,7 @@ def main(argv):
     print(latency_table(configs))
     print(target_table(configs))
     print(train_table(configs))
+    print(ps_table(configs))
     print(failures(configs))
     summary = []
     for c in configs:
