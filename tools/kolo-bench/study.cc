@@ -61,6 +61,7 @@ struct Scale {
   int64_t ps_lenet_test_subset;
   int64_t ps_resnet18_warmup;
   int64_t ps_resnet18_iters;
+  int32_t ps_resnet18_repeat;
 };
 
 constexpr Scale kFull = {/*lenet_epochs=*/10,
@@ -80,11 +81,12 @@ constexpr Scale kFull = {/*lenet_epochs=*/10,
                          /*ds_lenet_test_subset=*/0,
                          /*ds_resnet18_warmup=*/1,
                          /*ds_resnet18_iters=*/4,
-                         /*ps_lenet_epochs=*/2,
-                         /*ps_lenet_train_subset=*/16384,
+                         /*ps_lenet_epochs=*/5,
+                         /*ps_lenet_train_subset=*/0,
                          /*ps_lenet_test_subset=*/0,
                          /*ps_resnet18_warmup=*/1,
-                         /*ps_resnet18_iters=*/4};
+                         /*ps_resnet18_iters=*/4,
+                         /*ps_resnet18_repeat=*/2};
 
 // Small enough for a test: every job lasts a few seconds, and lenet still
 // learns enough in its three epochs (at np 4, 8 steps each) to tell a
@@ -110,7 +112,8 @@ constexpr Scale kQuick = {/*lenet_epochs=*/3,
                           /*ps_lenet_train_subset=*/1024,
                           /*ps_lenet_test_subset=*/500,
                           /*ps_resnet18_warmup=*/0,
-                          /*ps_resnet18_iters=*/0};
+                          /*ps_resnet18_iters=*/0,
+                          /*ps_resnet18_repeat=*/1};
 
 std::string Examples(int64_t subset, const char* all) {
   return subset > 0 ? fmt::format("the first {}", subset) : std::string(all);
@@ -143,11 +146,12 @@ std::string ScaleText(const std::string& name, const Scale& s) {
   if (name == kPsVsAllreduce) {
     return fmt::format(
         "lenet: {} epoch{} on {} training and {} test images; resnet18: {} "
-        "warm-up + {} timed steps{}; 1 repeat",
+        "warm-up + {} timed steps{}, {} repeat{}",
         s.ps_lenet_epochs, s.ps_lenet_epochs == 1 ? "" : "s",
         Examples(s.ps_lenet_train_subset, "all 60,000"),
         Examples(s.ps_lenet_test_subset, "all 10,000"), s.ps_resnet18_warmup,
-        s.ps_resnet18_iters, s.ps_resnet18_iters == 0 ? " (left out)" : "");
+        s.ps_resnet18_iters, s.ps_resnet18_iters == 0 ? " (left out)" : "",
+        s.ps_resnet18_repeat, s.ps_resnet18_repeat == 1 ? "" : "s");
   }
   return fmt::format("{} warm-up + {} timed steps, {} repeats",
                      s.resnet18_warmup, s.resnet18_iters, s.resnet18_repeat);
@@ -425,6 +429,7 @@ StatusOr<std::vector<StudyStep>> PlanStudy(const StudyFlags& study) {
     resnet.batch_size = 32;
     resnet.warmup = s.ps_resnet18_warmup;
     resnet.iters = s.ps_resnet18_iters;
+    resnet.repeat = s.ps_resnet18_repeat;
     // Timed steps cycle through these; generating 60,000 synthetic images
     // would take longer than the steps.
     resnet.train_subset = 1024;
