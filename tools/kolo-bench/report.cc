@@ -75,6 +75,10 @@ bool IsZeroRecord(const json& record) {
   return Text(record, "benchmark") == "zero";
 }
 
+bool IsPipelineRecord(const json& record) {
+  return Text(record, "benchmark") == "pipeline";
+}
+
 int AddEnvironment(const json& record, const std::string& source,
                    Results* results) {
   const json& fields = Member(record, "environment");
@@ -319,6 +323,7 @@ class Page {
   std::string BandwidthTable(const BandwidthView& view);
   std::string ZeroSection();
   std::string ZeroTable(const ZeroView& view);
+  std::string PipelineSection();
   std::string EnvironmentSection();
 
   const Results& results_;
@@ -818,6 +823,95 @@ std::string EnvironmentValue(const json& value) {
   return value.dump();
 }
 
+std::string Page::PipelineSection() {
+  std::string html =
+      "<section id=\"pipeline\">\n<h2>Pipeline parallelism</h2>\n";
+  if (results_.pipeline.empty()) {
+    return html +
+           Paragraph(
+               "No pipeline records in these files (kolo-bench pipeline "
+               "--json writes them).") +
+           "</section>\n";
+  }
+  html += Paragraph(
+      "The bubble is the fraction of its time a stage waited rather than "
+      "computed (kolo-train reports stage 0's), one solid line per stage "
+      "count and schedule, against the ideal (p-1)/(m+p-1) dashed. The "
+      "memory table gives each rank's peak RSS (the kernel's high-water "
+      "mark of its resident memory) and the bytes kolo-train reports.");
+  for (const PipelineRecord& record : results_.pipeline) {
+    const std::string model = Text(record.config, "model");
+    LineChart chart;
+    chart.title = "Bubble against micro-batches: " + model;
+    chart.x = {"micro-batches m", ChartAxis::Ticks::kAtData, false, false};
+    chart.y = {"bubble (fraction of step time)", ChartAxis::Ticks::kLinear,
+               false, true};
+    std::map<std::string, ChartSeries> series;  // by name
+    std::vector<std::vector<Cell>> rows;
+    for (const json& row : record.throughput_rows) {
+      const double p = Number(row, "stages").value_or(0);
+      const double m = Number(row, "micro_batches").value_or(0);
+      const std::string schedule = Text(row, "schedule");
+      const std::string name = fmt::format("p {} {}", p, schedule);
+      series[name].name = name;
+      if (auto b = Number(row, "bubble"))
+        series[name].points.push_back({m, *b});
+      const std::string ideal = fmt::format("p {} ideal", p);
+      series[ideal].name = ideal;
+      series[ideal].dashed = true;
+      if (auto b = Number(row, "ideal_bubble")) {
+        series[ideal].points.push_back({m, *b});
+      }
+      const std::optional<double> rss = Number(row, "peak_rss_bytes");
+      rows.push_back(
+          {{fmt::format("{}", p)},
+           {fmt::format("{}", m)},
+           Label(schedule),
+           {Fixed(Number(row, "images_per_second_median"), 1)},
+           {Fixed(Number(row, "step_ms_median"), 1)},
+           {Fixed(Number(row, "bubble"), 3)},
+           {Fixed(Number(row, "ideal_bubble"), 3)},
+           {Fixed(Number(row, "peak_activations"), 0)},
+           {Fixed(rss ? std::optional<double>(*rss / (1 << 20)) : std::nullopt,
+                  0)}});
+    }
+    std::vector<ChartSeries> lines;
+    for (auto& [name, s] : series) lines.push_back(std::move(s));
+    chart.series = Colored(std::move(lines));
+    html +=
+        Figure(model + ", " + Text(record.config, "dataset") + " 3x" +
+                   Fixed(Number(record.config, "image_size"), 0) + ", batch " +
+                   Fixed(Number(record.config, "batch_size"), 0) + " (" +
+                   record.source + ")",
+               RenderLineChart(chart));
+    html += HtmlTable(
+        {"p", "m", "schedule", "images/s", "step (ms)", "bubble",
+         "(p-1)/(m+p-1)", "peak activations (micro-batches)", "peak RSS (MiB)"},
+        rows);
+    std::vector<std::vector<Cell>> memory;
+    auto mib = [](const json& row, const char* key) {
+      const std::optional<double> bytes = Number(row, key);
+      return Fixed(
+          bytes ? std::optional<double>(*bytes / (1 << 20)) : std::nullopt, 1);
+    };
+    for (const json& row : record.memory_rows) {
+      memory.push_back({Label(Text(row, "model")),
+                        {Fixed(Number(row, "stages"), 0)},
+                        {Fixed(Number(row, "rank"), 0)},
+                        {mib(row, "parameter_bytes")},
+                        {mib(row, "optimizer_state_bytes")},
+                        {Fixed(Number(row, "peak_activations"), 0)},
+                        {mib(row, "peak_rss_bytes")},
+                        {Fixed(Number(row, "peak_rss_ratio_to_unsplit"), 2)}});
+    }
+    html += HtmlTable(
+        {"model", "stages", "rank", "parameters (MiB)", "optimizer state (MiB)",
+         "peak activations (micro-batches)", "peak RSS (MiB)", "RSS ÷ unsplit"},
+        memory);
+  }
+  return html + "</section>\n";
+}
+
 std::string Page::EnvironmentSection() {
   std::string html = "<section id=\"environment\">\n<h2>Environment</h2>\n";
   if (results_.environments.empty()) {
@@ -895,7 +989,7 @@ std::string Page::Render() {
   html += kStyle;
   html += "</style>\n</head>\n<body>\n<h1>kolo-bench report</h1>\n";
   html += Paragraph(fmt::format(
-      "From {}: {}, {}{}.", files,
+      "From {}: {}, {}{}{}.", files,
       Plural(static_cast<int64_t>(results_.train.size()), "training record",
              "training records"),
       Plural(static_cast<int64_t>(results_.collectives.size()),
@@ -903,17 +997,23 @@ std::string Page::Render() {
       results_.zero.empty()
           ? ""
           : ", " + Plural(static_cast<int64_t>(results_.zero.size()),
-                          "ZeRO record", "ZeRO records")));
+                          "ZeRO record", "ZeRO records"),
+      results_.pipeline.empty()
+          ? ""
+          : ", " + Plural(static_cast<int64_t>(results_.pipeline.size()),
+                          "pipeline record", "pipeline records")));
   html +=
       "<nav><a href=\"#throughput\">throughput</a><a "
       "href=\"#efficiency\">efficiency</a><a href=\"#accuracy\">accuracy</a><a "
       "href=\"#bandwidth\">bus bandwidth</a><a href=\"#zero\">ZeRO</a><a "
+      "href=\"#pipeline\">pipeline</a><a "
       "href=\"#environment\">environment</a></nav>\n";
   html += ThroughputSection(views);
   html += EfficiencySection(views);
   html += AccuracySection(views);
   html += BandwidthSection();
   html += ZeroSection();
+  html += PipelineSection();
   html += EnvironmentSection();
   return html + "</body>\n</html>\n";
 }
@@ -962,6 +1062,19 @@ Status AddResults(const json& value, const std::string& source,
       ++recognised;
     } else if (IsZeroRecord(*record)) {
       results->zero.push_back(ParseZeroRecord(*record, source, results));
+      ++recognised;
+    } else if (IsPipelineRecord(*record)) {
+      PipelineRecord out;
+      out.source = source;
+      out.config = Member(*record, "config");
+      out.memory_rows = Member(*record, "memory_rows");
+      out.throughput_rows = Member(*record, "throughput_rows");
+      if (!out.memory_rows.is_array()) out.memory_rows = json::array();
+      if (!out.throughput_rows.is_array()) {
+        out.throughput_rows = json::array();
+      }
+      out.environment = AddEnvironment(*record, source, results);
+      results->pipeline.push_back(std::move(out));
       ++recognised;
     }
   }
@@ -1304,7 +1417,7 @@ int RunReportCommand(const ReportFlags& flags) {
       WriteFileAtomically(flags.output, RenderReport(*results), "-o");
   if (!written.ok()) return fail(written);
   fmt::print(
-      "kolo-bench report: wrote {} ({}, {}{} from {})\n", flags.output,
+      "kolo-bench report: wrote {} ({}, {}{}{} from {})\n", flags.output,
       Plural(static_cast<int64_t>(results->train.size()), "training record",
              "training records"),
       Plural(static_cast<int64_t>(results->collectives.size()),
@@ -1313,6 +1426,10 @@ int RunReportCommand(const ReportFlags& flags) {
           ? ""
           : ", " + Plural(static_cast<int64_t>(results->zero.size()),
                           "ZeRO record", "ZeRO records"),
+      results->pipeline.empty()
+          ? ""
+          : ", " + Plural(static_cast<int64_t>(results->pipeline.size()),
+                          "pipeline record", "pipeline records"),
       Plural(static_cast<int64_t>(results->sources.size()), "file", "files"));
   return 0;
 }

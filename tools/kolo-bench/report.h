@@ -29,7 +29,9 @@
 // chart followed by a table of its figures and kolo's ratio to each peer;
 // ZeRO's optimizer state plus gradients per rank, as bars per worker count
 // and variant, with a table of its figures and their ratios to kolo-ddp;
-// then the environments the figures were measured in. A section without
+// kolo-bench pipeline's measured bubble against micro-batches beside
+// (p-1)/(m+p-1), with its throughput and per-rank memory tables (every
+// pipeline record, in the order read); then the environments the figures were measured in. A section without
 // data says so. Charts are inline SVG (svg_chart.h); the page has no
 // script and no address, and is written atomically.
 #ifndef KOLO_TOOLS_KOLO_BENCH_REPORT_H_
@@ -155,6 +157,18 @@ struct ZeroRecord {
   int environment = -1;
 };
 
+// A kolo-bench pipeline record ({"benchmark": "pipeline"}): its memory
+// rows (one per model, stage count and rank) and throughput rows (one per
+// stage count, micro-batch count and schedule), as the benchmark wrote
+// them.
+struct PipelineRecord {
+  std::string source;
+  nlohmann::json config;
+  nlohmann::json memory_rows;      // an array
+  nlohmann::json throughput_rows;  // an array
+  int environment = -1;
+};
+
 // A machine the figures were measured on, and the files that say so.
 struct Environment {
   nlohmann::json fields;  // cpu_model, cores, kernel, kolo_commit, ...
@@ -166,6 +180,7 @@ struct Results {
   std::vector<TrainRecord> train;
   std::vector<CollectivesRecord> collectives;
   std::vector<ZeroRecord> zero;
+  std::vector<PipelineRecord> pipeline;
   std::vector<Environment> environments;  // distinct, as first seen
 };
 

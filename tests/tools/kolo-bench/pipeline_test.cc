@@ -169,6 +169,41 @@ TEST(PipelineBench, SummaryTakesMediansOfTheMeanStageBubble) {
   EXPECT_EQ(row.peak_activations, 4);
 }
 
+TEST(PipelineBench, ReportDrawsTheBubbleBesideTheIdeal) {
+  const json record = {{"benchmark", "pipeline"},
+                       {"config",
+                        {{"model", "vgg16"},
+                         {"dataset", "synthetic"},
+                         {"image_size", 32},
+                         {"batch_size", 32}}},
+                       {"memory_rows",
+                        {{{"model", "vgg16"},
+                          {"stages", 2},
+                          {"rank", 1},
+                          {"peak_rss_bytes", 300.0 * (1 << 20)},
+                          {"peak_rss_ratio_to_unsplit", 0.75}}}},
+                       {"throughput_rows",
+                        {{{"stages", 2},
+                          {"micro_batches", 4},
+                          {"schedule", "1f1b"},
+                          {"images_per_second_median", 45.3},
+                          {"bubble", 0.125},
+                          {"ideal_bubble", 0.2},
+                          {"peak_activations", 2},
+                          {"peak_rss_bytes", 400.0 * (1 << 20)}}}}};
+  Results results;
+  ASSERT_TRUE(AddResults(record, "pipeline.json", &results).ok());
+  ASSERT_EQ(results.pipeline.size(), 1u);
+  const std::string page = RenderReport(results);
+  EXPECT_THAT(page, HasSubstr("<h2>Pipeline parallelism</h2>"));
+  EXPECT_THAT(page, HasSubstr("p 2 1f1b"));
+  EXPECT_THAT(page, HasSubstr("p 2 ideal"));
+  EXPECT_THAT(page, HasSubstr("45.3"));   // images/s
+  EXPECT_THAT(page, HasSubstr("0.125"));  // the bubble
+  EXPECT_THAT(page, HasSubstr("300.0"));  // rank 1's peak RSS in MiB
+  EXPECT_THAT(page, HasSubstr("0.75"));
+}
+
 TEST(PsStudy, PlansAllreduceAndEveryModeAtEachWorkerCount) {
   StudyFlags flags;
   flags.name = "ps-vs-allreduce";
