@@ -6,8 +6,9 @@
 //
 // Reading. Each file holds one record or an array of them (the benchmarks
 // append). A record is a training record (tool "kolo-bench train"), a
-// collectives record (benchmark "collectives") or a ZeRO record (benchmark
-// "zero"); anything else in a file
+// collectives record (benchmark "collectives"), a ZeRO record (benchmark
+// "zero") or a pipeline record (benchmark "pipeline"); anything else in a
+// file
 // (a fusion run, a hand-written note) is passed over, but a file with no
 // record of either kind is an error, as are a missing file and a file that
 // is not JSON. Optional fields (a study name, test accuracy, wall time,

@@ -1,7 +1,8 @@
 # kolo-bench's pure pieces (size sweep, bus-bandwidth factors, expected
 # values, table formatting; fusion's model table and checks; --peer's list,
 # memcpy line, comparison and JSON; link's statistics; the report's charts
-# and reading; zero's command lines, checks and ratios), fusion, collectives --peer and link run end to end under
+# and reading; zero's command lines, checks and ratios; pipeline's reading,
+# bubbles and report section; ps-vs-allreduce's plan and closing table), fusion, collectives --peer and link run end to end under
 # kolorun, and the report end to end and in a browser. Included from
 # tests/CMakeLists.txt; a build without tools/kolo-bench has no
 # kolo_bench_lib and skips it. Every test's name
