@@ -8,8 +8,7 @@
 // append). A record is a training record (tool "kolo-bench train"), a
 // collectives record (benchmark "collectives"), a ZeRO record (benchmark
 // "zero") or a pipeline record (benchmark "pipeline"); anything else in a
-// file
-// (a fusion run, a hand-written note) is passed over, but a file with no
+// file (a fusion run, a hand-written note) is passed over, but a file with no
 // record of either kind is an error, as are a missing file and a file that
 // is not JSON. Optional fields (a study name, test accuracy, wall time,
 // epochs; raw-engine peers and a memcpy line beside collectives) are used
