@@ -615,27 +615,28 @@ StatusOr<Request> PointToPoint::Isend(const void* data, int64_t count,
                                       int32_t tag) {
   KOLO_RETURN_IF_ERROR(CheckTransfer("send to", data, count, peer, tag,
                                      core_->rank(), core_->size()));
-  auto transfer = std::make_shared<TransferState>();
-  transfer->kind = TransferState::Kind::kSend;
-  transfer->peer = peer;
-  transfer->tag = tag;
-  transfer->type = type;
-  transfer->count = count;
-  transfer->send_data = data;
-  return core_->Post(std::move(transfer));
+  return Post(/*is_send=*/true, data, nullptr, count, type, peer, tag);
 }
 
 StatusOr<Request> PointToPoint::Irecv(void* data, int64_t count, DataType type,
                                       int32_t peer, int32_t tag) {
   KOLO_RETURN_IF_ERROR(CheckTransfer("receive from", data, count, peer, tag,
                                      core_->rank(), core_->size()));
+  return Post(/*is_send=*/false, nullptr, data, count, type, peer, tag);
+}
+
+StatusOr<Request> PointToPoint::Post(bool is_send, const void* send_data,
+                                     void* recv_data, int64_t count,
+                                     DataType type, int32_t peer, int32_t tag) {
   auto transfer = std::make_shared<TransferState>();
-  transfer->kind = TransferState::Kind::kRecv;
+  transfer->kind =
+      is_send ? TransferState::Kind::kSend : TransferState::Kind::kRecv;
   transfer->peer = peer;
   transfer->tag = tag;
   transfer->type = type;
   transfer->count = count;
-  transfer->recv_data = data;
+  transfer->send_data = send_data;
+  transfer->recv_data = recv_data;
   return core_->Post(std::move(transfer));
 }
 

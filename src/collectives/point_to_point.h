@@ -76,6 +76,9 @@ class PointToPoint {
 
  private:
   explicit PointToPoint(std::shared_ptr<Core> core);
+  StatusOr<Request> Post(bool is_send, const void* send_data, void* recv_data,
+                         int64_t count, DataType type, int32_t peer,
+                         int32_t tag);
   std::shared_ptr<Core> core_;
 };
 

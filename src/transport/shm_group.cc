@@ -12,10 +12,11 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <fstream>
 #include <new>
 #include <random>
 #include <sstream>
+
+#include "transport/process_liveness.h"
 
 namespace kolo {
 namespace {
@@ -41,25 +42,6 @@ struct timespec Timespec(std::chrono::nanoseconds span) {
 // Whether a counter has reached `target`, modulo 2^32.
 bool Reached(uint32_t value, uint32_t target) {
   return static_cast<int32_t>(value - target) >= 0;
-}
-
-uint64_t PidNamespace() {
-  struct stat st;
-  if (stat("/proc/self/ns/pid", &st) != 0) return 0;
-  return static_cast<uint64_t>(st.st_ino);
-}
-
-// Whether `pid` is a live process: not gone and not a zombie (a killed
-// rank stays a zombie until its launcher reaps it).
-bool ProcessAlive(int32_t pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  const size_t close = line.rfind(')');
-  if (close == std::string::npos || close + 2 >= line.size()) return true;
-  const char state = line[close + 2];
-  return state != 'Z' && state != 'X';
 }
 
 Status SystemError(const std::string& name, const std::string& call,

@@ -49,7 +49,6 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <new>
 #include <random>
@@ -58,6 +57,7 @@
 
 #include "common/spin_wait.h"
 #include "transport/peer_link.h"
+#include "transport/process_liveness.h"
 
 namespace kolo {
 namespace {
@@ -114,25 +114,6 @@ void Sleep(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleepers,
   if (word.load(std::memory_order_seq_cst) == seen)
     Futex(&word, FUTEX_WAIT, seen, &timeout);
   sleepers.fetch_sub(1, std::memory_order_seq_cst);
-}
-
-uint64_t PidNamespace() {
-  struct stat st;
-  if (stat("/proc/self/ns/pid", &st) != 0) return 0;
-  return static_cast<uint64_t>(st.st_ino);
-}
-
-// Whether `pid` is a live process: not gone and not a zombie (a killed
-// rank stays a zombie until its launcher reaps it).
-bool ProcessAlive(int32_t pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  const size_t close = line.rfind(')');
-  if (close == std::string::npos || close + 2 >= line.size()) return true;
-  const char state = line[close + 2];
-  return state != 'Z' && state != 'X';
 }
 
 Status SystemError(const std::string& name, const std::string& call,
