@@ -120,6 +120,9 @@ TEST(StudyPlan, ScalingIsResnet18WeakAndStrongAtGlobalBatch128) {
 
 TEST(StudyPlan, QuickShrinksStepsAndExamplesNotWhatIsMeasured) {
   for (const std::string& name : kolo::bench::StudyNames()) {
+    // Its --quick keeps lenet at 2 workers only, to stay a 7 s test; the
+    // PsStudy tests (pipeline_test.cc) check that plan.
+    if (name == "ps-vs-allreduce") continue;
     const std::vector<StudyStep> full = Plan(name);
     const std::vector<StudyStep> quick = Plan(name, /*quick=*/true);
     ASSERT_EQ(full.size(), quick.size()) << name;
