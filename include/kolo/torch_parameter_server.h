@@ -64,7 +64,11 @@
 //  kAsynchronous: steps the optimizer with this worker's gradient alone
 //  and answers it with the current parameters at once (Hogwild-style
 //  on the server: updates are applied one at a time, in arrival
-//  order).
+//  order). The gradient was computed on values that are `lag` updates
+//  old (the updates the server applied since it sent them), so the
+//  step takes the learning rate divided by max(1, lag), after Zhang et
+//  al. 2016, "Staleness-aware Async-SGD": undivided, four workers'
+//  stale gradients with momentum 0.9 made lenet diverge.
 //  kBoundedStaleness: steps as kAsynchronous, but answers a worker that
 //  has now pushed c steps only once c - (the fewest steps any
 //  unfinished worker has pushed) <= staleness; until then its pull is
@@ -179,6 +183,9 @@ struct ParameterServerStatistics {
   int64_t max_staleness = 0;
   // Server: pulls held back for the staleness bound.
   int64_t held_pulls = 0;
+  // Servers, asynchronous modes: the most updates this server applied
+  // between a worker's read of its values and that worker's next push.
+  int64_t max_update_lag = 0;
   // Payload bytes this rank sent and received (gradients, parameters).
   int64_t bytes_sent = 0;
   int64_t bytes_received = 0;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "json_file.h"
@@ -81,7 +82,7 @@ constexpr Scale kFull = {/*lenet_epochs=*/10,
                          /*ds_lenet_test_subset=*/0,
                          /*ds_resnet18_warmup=*/1,
                          /*ds_resnet18_iters=*/4,
-                         /*ps_lenet_epochs=*/5,
+                         /*ps_lenet_epochs=*/10,
                          /*ps_lenet_train_subset=*/0,
                          /*ps_lenet_test_subset=*/0,
                          /*ps_resnet18_warmup=*/1,
@@ -253,9 +254,10 @@ std::string AccuracyPeers(const std::string& peers) {
 }
 
 // The ps-vs-allreduce preset's variants of one model's step: allreduce at
-// 2 and 4 workers, then each parameter-server mode on 1 server at 2 and 4
-// workers and on 2 servers at 4 (2 servers for 2 workers would put as many
-// servers as workers on the machine's 2 cores).
+// 2 and 4 workers, then the synchronous, asynchronous and bounded-staleness
+// (2) parameter servers on 1 server at 2 and 4 workers, and the first two
+// on 2 servers at 4 (2 servers for 2 workers would put as many servers as
+// workers on the machine's 2 cores).
 // --quick: 2 workers and 1 server only.
 void AddPsSteps(const TrainFlags& step, const std::string& title, bool quick,
                 std::vector<StudyStep>* steps) {
@@ -264,13 +266,21 @@ void AddPsSteps(const TrainFlags& step, const std::string& title, bool quick,
   steps->push_back({title + ": allreduce", allreduce});
   for (int32_t servers : {1, 2}) {
     if (quick && servers > 1) break;
-    for (const char* mode : {"sync", "async"}) {
+    for (const char* mode : {"sync", "async", "stale"}) {
+      const bool stale = std::string(mode) == "stale";
+      // Bounded staleness on one server only: its point is the bound, not
+      // the servers' bandwidth.
+      if (stale && servers > 1) continue;
       TrainFlags ps = step;
       ps.np = quick ? "2" : servers == 1 ? "2,4" : "4";
       ps.kolo_name = fmt::format("kolo-ps-{}-{}", mode, servers);
       ps.kolorun_args = {"--servers", std::to_string(servers)};
       ps.kolo_train_args = {"--parameter-servers", std::to_string(servers),
                             "--ps-mode", mode};
+      if (stale) {
+        ps.kolo_train_args.insert(ps.kolo_train_args.end(),
+                                  {"--staleness", "2"});
+      }
       steps->push_back(
           {fmt::format("{}: parameter server, {}, {} server{}", title, mode,
                        servers, servers == 1 ? "" : "s"),
@@ -446,6 +456,26 @@ StatusOr<std::vector<StudyStep>> PlanStudy(const StudyFlags& study) {
   return steps;
 }
 
+namespace {
+
+// "-1.23": an asynchronous variant's test accuracy less the synchronous
+// server's at the same model, workers and servers; "-" elsewhere.
+std::string AccuracyAgainstSync(
+    const nlohmann::json& row, const std::string& model, int64_t np,
+    const std::string& servers,
+    const std::map<std::tuple<std::string, int64_t, std::string>, double>&
+        sync_accuracy) {
+  const std::string framework = row.value("framework", "");
+  const bool asynchronous = framework.rfind("kolo-ps-async-", 0) == 0 ||
+                            framework.rfind("kolo-ps-stale-", 0) == 0;
+  if (!asynchronous || !row.contains("test_accuracy")) return "-";
+  const auto sync = sync_accuracy.find({model, np, servers});
+  if (sync == sync_accuracy.end()) return "-";
+  return FormatFixed(row["test_accuracy"].get<double>() - sync->second, 2);
+}
+
+}  // namespace
+
 std::vector<std::string> PsSummaryLines(
     const std::vector<nlohmann::json>& records) {
   // Table::Column: title, unit, width, group, left-aligned.
@@ -456,6 +486,7 @@ std::vector<std::string> PsSummaryLines(
                {"images/s", "mean", 9, "", false},
                {"images/s", "÷ allreduce", 11, "", false},
                {"test acc", "(%)", 8, "", false},
+               {"test acc", "- sync", 8, "", false},
                {"wall", "(s)", 7, "", false}});
   std::vector<std::string> lines = table.HeaderLines();
   // allreduce's images/s by model and workers, for the ratio.
@@ -466,6 +497,21 @@ std::vector<std::string> PsSummaryLines(
       if (row.value("framework", "") == "kolo") {
         allreduce[{model, row.value("np", int64_t{0})}] =
             row.value("images_per_second_mean", 0.0);
+      }
+    }
+  }
+  // The synchronous server's accuracy by model, workers and servers: the
+  // asynchronous modes are held to it.
+  std::map<std::tuple<std::string, int64_t, std::string>, double> sync_accuracy;
+  for (const nlohmann::json& record : records) {
+    const std::string model = record["config"].value("model", "");
+    for (const nlohmann::json& row : record.value("rows", nlohmann::json())) {
+      const std::string framework = row.value("framework", "");
+      if (framework.rfind("kolo-ps-sync-", 0) == 0 &&
+          row.contains("test_accuracy")) {
+        sync_accuracy[{model, row.value("np", int64_t{0}),
+                       framework.substr(std::string("kolo-ps-sync-").size())}] =
+            row["test_accuracy"].get<double>();
       }
     }
   }
@@ -481,19 +527,20 @@ std::vector<std::string> PsSummaryLines(
       const double rate = row.value("images_per_second_mean", 0.0);
       const auto base = allreduce.find({model, np});
       const std::string framework = row.value("framework", "");
-      lines.push_back(
-          table.Row({model, std::to_string(np),
-                     framework == "kolo" ? "allreduce" : framework, servers,
-                     FormatFixed(rate, 0),
-                     base != allreduce.end() && base->second > 0
-                         ? FormatFixed(rate / base->second, 2)
-                         : "-",
-                     row.contains("test_accuracy")
-                         ? FormatFixed(row["test_accuracy"].get<double>(), 2)
-                         : "-",
-                     row.contains("wall_seconds")
-                         ? FormatFixed(row["wall_seconds"].get<double>(), 1)
-                         : "-"}));
+      lines.push_back(table.Row(
+          {model, std::to_string(np),
+           framework == "kolo" ? "allreduce" : framework, servers,
+           FormatFixed(rate, 0),
+           base != allreduce.end() && base->second > 0
+               ? FormatFixed(rate / base->second, 2)
+               : "-",
+           row.contains("test_accuracy")
+               ? FormatFixed(row["test_accuracy"].get<double>(), 2)
+               : "-",
+           AccuracyAgainstSync(row, model, np, servers, sync_accuracy),
+           row.contains("wall_seconds")
+               ? FormatFixed(row["wall_seconds"].get<double>(), 1)
+               : "-"}));
     }
   }
   return lines;

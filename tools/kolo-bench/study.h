@@ -39,16 +39,19 @@
 //                     where stage 2 reduce-scatters them)
 //   ps-vs-allreduce   kolo's parameter server against its allreduce, each
 //                     a kolorun job of kolo-train: allreduce (rows "kolo"),
-//                     synchronous and asynchronous parameter servers
-//                     (kolo-train --parameter-servers K --ps-mode sync|async
-//                     under kolorun --servers K; rows "kolo-ps-MODE-K") on 1
-//                     server at 2 and 4 workers and on 2 servers at 4; lenet
+//                     synchronous, asynchronous and bounded-staleness (2)
+//                     parameter servers (kolo-train --parameter-servers K
+//                     --ps-mode sync|async|stale under kolorun --servers K;
+//                     rows "kolo-ps-MODE-K") on 1 server at 2 and 4
+//                     workers, and sync and async on 2 servers at 4; lenet
 //                     trained on Fashion-MNIST (wall time, images/s, test
-//                     accuracy) and resnet18 timed on synthetic 3x32x32
-//                     images. The servers are processes beside the workers
-//                     on the same cores. A table of every variant against
-//                     allreduce at the same workers ends the run. --quick
-//                     runs lenet's step alone, at 2 workers and 1 server
+//                     accuracy, and the asynchronous modes' accuracy less
+//                     the synchronous one's) and resnet18 timed on
+//                     synthetic 3x32x32 images. The servers are processes
+//                     beside the workers on the same cores. A table of every
+//                     variant against allreduce at the same workers ends the
+//                     run. --quick runs lenet's step alone, at 2 workers and
+//                     1 server
 //
 // What a preset scales down to fit its time is the number of steps, epochs
 // or examples (--train-subset, --test-subset), never the model, the batch

@@ -45,7 +45,9 @@ class ServerLoop {
         gradients_(worker_count_),
         gradient_requests_(worker_count_),
         clocks_(worker_count_, 0),
-        finished_(worker_count_, false) {}
+        finished_(worker_count_, false) {
+    read_at_.assign(worker_count_, 0);
+  }
 
   // Before the start's barrier: the receives of worker 0's values.
   Status PostInitialValues() {
@@ -209,18 +211,28 @@ class ServerLoop {
         values_[i].mutable_grad() = gradients_[w][i];
       }
     }
-    if (!synchronous) StepOptimizer();
+    if (!synchronous) {
+      const int64_t lag = updates_ - read_at_[w];
+      state_.statistics.max_update_lag =
+          std::max(state_.statistics.max_update_lag, lag);
+      StepOptimizer(1.0 / static_cast<double>(std::max<int64_t>(1, lag)));
+    }
     ++clocks_[w];
     pending_.push_back(w);
     // Before the answer goes out, so the next push finds its receives.
     return PostReceives(w);
   }
 
-  void StepOptimizer() {
+  // One update at the configured learning rate times `lr_scale`.
+  void StepOptimizer(double lr_scale = 1.0) {
     if (optimizer_) {
       ::torch::NoGradGuard no_grad;
+      for (auto& group : optimizer_->param_groups()) {
+        group.options().set_lr(state_.options.optimizer.lr * lr_scale);
+      }
       optimizer_->step();
     }
+    ++updates_;
     ++state_.statistics.steps;
   }
 
@@ -276,6 +288,7 @@ class ServerLoop {
 
   // Sends worker w a reply header and a snapshot of every shard.
   Status Answer(int32_t w, int64_t staleness) {
+    read_at_[w] = updates_;
     state_.statistics.max_staleness =
         std::max(state_.statistics.max_staleness, staleness);
     auto header = std::make_shared<std::vector<int64_t>>(
@@ -317,6 +330,8 @@ class ServerLoop {
   std::vector<::torch::Tensor> values_;  // this server's shards, flattened
   std::vector<::torch::Tensor> sums_;    // synchronous: the step's sum
   std::unique_ptr<::torch::optim::Optimizer> optimizer_;
+  int64_t updates_ = 0;           // optimizer steps applied so far
+  std::vector<int64_t> read_at_;  // updates_ when each worker read values
   std::vector<int64_t> init_header_ =
       std::vector<int64_t>(ps_wire::kHeaderWords, 0);
   std::vector<Request> init_requests_;

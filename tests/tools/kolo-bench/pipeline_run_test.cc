@@ -94,7 +94,7 @@ TEST(PipelineRun, QuickMeasuresMemoryAndBothSchedules) {
   std::remove(json_path.c_str());
 }
 
-TEST(PipelineRun, QuickPsStudyHasAllreduceAndBothModes) {
+TEST(PipelineRun, QuickPsStudyHasAllreduceAndEveryMode) {
   const std::string missing = KoloTrainMissing("--parameter-servers");
   KOLO_REQUIRE_OR_SKIP(missing.empty(), missing);
   const std::string json_path = TempJson("kolo_bench_ps_study");
@@ -122,7 +122,8 @@ TEST(PipelineRun, QuickPsStudyHasAllreduceAndBothModes) {
     }
   }
   EXPECT_EQ(seen, (std::set<std::string>{"lenet kolo", "lenet kolo-ps-sync-1",
-                                         "lenet kolo-ps-async-1"}));
+                                         "lenet kolo-ps-async-1",
+                                         "lenet kolo-ps-stale-1"}));
   std::remove(json_path.c_str());
 }
 

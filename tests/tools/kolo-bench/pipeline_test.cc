@@ -209,20 +209,26 @@ TEST(PsStudy, PlansAllreduceAndEveryModeAtEachWorkerCount) {
   flags.name = "ps-vs-allreduce";
   StatusOr<std::vector<StudyStep>> steps = PlanStudy(flags);
   ASSERT_TRUE(steps.ok()) << steps.status().message();
-  // Per model: allreduce, sync and async on 1 server, then on 2.
-  ASSERT_EQ(steps->size(), 10u);
+  // Per model: allreduce, sync, async and stale on 1 server, sync and
+  // async on 2.
+  ASSERT_EQ(steps->size(), 12u);
   const TrainFlags& allreduce = (*steps)[0].flags;
   EXPECT_EQ(allreduce.model, "lenet");
   EXPECT_EQ(allreduce.np, "2,4");
   EXPECT_TRUE(allreduce.kolo_name.empty());
-  const TrainFlags& async2 = (*steps)[4].flags;
+  const TrainFlags& stale1 = (*steps)[3].flags;
+  EXPECT_EQ(stale1.kolo_name, "kolo-ps-stale-1");
+  EXPECT_THAT(stale1.kolo_train_args,
+              ElementsAre("--parameter-servers", "1", "--ps-mode", "stale",
+                          "--staleness", "2"));
+  const TrainFlags& async2 = (*steps)[5].flags;
   EXPECT_EQ(async2.kolo_name, "kolo-ps-async-2");
   EXPECT_EQ(async2.np, "4");
   EXPECT_THAT(async2.kolorun_args, ElementsAre("--servers", "2"));
   EXPECT_THAT(async2.kolo_train_args,
               ElementsAre("--parameter-servers", "2", "--ps-mode", "async"));
-  EXPECT_EQ((*steps)[5].flags.model, "resnet18");
-  EXPECT_GT((*steps)[5].flags.iters, 0);
+  EXPECT_EQ((*steps)[6].flags.model, "resnet18");
+  EXPECT_GT((*steps)[6].flags.iters, 0);
   // The train command carries the kolorun flags after -np.
   const std::vector<std::string> command =
       TrainCommand(async2, "kolo", 4, 128, Tools(), "/tmp/x.json");
@@ -232,7 +238,7 @@ TEST(PsStudy, PlansAllreduceAndEveryModeAtEachWorkerCount) {
   flags.quick = true;
   steps = PlanStudy(flags);
   ASSERT_TRUE(steps.ok());
-  ASSERT_EQ(steps->size(), 3u);  // lenet, 1 server, 2 workers only
+  ASSERT_EQ(steps->size(), 4u);  // lenet, 1 server, 2 workers only
   for (const StudyStep& step : *steps) EXPECT_EQ(step.flags.np, "2");
 }
 
@@ -253,14 +259,28 @@ TEST(PsStudy, SummaryComparesEveryVariantWithAllreduce) {
                                          {"np", 2},
                                          {"images_per_second_mean", 250.0},
                                          {"test_accuracy", 84.0},
-                                         {"wall_seconds", 40.0}}}}}};
+                                         {"wall_seconds", 40.0}}}}},
+                                     {{"config",
+                                       {{"model", "lenet"},
+                                        {"kolorun_args", {"--servers", "1"}},
+                                        {"kolo_name", "kolo-ps-stale-1"}}},
+                                      {"rows",
+                                       {{{"framework", "kolo-ps-stale-1"},
+                                         {"np", 2},
+                                         {"images_per_second_mean", 500.0},
+                                         {"test_accuracy", 83.25},
+                                         {"wall_seconds", 30.0}}}}}};
   const std::vector<std::string> lines = PsSummaryLines(records);
-  ASSERT_EQ(lines.size(), 4u);  // titles, units, two rows
+  ASSERT_EQ(lines.size(), 5u);  // titles, units, three rows
   EXPECT_THAT(lines[2], HasSubstr("allreduce"));
   EXPECT_THAT(lines[2], HasSubstr("1.00"));
   EXPECT_THAT(lines[3], HasSubstr("kolo-ps-sync-1"));
   EXPECT_THAT(lines[3], HasSubstr("0.25"));
   EXPECT_THAT(lines[3], HasSubstr("84.00"));
+  // The bounded-staleness server against the synchronous one.
+  EXPECT_THAT(lines[4], HasSubstr("kolo-ps-stale-1"));
+  EXPECT_THAT(lines[4], HasSubstr("0.50"));
+  EXPECT_THAT(lines[4], HasSubstr("-0.75"));
 }
 
 TEST(PsStudy, ReportPutsEveryVariantBesideAllreduce) {
