@@ -186,13 +186,15 @@ std::string Purpose(const std::string& name) {
   }
   if (name == kPsVsAllreduce) {
     return "kolo's parameter server against its allreduce, each a kolorun "
-           "job of the same kolo-train: allreduce (kolo), synchronous and "
-           "asynchronous parameter servers on 1 server (kolo-ps-sync-1, "
-           "kolo-ps-async-1) at 2 and 4 workers, and on 2 servers "
-           "(kolo-ps-sync-2, kolo-ps-async-2) at 4 workers; lenet on "
-           "Fashion-MNIST, batch 128 per worker (wall time, images/s, test "
-           "accuracy) and resnet18 on synthetic 3x32x32 images, batch 32 per "
-           "worker (images/s). The servers are extra processes (kolorun "
+           "job of the same kolo-train: allreduce (kolo), synchronous, "
+           "asynchronous and bounded-staleness (2) parameter servers on 1 "
+           "server (kolo-ps-sync-1, kolo-ps-async-1, kolo-ps-stale-1) at 2 "
+           "and 4 workers, and sync and async on 2 servers (kolo-ps-sync-2, "
+           "kolo-ps-async-2) at 4 workers; lenet on Fashion-MNIST, batch 128 "
+           "per worker (wall time, images/s, test accuracy, and the "
+           "asynchronous modes' accuracy less the synchronous one's) and "
+           "resnet18 on synthetic 3x32x32 images, batch 32 per worker "
+           "(images/s). The servers are extra processes (kolorun "
            "--servers K) on the same cores";
   }
   return "resnet18 on 32x32 synthetic images, global batch 128, np 1, 2, 4: "
