@@ -230,6 +230,12 @@ class ParameterServer {
   // Worker only, after backward: pushes the gradients (parameters without
   // one push zeros), pulls the parameters and writes them into the model.
   Status Step();
+  // Worker only: the learning rate this worker's next pushes ask the
+  // servers to step with (options.optimizer.lr until set), so a schedule
+  // (warm-up, decay) runs where the workers count steps. A synchronous
+  // step takes the rate of the last push it averaged; an asynchronous one
+  // its own push's, divided by its lag.
+  void SetLearningRate(double lr);
   // Worker only: sets the model's gradients to zero (or leaves undefined
   // ones undefined).
   void ZeroGrad();

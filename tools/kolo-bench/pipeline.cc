@@ -178,7 +178,8 @@ std::vector<std::string> PipelineCommand(const PipelineFlags& f,
   if (job.stages > 1) {
     t.kolo_train_args = {"--pipeline-stages", std::to_string(job.stages),
                          "--micro-batches",   std::to_string(job.micro_batches),
-                         "--schedule",        job.schedule};
+                         "--schedule",        job.schedule,
+                         "--balance",         f.balance};
   }
   return TrainCommand(t, "kolo", job.stages, f.batch_size, tools, json_path);
 }
@@ -361,6 +362,11 @@ CLI::App* AddPipelineCommand(CLI::App& app, PipelineFlags* f) {
                   "the throughput table's micro-batch counts")
       ->capture_default_str();
   cmd->add_option("--schedules", f->schedules, "gpipe, 1f1b (comma-separated)")
+      ->capture_default_str();
+  cmd->add_option("--balance", f->balance,
+                  "how kolo-train splits the layers: parameters (count) or "
+                  "time (each layer's measured forward time)")
+      ->check(CLI::IsMember({"parameters", "time"}))
       ->capture_default_str();
   cmd->add_option("--batch-size", f->batch_size, "images per step")
       ->capture_default_str();
@@ -622,6 +628,7 @@ StatusOr<json> RunPipeline(const PipelineFlags& given) {
                    {"stages", stages},
                    {"micro_batches", micro},
                    {"schedules", SplitList(f.schedules)},
+                   {"balance", f.balance},
                    {"dataset", "synthetic"},
                    {"image_size", f.image_size},
                    {"batch_size", f.batch_size},

@@ -74,7 +74,8 @@ struct PipelineFlags {
   std::string stages = "2,4";
   std::string micro_batches = "1,2,4,8";
   std::string schedules = "gpipe,1f1b";
-  // Both.
+  // Both. How kolo-train splits the layers: "parameters" or "time".
+  std::string balance = "parameters";
   int64_t batch_size = 32;  // per pipeline per step
   int64_t image_size = 32;  // synthetic 3 x size x size images
   int32_t threads = 1;

@@ -131,6 +131,11 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--schedule", f->schedule, "--pipeline-stages: gpipe or 1f1b")
       ->check(CLI::IsMember({"gpipe", "1f1b"}))
       ->capture_default_str();
+  app.add_option("--balance", f->balance,
+                 "--pipeline-stages: split the layers by parameter count or "
+                 "by their forward time on a micro-batch (measured)")
+      ->check(CLI::IsMember({"parameters", "time"}))
+      ->capture_default_str();
   app.add_option("--parameter-servers", f->parameter_servers,
                  "train through K parameter servers, the ranks kolorun "
                  "--servers K started (0: none)")
@@ -173,7 +178,7 @@ Status ValidateModelParallel(const Flags& f) {
         fmt::format("--staleness must not be negative, got {}", f.staleness));
   }
   if (!pipeline) {
-    for (const char* flag : {"--micro-batches", "--schedule"}) {
+    for (const char* flag : {"--micro-batches", "--schedule", "--balance"}) {
       if (f.given.count(flag) != 0) {
         return InvalidArgument(fmt::format("{} needs --pipeline-stages", flag));
       }

@@ -94,7 +94,8 @@ struct Flags {
   // replicas. 0: no pipeline.
   int32_t pipeline_stages = 0;
   int32_t micro_batches = 4;
-  std::string schedule = "1f1b";  // gpipe | 1f1b
+  std::string schedule = "1f1b";       // gpipe | 1f1b
+  std::string balance = "parameters";  // parameters | time
 
   // Parameter servers (model_parallel.h): the last K ranks, started by
   // kolorun --servers K, hold the parameters. 0: none.

@@ -516,8 +516,17 @@ Status RunPipeline(const Flags& f, int32_t rank, int32_t size, int32_t threads,
   options.micro_batches = f.micro_batches;
   KOLO_ASSIGN_OR_RETURN(options.schedule,
                         kolo::torch::ParsePipelineSchedule(f.schedule));
+  KOLO_ASSIGN_OR_RETURN(options.balance, kolo::torch::ParseBalance(f.balance));
+  // Balance::kTime times each layer's forward on one micro-batch; zeros of
+  // the images' shape cost what images do.
+  ::torch::Tensor sample;
+  if (options.balance == kolo::torch::PipelineOptions::Balance::kTime) {
+    std::vector<int64_t> shape = d.train.images.sizes().vec();
+    shape[0] = std::max<int64_t>(1, f.batch_size / f.micro_batches);
+    sample = ::torch::zeros(shape);
+  }
   StatusOr<std::unique_ptr<kolo::torch::Pipeline>> created =
-      kolo::torch::Pipeline::Create(sequence, options);
+      kolo::torch::Pipeline::Create(sequence, options, sample);
   if (!created.ok()) {
     return created.status().WithContext(
         fmt::format("--pipeline-stages {} of --model {} ({} layers)",
@@ -542,10 +551,13 @@ Status RunPipeline(const Flags& f, int32_t rank, int32_t size, int32_t threads,
       f.pipeline_stages, f.pipeline_stages == 1 ? "" : "s", replicas,
       replicas == 1 ? "" : "s", f.schedule, f.micro_batches, split, threads,
       threads == 1 ? "" : "s");
-  mode.settings = {
-      {"pipeline_stages", f.pipeline_stages}, {"replicas", replicas},
-      {"micro_batches", f.micro_batches},     {"schedule", f.schedule},
-      {"split", pipeline->split()},           {"threads", threads}};
+  mode.settings = {{"pipeline_stages", f.pipeline_stages},
+                   {"replicas", replicas},
+                   {"micro_batches", f.micro_batches},
+                   {"schedule", f.schedule},
+                   {"balance", f.balance},
+                   {"split", pipeline->split()},
+                   {"threads", threads}};
   mode.shard = pipeline->replica();
   mode.shards = replicas;
   mode.compute_ranks = size;
@@ -710,10 +722,19 @@ Status RunParameterServers(const Flags& f, int32_t rank, int32_t size,
   mode.compute_ranks = workers;
   mode.prints = rank == 0;
   mode.parameters = models::CountParameters(*model);
-  mode.fixed_lr = options.optimizer.lr;
+  // The workers run the schedule (warm-up, decay) and each push asks the
+  // servers for its step's rate: the synchronous servers' rate scaled by
+  // the workers, as allreduce's is; the asynchronous ones' one worker's.
+  LrPlan plan;
+  plan.base_lr = f.lr;
+  plan.scaled_lr = options.optimizer.lr;
+  plan.schedule =
+      f.lr_schedule == "constant" ? LrSchedule::kConstant : LrSchedule::kCosine;
+  mode.lr_plan = plan;
   mode.peers = std::make_unique<Peers>(group);
   mode.step = [ps, model](const data::Batch& batch,
-                          double /*lr: the servers'*/) -> StatusOr<double> {
+                          double lr) -> StatusOr<double> {
+    ps->SetLearningRate(lr);
     ps->ZeroGrad();
     ::torch::Tensor loss = ::torch::nn::functional::cross_entropy(
         model->forward(batch.images), batch.labels);

@@ -3,6 +3,7 @@
 // is described in kolo/torch_parameter_server.h.
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <utility>
 
 #include "kolo/kolo.h"
@@ -307,7 +308,11 @@ Status ParameterServer::Step() {
   // push.
   KOLO_RETURN_IF_ERROR(PostPull(round, step_text, &replies, &values));
   std::vector<::torch::Tensor> gradients;
-  std::vector<int64_t> header = {ps_wire::kPush, impl.statistics.steps, 0, 0};
+  int64_t rate_bits = 0;
+  static_assert(sizeof(rate_bits) == sizeof(impl.learning_rate));
+  std::memcpy(&rate_bits, &impl.learning_rate, sizeof(rate_bits));
+  std::vector<int64_t> header = {ps_wire::kPush, impl.statistics.steps, 0,
+                                 rate_bits};
   for (int32_t s = 0; s < static_cast<int32_t>(impl.servers.size()); ++s) {
     KOLO_RETURN_IF_ERROR(round.Send(s, header.data(), ps_wire::kHeaderWords,
                                     DataType::kInt64, ps_wire::kRequestTag,
@@ -387,6 +392,8 @@ Status ParameterServer::FinishPull(
   }
   return Status::Ok();
 }
+
+void ParameterServer::SetLearningRate(double lr) { impl_->learning_rate = lr; }
 
 void ParameterServer::ZeroGrad() {
   for (Impl::Parameter& parameter : impl_->parameters) {

@@ -29,7 +29,8 @@ inline constexpr int32_t kValueTag = kParameterServerTagBase + 3;
 // a barrier. So no message ever waits unmatched at its receiver, and none
 // can meet a receive meant for the next message of its tag.
 //
-// A header is kHeaderWords int64: kind, step, staleness, unused.
+// A header is kHeaderWords int64: kind, step, staleness, and on a push the
+// learning rate the worker asks for (a double's bits; 0: the options').
 inline constexpr int64_t kHeaderWords = 4;
 enum Kind : int64_t {
   kInit = 1,    // worker 0's initial values follow, one message per shard
@@ -56,7 +57,8 @@ struct ParameterServerState {
   std::vector<int32_t> workers;
   std::vector<Parameter> parameters;
   std::vector<std::vector<ParameterShard>> placement;
-  bool finished = false;  // worker: Finish() was called
+  bool finished = false;     // worker: Finish() was called
+  double learning_rate = 0;  // worker: sent with each push; 0: the options'
   ParameterServerStatistics statistics;
 
   // "parameter server rank 5 (server 1 of 2, holding fc1.weight[0, 50), b)"

@@ -11,6 +11,7 @@
 // its answer and an update can follow while an answer is still in flight.
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <limits>
 #include <map>
@@ -211,6 +212,9 @@ class ServerLoop {
         values_[i].mutable_grad() = gradients_[w][i];
       }
     }
+    double rate = 0;
+    std::memcpy(&rate, &header[3], sizeof(rate));
+    if (rate > 0) learning_rate_ = rate;
     if (!synchronous) {
       const int64_t lag = updates_ - read_at_[w];
       state_.statistics.max_update_lag =
@@ -228,7 +232,7 @@ class ServerLoop {
     if (optimizer_) {
       ::torch::NoGradGuard no_grad;
       for (auto& group : optimizer_->param_groups()) {
-        group.options().set_lr(state_.options.optimizer.lr * lr_scale);
+        group.options().set_lr(learning_rate_ * lr_scale);
       }
       optimizer_->step();
     }
@@ -332,6 +336,8 @@ class ServerLoop {
   std::unique_ptr<::torch::optim::Optimizer> optimizer_;
   int64_t updates_ = 0;           // optimizer steps applied so far
   std::vector<int64_t> read_at_;  // updates_ when each worker read values
+  // The rate the last push asked for, or the options'.
+  double learning_rate_ = state_.options.optimizer.lr;
   std::vector<int64_t> init_header_ =
       std::vector<int64_t>(ps_wire::kHeaderWords, 0);
   std::vector<Request> init_requests_;

@@ -365,6 +365,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCommandLine{"PipelineWithZero",
                        {"--pipeline-stages", "2", "--zero-stage", "1"},
                        "--zero-stage does not combine with --pipeline-stages"},
+        BadCommandLine{"BalanceWithoutPipeline",
+                       {"--balance", "time"},
+                       "--balance needs --pipeline-stages"},
         BadCommandLine{"NoMicroBatches",
                        {"--pipeline-stages", "2", "--micro-batches", "0"},
                        "--micro-batches must be at least 1, got 0"},
@@ -845,15 +848,17 @@ std::vector<std::string> ShortLeNet(std::vector<std::string> extra) {
 
 // np 2: one pipeline of two stages; np 4: two replicas of it, each taking
 // half the data (2,000 images per epoch), so 8,000 images in both.
-void ExpectPipelineTrains(int np, const std::string& schedule) {
+void ExpectPipelineTrains(int np, const std::string& schedule,
+                          const std::string& balance) {
   KOLO_REQUIRE_OR_SKIP(HaveFashionMnist(), "Fashion-MNIST at "
                                                << kFashionMnistDir
                                                << " (dataset-fashion-mnist)");
   TempDir dir;
   const std::string json_path = dir / "result.json";
-  RunResult run = RunKoloTrain(
-      np, ShortLeNet({"--pipeline-stages", "2", "--micro-batches", "4",
-                      "--schedule", schedule, "--json", json_path}));
+  RunResult run =
+      RunKoloTrain(np, ShortLeNet({"--pipeline-stages", "2", "--micro-batches",
+                                   "4", "--schedule", schedule, "--balance",
+                                   balance, "--json", json_path}));
   ASSERT_EQ(run.exit_code, 0) << Describe(run);
   EXPECT_THAT(run.out, HasSubstr("epoch 2/2  train loss"));
   EXPECT_THAT(run.out, HasSubstr(np == 2 ? "2 stages x 1 replica "
@@ -863,6 +868,7 @@ void ExpectPipelineTrains(int np, const std::string& schedule) {
   EXPECT_EQ(json["config"]["mode"], "pipeline");
   EXPECT_EQ(json["config"]["replicas"], np / 2);
   EXPECT_EQ(json["config"]["schedule"], schedule);
+  EXPECT_EQ(json["config"]["balance"], balance);
   // GPipe holds all 4 micro-batches' activations on every stage; 1F1B at
   // most stages - s of them on stage s.
   // Per rank: stage 0 then stage 1 of each replica.
@@ -874,10 +880,10 @@ void ExpectPipelineTrains(int np, const std::string& schedule) {
 }
 
 TEST(KoloTrainPipeline, OnePipelineOfTwoStagesTrains) {
-  ExpectPipelineTrains(2, "1f1b");
+  ExpectPipelineTrains(2, "1f1b", "time");
 }
 TEST(KoloTrainPipeline, TwoReplicasOfTwoStagesTrain) {
-  ExpectPipelineTrains(4, "gpipe");
+  ExpectPipelineTrains(4, "gpipe", "parameters");
 }
 
 RunResult RunWithServers(const std::vector<std::string>& args) {
