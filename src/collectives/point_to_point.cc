@@ -125,7 +125,12 @@ class PointToPoint::Core : public std::enable_shared_from_this<Core> {
         unexpected_(options.size),
         peer_error_(options.size) {}
 
-  void StartThreads() {
+  // The threads start with this rank's first transfer, so a job that never
+  // uses point to point leaves its engine to the runtime alone (an MPI
+  // job's reader would otherwise poll MPI beside every collective).
+  void StartThreadsLocked() KOLO_REQUIRES(mutex_) {
+    if (started_) return;
+    started_ = true;
     writer_ = std::thread([this] { WriterLoop(); });
     reader_ = std::thread([this] { ReaderLoop(); });
   }
@@ -139,7 +144,7 @@ class PointToPoint::Core : public std::enable_shared_from_this<Core> {
       stopping_ = true;
       work_.NotifyAll();
       const auto deadline = LinkClock::now() + std::chrono::milliseconds(500);
-      while (!writer_done_ && work_.WaitUntil(&mutex_, deadline)) {
+      while (started_ && !writer_done_ && work_.WaitUntil(&mutex_, deadline)) {
       }
     }
     link_->Abort();
@@ -161,6 +166,7 @@ class PointToPoint::Core : public std::enable_shared_from_this<Core> {
     MutexLock lock(&mutex_);
     if (stopping_) return Aborted("kolo is shutting down");
     if (!peer_error_[peer].ok()) return peer_error_[peer];
+    StartThreadsLocked();
     if (transfer->kind == TransferState::Kind::kSend) {
       transfer->sequence = next_sequence_[peer]++;
       sends_.push_back(transfer);
@@ -533,6 +539,7 @@ class PointToPoint::Core : public std::enable_shared_from_this<Core> {
   Mutex mutex_;
   CondVar work_;  // acks or sends queued, stopping, or the writer done
   CondVar done_;  // a transfer completed
+  bool started_ KOLO_GUARDED_BY(mutex_) = false;
   bool stopping_ KOLO_GUARDED_BY(mutex_) = false;
   bool writer_done_ KOLO_GUARDED_BY(mutex_) = false;
   std::deque<QueuedAck> acks_ KOLO_GUARDED_BY(mutex_);
@@ -573,7 +580,6 @@ StatusOr<std::unique_ptr<PointToPoint>> PointToPoint::Start(
     std::shared_ptr<Store> news) {
   if (!link) return InvalidArgument("point-to-point needs a link");
   auto core = std::make_shared<Core>(options, std::move(link), std::move(news));
-  core->StartThreads();
   return std::unique_ptr<PointToPoint>(new PointToPoint(std::move(core)));
 }
 

@@ -8,7 +8,8 @@
 // refused because the matching receive expected another type or count (its
 // own type and count ride along, so that both sides can name both).
 //
-// Threads. Two threads per process, started with the protocol:
+// Threads. Two threads per process, started by its first transfer (a job
+// that never uses point to point leaves its engine to the runtime):
 //   - the writer ("kolo-p2p-write") writes queued frames, acks first (they
 //     are small and a peer's send waits on them);
 //   - the reader ("kolo-p2p-read") polls the link and handles each frame:
@@ -20,15 +21,16 @@
 // send to each other before they receive both make progress.
 //
 // State. mutex_ guards the queues, the posted receives, the unexpected
-// messages, the sends awaiting acks, and each peer's sticky error. A
-// transfer's own fields are guarded by its state's mutex; the reader and
+// messages, the sends awaiting acks, each peer's sticky error, and every
+// transfer's own progress fields; the reader and
 // writer fill a caller's buffer only while that transfer is marked busy, so
 // a Wait that times out cancels a transfer that is not busy at once and
 // waits for a busy one to finish its (deadline-bounded) link call.
 //
 // Errors. A lost peer (the link's kPeerLost, or a failed Write) fails every
 // transfer with that peer and every later one with the same status, named
-// through the job's failure news (collectives/peer_failure.h). Transfers
+// by the link (or, when the link cannot tell which peer it lost, through
+// the job's failure news, collectives/peer_failure.h). Transfers
 // with other peers carry on. Shutdown fails whatever is pending with
 // kAborted.
 #ifndef KOLO_COLLECTIVES_POINT_TO_POINT_H_
