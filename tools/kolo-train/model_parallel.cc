@@ -24,6 +24,7 @@
 #include "kolo/torch_parameter_server.h"
 #include "kolo/torch_pipeline.h"
 #include "kolo/torch_zero.h"
+#include "measure.h"
 #include "plan.h"
 #include "progress_line.h"
 #include "table.h"
@@ -36,20 +37,6 @@ using bench::FormatFixed;
 using bench::ProgressLine;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
-
-// The size of an evaluation batch: no activations are kept, so larger than
-// training's; it changes nothing but speed.
-constexpr int64_t kEvalBatchSize = 512;
-
-double Seconds(Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
-int64_t PeakRssBytes() {
-  struct rusage usage {};
-  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux: KiB
-}
 
 // The ranks that evaluate, average the loss and meet at barriers: the
 // whole world (pipeline), or the workers' group (parameter servers, whose

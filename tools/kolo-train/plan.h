@@ -34,6 +34,11 @@
 
 namespace kolo::train {
 
+// The size of an evaluation batch: evaluation keeps no activations for
+// backprop, so it can take larger batches than training; the size changes
+// nothing but speed.
+inline constexpr int64_t kEvalBatchSize = 512;
+
 enum class LrSchedule { kConstant, kCosine };
 
 struct LrPlan {

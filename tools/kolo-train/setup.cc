@@ -17,9 +17,6 @@ namespace {
 
 using nlohmann::json;
 
-// Evaluation keeps no activations for backprop, so it can take larger
-// batches than training; the size changes nothing but speed.
-constexpr int64_t kEvalBatchSize = 512;
 constexpr int64_t kSyntheticTrainSize = 8192;
 constexpr int64_t kSyntheticTestSize = 2048;
 

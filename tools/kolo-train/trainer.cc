@@ -27,6 +27,7 @@
 #include "kolo/runtime.h"
 #include "kolo/torch.h"
 #include "kolo/training_config.h"
+#include "measure.h"
 #include "model_parallel.h"
 #include "plan.h"
 #include "progress_line.h"
@@ -55,10 +56,6 @@ json RuntimeTraffic() {
 // The message of an error that another rank has printed already (see
 // AgreeAcrossRanks); RunTraining exits with it silently.
 constexpr char kReportedByAnotherRank[] = "reported by another rank";
-
-double Seconds(Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
 
 void PrintError(const Status& status) {
   std::string message = status.message();
@@ -102,12 +99,6 @@ uint64_t ParameterChecksum(models::Model& model) {
     }
   }
   return hash;
-}
-
-int64_t PeakRssBytes() {
-  struct rusage usage {};
-  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux: KiB
 }
 
 bench::Table::Column Column(const char* title, const char* unit, int width) {

@@ -25,14 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// An answer on its way to one worker, with the buffers it reads.
-struct Outgoing {
-  int32_t worker;
-  Request request;
-  std::shared_ptr<std::vector<int64_t>> header;
-  std::shared_ptr<std::vector<::torch::Tensor>> values;
-};
-
 }  // namespace
 
 class ServerLoop {
@@ -327,6 +319,14 @@ class ServerLoop {
     }
     return Status::Ok();
   }
+
+  // An answer on its way to one worker, with the buffers it reads.
+  struct Outgoing {
+    int32_t worker;
+    Request request;
+    std::shared_ptr<std::vector<int64_t>> header;
+    std::shared_ptr<std::vector<::torch::Tensor>> values;
+  };
 
   ParameterServerState& state_;
   const std::vector<ParameterShard>& shards_;
