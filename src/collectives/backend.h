@@ -46,6 +46,14 @@ class Backend {
                                DataType type, ReduceOp op) = 0;
   virtual Status Barrier() = 0;
 
+  // Allreduce's sum with every element then divided by `divisor`: an
+  // average. The default divides in a pass of its own over `recv`; an
+  // engine that can divide within its last pass over the result overrides
+  // it. Either way each element is the sum divided once, so the bits are
+  // the same.
+  virtual Status AllreduceAndDivide(const void* send, void* recv, int64_t count,
+                                    DataType type, int64_t divisor);
+
   // Tensors of at least this many bytes run alone even when they could be
   // fused: on this engine the copies into and out of the fusion buffer
   // would cost more than the engine call they save. Must be the same on

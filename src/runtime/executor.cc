@@ -83,20 +83,20 @@ Status Executor::RunAllreduce(
   // A lone tensor of this rank reduces straight between its own buffers.
   if (operations.size() == 1 && locals.front() != nullptr) {
     LocalOperation* local = locals.front();
-    Status status;
+    const bool average = first.op == ReduceOp::kAverage;
     if (world_.size == 1) {
       if (local->send != local->recv)
         std::memmove(local->recv, local->send, total * element);
-    } else {
-      status = Engine(operations, [&] {
-        return backend_->Allreduce(local->send, local->recv, total, type,
-                                   first.op);
-      });
+      if (average) DivideInPlace(type, local->recv, total, contributors);
+      return Status::Ok();
     }
-    KOLO_RETURN_IF_ERROR(status);
-    if (first.op == ReduceOp::kAverage)
-      DivideInPlace(type, local->recv, total, contributors);
-    return Status::Ok();
+    // An average lets the engine divide within its own last pass.
+    return Engine(operations, [&] {
+      return average ? backend_->AllreduceAndDivide(local->send, local->recv,
+                                                    total, type, contributors)
+                     : backend_->Allreduce(local->send, local->recv, total,
+                                           type, first.op);
+    });
   }
 
   if (static_cast<int64_t>(fusion_buffer_.size()) < total * element) {

@@ -3,8 +3,9 @@
 //
 // The matrix is backend x ranks (1-4) x element count (0, 1, odd, large),
 // and inside each case every collective of the seam for a few data types:
-// allreduce with each op (sum, min, max, product; average never reaches a
-// backend), allgather and allgatherv, broadcast from each root, alltoall
+// allreduce with each op (sum, min, max, product; average reaches a
+// backend only as AllreduceAndDivide, checked bit for bit against the sum
+// divided in a pass of its own), allgather and allgatherv, broadcast from each root, alltoall
 // and alltoallv, reducescatter with each op, and barrier; allreduce,
 // allgather, alltoall and reducescatter also in their aliasing (in-place)
 // forms. Expected values are closed forms (tests/testing/collective_matrix.h)
@@ -26,6 +27,7 @@
 // forms (RunCollectiveMatrix) with MPI, Gloo, tcp and shm in real processes.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -33,6 +35,7 @@
 #include <vector>
 
 #include "collectives/backend.h"
+#include "common/reduce.h"
 #include "store/memory_store.h"
 #include "testing/collective_matrix.h"
 
@@ -119,6 +122,7 @@ class RankRun {
           Reducescatter(op, in_place);
         }
       }
+      for (bool in_place : {false, true}) AllreduceAndDivide(in_place);
       for (bool in_place : {false, true}) {
         Allgather(in_place);
         Alltoall(in_place);
@@ -156,6 +160,36 @@ class RankRun {
     if (Check(backend_->Allreduce(send.data(), out, count_, type_, op), what)) {
       Verify(failures_, what, type_, out, count_,
              [&](int64_t i) { return ReductionExpected(op, size_, i); });
+    }
+  }
+
+  // The sum divided by the world size: the same bits as the closed-form
+  // sum divided in a pass of its own, whichever pass the engine divides in.
+  void AllreduceAndDivide(bool in_place) {
+    const std::string what =
+        "allreduce-and-divide" + suffix_ + Placement(in_place);
+    std::vector<char> send = Buffer(count_), recv = Buffer(count_);
+    std::vector<char> expected = Buffer(count_);
+    for (int64_t i = 0; i < count_; ++i) {
+      StoreValue(type_, send.data(), i,
+                 ReductionInput(ReduceOp::kSum, rank_, size_, i));
+      StoreValue(type_, expected.data(), i,
+                 ReductionExpected(ReduceOp::kSum, size_, i));
+    }
+    DivideInPlace(type_, expected.data(), count_, size_);
+    char* out = in_place ? send.data() : recv.data();
+    if (!Check(backend_->AllreduceAndDivide(send.data(), out, count_, type_,
+                                            size_),
+               what)) {
+      return;
+    }
+    for (int64_t i = 0; i < count_; ++i) {
+      if (std::memcmp(At(expected, i), out + i * element_, element_) != 0) {
+        failures_->Add(what + ": element " + std::to_string(i) +
+                       " differs from the sum divided by " +
+                       std::to_string(size_));
+        return;
+      }
     }
   }
 

@@ -10,11 +10,12 @@
 //
 //   allreduce, small: publish my chunk; sync; reduce every rank's chunk
 //     straight from its segment into my output (no copy out);
-//   allreduce, 64 KiB and more: publish; sync; reduce my slice of the
-//     chunk into my result area; sync; copy every rank's reduced slice out.
-//     Each element is reduced once instead of once per rank. That pays for
-//     the second sync even at 2 ranks: 15-20% faster at 256 KiB-4 MiB, the
-//     same from 16 MiB up, where memory bandwidth bounds both;
+//   allreduce, 64 KiB and more: publish the slices of the chunk that the
+//     others reduce; sync; reduce my slice (my part straight from my
+//     input) into my result area and my output, publish the next chunk;
+//     sync; copy the others' reduced slices out. Each element is reduced
+//     once instead of once per rank, and each chunk costs one sync, since
+//     the next chunk is published before the sync that ends this one;
 //   allgatherv / broadcast: publish; sync; copy from the owners;
 //   reducescatter: publish a piece of every block; sync; fold my block's
 //     pieces from every rank in rank order;
@@ -49,23 +50,14 @@ class ShmBackend : public Backend {
 
   Status Allreduce(const void* send, void* recv, int64_t count, DataType type,
                    ReduceOp op) override {
-    const int64_t element = DataTypeSize(type);
-    const int64_t bytes = count * element;
-    if (bytes >= kSliceAllreduceMinBytes) {
-      return SliceAllreduce(send, recv, count, type, op);
-    }
-    const int64_t per_round = area_bytes_ / element;
-    const char* in = static_cast<const char*>(send);
-    char* out = static_cast<char*>(recv);
-    for (int64_t done = 0; done < count; done += per_round) {
-      const int64_t n = std::min(per_round, count - done);
-      std::memcpy(Input(world_.rank, Syncs() + 1), in + done * element,
-                  n * element);
-      KOLO_RETURN_IF_ERROR(Sync("allreduce"));
-      ReduceAll(type, op, out + done * element, n,
-                [&](int32_t r) { return Input(r, Syncs()); });
-    }
-    return Status::Ok();
+    return Reduce(send, recv, count, type, op, 1);
+  }
+
+  // The division happens on each chunk's result while it is in the cache,
+  // not in a pass of its own over the output.
+  Status AllreduceAndDivide(const void* send, void* recv, int64_t count,
+                            DataType type, int64_t divisor) override {
+    return Reduce(send, recv, count, type, ReduceOp::kSum, divisor);
   }
 
   Status Allgatherv(const void* send, void* recv,
@@ -197,32 +189,99 @@ class ShmBackend : public Backend {
   int64_t FusionCutoffBytes() const override { return 64 * 1024; }
 
  private:
-  // Publishes the chunk, reduces this rank's slice of it into the result
-  // area, and after a second sync copies every slice out.
-  Status SliceAllreduce(const void* send, void* recv, int64_t count,
-                        DataType type, ReduceOp op) {
+  // Allreduce, its result divided by `divisor` unless that is 1.
+  Status Reduce(const void* send, void* recv, int64_t count, DataType type,
+                ReduceOp op, int64_t divisor) {
     const int64_t element = DataTypeSize(type);
-    const int32_t n = world_.size;
+    if (count * element >= kSliceAllreduceMinBytes) {
+      return SliceAllreduce(send, recv, count, type, op, divisor);
+    }
     const int64_t per_round = area_bytes_ / element;
     const char* in = static_cast<const char*>(send);
     char* out = static_cast<char*>(recv);
     for (int64_t done = 0; done < count; done += per_round) {
-      const int64_t m = std::min(per_round, count - done);
-      auto slice_begin = [&](int32_t r) { return m * r / n; };
+      const int64_t n = std::min(per_round, count - done);
       std::memcpy(Input(world_.rank, Syncs() + 1), in + done * element,
-                  m * element);
+                  n * element);
       KOLO_RETURN_IF_ERROR(Sync("allreduce"));
-      const int64_t begin = slice_begin(world_.rank);
-      const int64_t end = slice_begin(world_.rank + 1);
-      ReduceAll(type, op, Result(world_.rank, Syncs() + 1) + begin * element,
-                end - begin,
-                [&](int32_t r) { return Input(r, Syncs()) + begin * element; });
+      ReduceAll(type, op, out + done * element, n,
+                [&](int32_t r) { return Input(r, Syncs()); });
+      if (divisor != 1) DivideInPlace(type, out + done * element, n, divisor);
+    }
+    return Status::Ok();
+  }
+
+  // Chunks of the area's size, pipelined so that each costs one sync:
+  //
+  //   publish chunk 0; sync;
+  //   for each chunk j: reduce my slice of j into my result area and my
+  //     output; publish chunk j+1; sync; copy the others' slices of j out.
+  //
+  // Chunk j's inputs and results sit in the areas of parity (first sync of
+  // the call + j + 1): the sync that follows them. A rank writes an area
+  // again two syncs after it last wrote it, by when every other rank has
+  // read it, since each read lies between the two.
+  //
+  // Each rank publishes only the slices the others reduce, and reads its
+  // own slice straight from `send`: per element it reads its input and
+  // writes its output once from memory, and everything else stays in the
+  // caches (the area is 1 MiB by default). In place, a slice of `recv` is
+  // written only after it has been published or reduced.
+  Status SliceAllreduce(const void* send, void* recv, int64_t count,
+                        DataType type, ReduceOp op, int64_t divisor) {
+    const int64_t element = DataTypeSize(type);
+    const int32_t n = world_.size;
+    const int32_t me = world_.rank;
+    const int64_t per_round = area_bytes_ / element;
+    // Slices start on cache lines, so that no two ranks write one.
+    const int64_t line = std::max<int64_t>(1, 64 / element);
+    const char* in = static_cast<const char*>(send);
+    char* out = static_cast<char*>(recv);
+    const uint32_t first = Syncs() + 1;
+    const int64_t chunks = (count + per_round - 1) / per_round;
+    auto chunk_count = [&](int64_t j) {
+      return std::min(per_round, count - j * per_round);
+    };
+    auto slice_begin = [&](int64_t m, int32_t r) {
+      return r == n ? m : m * r / n / line * line;
+    };
+    auto publish = [&](int64_t j) {
+      const int64_t m = chunk_count(j);
+      char* area = Input(me, first + static_cast<uint32_t>(j));
+      const char* chunk = in + j * per_round * element;
+      for (int32_t r = 0; r < n; ++r) {
+        if (r == me) continue;
+        const int64_t b = slice_begin(m, r);
+        std::memcpy(area + b * element, chunk + b * element,
+                    (slice_begin(m, r + 1) - b) * element);
+      }
+    };
+    publish(0);
+    KOLO_RETURN_IF_ERROR(Sync("allreduce"));
+    for (int64_t j = 0; j < chunks; ++j) {
+      const uint32_t parity = first + static_cast<uint32_t>(j);
+      const int64_t m = chunk_count(j);
+      const int64_t offset = j * per_round * element;
+      const int64_t begin = slice_begin(m, me);
+      const int64_t end = slice_begin(m, me + 1);
+      char* result = Result(me, parity) + begin * element;
+      ReduceAll(type, op, result, end - begin, [&](int32_t r) -> const char* {
+        if (r == me) return in + offset + begin * element;
+        return Input(r, parity) + begin * element;
+      });
+      if (divisor != 1) DivideInPlace(type, result, end - begin, divisor);
+      if (end > begin) {
+        std::memcpy(out + offset + begin * element, result,
+                    (end - begin) * element);
+      }
+      if (j + 1 < chunks) publish(j + 1);
       KOLO_RETURN_IF_ERROR(Sync("allreduce"));
       for (int32_t r = 0; r < n; ++r) {
-        const int64_t b = slice_begin(r);
-        const int64_t e = slice_begin(r + 1);
-        std::memcpy(out + (done + b) * element,
-                    Result(r, Syncs()) + b * element, (e - b) * element);
+        if (r == me) continue;
+        const int64_t b = slice_begin(m, r);
+        const int64_t e = slice_begin(m, r + 1);
+        std::memcpy(out + offset + b * element, Result(r, parity) + b * element,
+                    (e - b) * element);
       }
     }
     return Status::Ok();
