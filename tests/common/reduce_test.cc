@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -112,6 +113,53 @@ TEST(ReduceTest, EveryInstructionSetMatchesThePortableKernels) {
         kernels.divide(type, got.data(), a.data(), count, 3);
         EXPECT_EQ(got, want)
             << ReduceIsaName(isa) << " " << DataTypeName(type) << " divide";
+      }
+    }
+  }
+}
+
+// A power-of-two divisor multiplies by its reciprocal: the same bits as
+// dividing, on every instruction set, for normal, subnormal, huge and
+// special values.
+TEST(ReduceTest, PowerOfTwoDivisorsGiveTheBitsOfADivision) {
+  std::vector<float> floats = {1.0f,
+                               3.0f,
+                               -7.25f,
+                               1e-38f,
+                               std::numeric_limits<float>::denorm_min(),
+                               3 * std::numeric_limits<float>::denorm_min(),
+                               std::numeric_limits<float>::max(),
+                               std::numeric_limits<float>::infinity(),
+                               -0.0f};
+  uint32_t state = 12345;
+  for (int i = 0; i < 1000; ++i) {
+    state = state * 1664525u + 1013904223u;
+    float f;
+    std::memcpy(&f, &state, sizeof(f));
+    if (!std::isnan(f)) floats.push_back(f);
+  }
+  std::vector<double> doubles(floats.begin(), floats.end());
+  doubles.push_back(std::numeric_limits<double>::denorm_min());
+  const int64_t floats_count = static_cast<int64_t>(floats.size());
+  const int64_t doubles_count = static_cast<int64_t>(doubles.size());
+  for (ReduceIsa isa : SupportedReduceIsas()) {
+    const ReduceKernels kernels = KernelsFor(isa);
+    for (int64_t divisor : {1, 2, 4, 8, 64, 1 << 20}) {
+      std::vector<float> got_f(floats.size());
+      kernels.divide(DataType::kFloat32, got_f.data(), floats.data(),
+                     floats_count, divisor);
+      std::vector<double> got_d(doubles.size());
+      kernels.divide(DataType::kFloat64, got_d.data(), doubles.data(),
+                     doubles_count, divisor);
+      for (size_t i = 0; i < floats.size(); ++i) {
+        const float want = floats[i] / static_cast<float>(divisor);
+        EXPECT_EQ(std::memcmp(&got_f[i], &want, sizeof(want)), 0)
+            << ReduceIsaName(isa) << " " << floats[i] << " / " << divisor;
+      }
+      for (size_t i = 0; i < doubles.size(); ++i) {
+        const double want = doubles[i] / static_cast<double>(divisor);
+        EXPECT_EQ(std::memcmp(&got_d[i], &want, sizeof(want)), 0)
+            << ReduceIsaName(isa) << " " << doubles[i] << " / " << divisor;
       }
     }
   }
