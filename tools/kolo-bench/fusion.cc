@@ -50,6 +50,11 @@ int64_t Base(int64_t tensor, int64_t step) { return (tensor + step) % 8 + 1; }
 struct StepCounters {
   int64_t collectives = 0;
   std::optional<int64_t> cache_hits;  // empty without a runtime
+  // The runtime's own accounting (RuntimeStats); zero without a runtime.
+  int64_t cycles = 0;
+  double negotiation_seconds = 0;
+  double engine_seconds = 0;
+  double enqueue_seconds = 0;  // in the runner's enqueue calls
 };
 
 // One way of running a step. Every rank makes the same calls in the same
@@ -84,6 +89,7 @@ class RuntimeRunner : public StepRunner {
 
   Status Step(GradientBuffer* gradients) override {
     handles_.clear();
+    const Clock::time_point began = Clock::now();
     for (size_t i = gradients->size(); i-- > 0;) {
       StatusOr<Handle> handle = EnqueueAllreduce(
           names_[i], gradients->tensor(i), gradients->tensor(i),
@@ -93,6 +99,8 @@ class RuntimeRunner : public StepRunner {
       }
       handles_.push_back(std::move(handle).value());
     }
+    enqueue_seconds_ +=
+        std::chrono::duration<double>(Clock::now() - began).count();
     operations_ += static_cast<int64_t>(gradients->size());
     for (const Handle& handle : handles_) {
       Status done = handle.Wait();
@@ -109,7 +117,14 @@ class RuntimeRunner : public StepRunner {
     for (;;) {
       const RuntimeStats stats = GetRuntimeStats();
       if (stats.operations >= operations_) {
-        return StepCounters{stats.collectives, stats.cache_hits};
+        StepCounters counters;
+        counters.collectives = stats.collectives;
+        counters.cache_hits = stats.cache_hits;
+        counters.cycles = stats.cycles;
+        counters.negotiation_seconds = stats.negotiation_seconds;
+        counters.engine_seconds = stats.collective_seconds;
+        counters.enqueue_seconds = enqueue_seconds_;
+        return counters;
       }
       if (Clock::now() > deadline) {
         return Internal(fmt::format(
@@ -131,17 +146,26 @@ class RuntimeRunner : public StepRunner {
   std::vector<std::string> names_;  // stable across steps, so cacheable
   std::vector<Handle> handles_;
   int64_t operations_ = 0;  // completed through this runner
+  double enqueue_seconds_ = 0;
 };
 
 // Straight to a backend, one call per tensor: what the runtime's
-// negotiation, fusion copies and completion cost on top of the engine. It
-// needs neither kolo nor the store once built.
+// negotiation, fusion copies and completion cost on top of the engine. An
+// average is the engine's own (Backend::AllreduceAndDivide), as the
+// runtime's lone tensors use it. It needs neither kolo nor the store once
+// built.
 class RawRunner : public StepRunner {
  public:
   // `backend` may be null only in a one-rank world, where the sum of one
   // rank is its own data; `owned` (may be null) is released with the runner.
-  RawRunner(Backend* backend, std::unique_ptr<Backend> owned, ReduceOp op)
-      : backend_(backend), owned_(std::move(owned)), op_(op) {}
+  // `world_size` divides an average: the runner runs after Shutdown(),
+  // when kolo reports a one-rank world.
+  RawRunner(Backend* backend, std::unique_ptr<Backend> owned, ReduceOp op,
+            int32_t world_size)
+      : backend_(backend),
+        owned_(std::move(owned)),
+        op_(op),
+        world_size_(world_size) {}
 
   Status Barrier() override {
     return backend_ ? backend_->Barrier() : Status::Ok();
@@ -150,9 +174,14 @@ class RawRunner : public StepRunner {
   Status Step(GradientBuffer* gradients) override {
     if (backend_ == nullptr) return Status::Ok();
     for (size_t i = gradients->size(); i-- > 0;) {
+      float* tensor = gradients->tensor(i);
+      const int64_t count = gradients->count(i);
       Status done =
-          backend_->Allreduce(gradients->tensor(i), gradients->tensor(i),
-                              gradients->count(i), DataType::kFloat32, op_);
+          op_ == ReduceOp::kAverage
+              ? backend_->AllreduceAndDivide(tensor, tensor, count,
+                                             DataType::kFloat32, world_size_)
+              : backend_->Allreduce(tensor, tensor, count, DataType::kFloat32,
+                                    op_);
       ++calls_;
       if (!done.ok()) {
         return done.WithContext("raw allreduce of " +
@@ -163,7 +192,9 @@ class RawRunner : public StepRunner {
   }
 
   StatusOr<StepCounters> Counters() override {
-    return StepCounters{calls_, std::nullopt};
+    StepCounters counters;
+    counters.collectives = calls_;
+    return counters;
   }
 
   Status AllreduceResults(void* data, int64_t count, DataType type,
@@ -176,6 +207,7 @@ class RawRunner : public StepRunner {
   Backend* const backend_;
   std::unique_ptr<Backend> owned_;
   const ReduceOp op_;
+  const int32_t world_size_;
   int64_t calls_ = 0;
 };
 
@@ -193,19 +225,19 @@ StatusOr<std::unique_ptr<StepRunner>> MakeRawRunner(const FusionMode& mode,
                                                     RawBackends* raw) {
   if (Size() == 1) {
     return std::unique_ptr<StepRunner>(
-        new RawRunner(nullptr, nullptr, mode.op));
+        new RawRunner(nullptr, nullptr, mode.op, 1));
   }
   if (ActiveBackend() == BackendKind::kMpi) {
     if (!raw->mpi) return Internal("the raw mode has no MPI backend");
     return std::unique_ptr<StepRunner>(
-        new RawRunner(raw->mpi.get(), nullptr, mode.op));
+        new RawRunner(raw->mpi.get(), nullptr, mode.op, Size()));
   }
   StatusOr<std::unique_ptr<Backend>> backend = CreateRawStoreBackend(
       ActiveBackend(), fmt::format("bench/raw{}", raw->gloo_created++));
   if (!backend.ok()) return backend.status().WithContext("raw mode");
   Backend* engine = backend->get();
   return std::unique_ptr<StepRunner>(
-      new RawRunner(engine, std::move(backend).value(), mode.op));
+      new RawRunner(engine, std::move(backend).value(), mode.op, Size()));
 }
 
 StatusOr<std::unique_ptr<StepRunner>> MakeRunner(
@@ -257,6 +289,9 @@ Status RunRepeat(const FusionMode& mode, const FusionFlags& flags,
                  ModeResult* result) {
   std::vector<double> seconds;
   int64_t wrong = 0;
+  // This rank's runtime accounting over the timed steps: ticks,
+  // negotiation and engine seconds.
+  double breakdown[4] = {0, 0, 0, 0};
   for (int32_t step = 0; step < flags.warmup + flags.steps; ++step) {
     gradients->Fill(step, job.rank);
     KOLO_RETURN_IF_ERROR(runner->Barrier());
@@ -270,6 +305,10 @@ Status RunRepeat(const FusionMode& mode, const FusionFlags& flags,
     if (step < flags.warmup) continue;
     seconds.push_back(elapsed);
     result->collectives += after.collectives - before.collectives;
+    breakdown[0] += static_cast<double>(after.cycles - before.cycles);
+    breakdown[1] += after.negotiation_seconds - before.negotiation_seconds;
+    breakdown[2] += after.engine_seconds - before.engine_seconds;
+    breakdown[3] += after.enqueue_seconds - before.enqueue_seconds;
     if (after.cache_hits) {
       result->cache_hits = result->cache_hits.value_or(0) + *after.cache_hits -
                            before.cache_hits.value_or(0);
@@ -280,6 +319,12 @@ Status RunRepeat(const FusionMode& mode, const FusionFlags& flags,
       ReduceOp::kMax));
   KOLO_RETURN_IF_ERROR(
       runner->AllreduceResults(&wrong, 1, DataType::kInt64, ReduceOp::kSum));
+  KOLO_RETURN_IF_ERROR(runner->AllreduceResults(
+      breakdown, 4, DataType::kFloat64, ReduceOp::kSum));
+  result->cycles += breakdown[0] / job.size;
+  result->negotiation_seconds += breakdown[1] / job.size;
+  result->engine_seconds += breakdown[2] / job.size;
+  result->enqueue_seconds += breakdown[3] / job.size;
   result->step_seconds.push_back(std::move(seconds));
   result->wrong += wrong;
   return Status::Ok();
@@ -349,8 +394,9 @@ void PrintReport(const FusionFlags& flags, const Job& job,
       "{}'s median\n",
       AllFusionModes().front().name);
   fmt::print(
-      "# runtime modes average; raw sums (a backend never averages) with one "
-      "Backend::Allreduce per tensor, with kolo shut down\n#\n");
+      "# runtime and raw average, runtime-sum and raw-sum sum; raw makes one "
+      "engine call per tensor (Backend::AllreduceAndDivide or Allreduce) with "
+      "kolo shut down\n#\n");
   const Table table = FusionTable();
   for (const std::string& line : table.HeaderLines()) {
     fmt::print("{}\n", line);
@@ -363,6 +409,23 @@ void PrintReport(const FusionFlags& flags, const Job& job,
   }
   fmt::print("# Out of bounds values : {} {}\n#\n", wrong,
              wrong == 0 ? "OK" : "FAILED");
+  fmt::print(
+      "# where a runtime step's time goes, per step, mean over ranks: ticks "
+      "(negotiation rounds), enqueue (in the 161 enqueue calls), negotiate "
+      "(the readiness exchange), engine (inside engine calls), rest (the "
+      "mean step less those: fusion copies, "
+      "completion, hand-offs between threads); vs raw: the median step over "
+      "raw's (runtime-sum over raw-sum)\n");
+  const Table breakdown = BreakdownTable();
+  for (const std::string& line : breakdown.HeaderLines()) {
+    fmt::print("{}\n", line);
+  }
+  for (const ModeResult& result : results) {
+    if (result.mode->engine != FusionEngine::kRuntime) continue;
+    const ModeResult* raw = RawPeerOf(result, results);
+    fmt::print("{}\n", breakdown.Row(BreakdownRowCells(result, raw)));
+  }
+  fmt::print("#\n");
   std::fflush(stdout);
 }
 
@@ -461,7 +524,9 @@ const std::vector<FusionMode>& AllFusionModes() {
       {"runtime", FusionEngine::kRuntime, nullptr, nullptr, ReduceOp::kAverage},
       {"no-fusion-no-cache", FusionEngine::kRuntime, "0", "0",
        ReduceOp::kAverage},
-      {"raw", FusionEngine::kRawBackend, nullptr, nullptr, ReduceOp::kSum},
+      {"raw", FusionEngine::kRawBackend, nullptr, nullptr, ReduceOp::kAverage},
+      {"runtime-sum", FusionEngine::kRuntime, nullptr, nullptr, ReduceOp::kSum},
+      {"raw-sum", FusionEngine::kRawBackend, nullptr, nullptr, ReduceOp::kSum},
   };
   return kModes;
 }
@@ -557,6 +622,65 @@ Spread ModeResult::StepMilliseconds() const {
   return SpreadOf(std::move(ms));
 }
 
+double ModeResult::MeanStepMilliseconds() const {
+  double total = 0;
+  for (const std::vector<double>& repeat : step_seconds) {
+    for (double s : repeat) total += s * 1e3;
+  }
+  const int64_t steps = TimedSteps();
+  return steps > 0 ? total / static_cast<double>(steps) : 0;
+}
+
+const ModeResult* RawPeerOf(const ModeResult& runtime,
+                            const std::vector<ModeResult>& results) {
+  for (const ModeResult& result : results) {
+    if (result.mode->engine == FusionEngine::kRawBackend &&
+        result.mode->op == runtime.mode->op) {
+      return &result;
+    }
+  }
+  return nullptr;
+}
+
+Table BreakdownTable() {
+  return Table({
+      {"mode", "", 18, "", true},
+      {"ticks", "", 7, "per step", false},
+      {"enqueue", "(ms)", 9, "per step", false},
+      {"negotiate", "(ms)", 9, "per step", false},
+      {"engine", "(ms)", 9, "per step", false},
+      {"rest", "(ms)", 9, "per step", false},
+      {"step", "(ms)", 9, "mean", false},
+      {"vs raw", "", 6, "", false},
+  });
+}
+
+std::vector<std::string> BreakdownRowCells(const ModeResult& runtime,
+                                           const ModeResult* raw) {
+  const int64_t steps = runtime.TimedSteps();
+  if (steps == 0) {
+    return {
+        runtime.mode->name, "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a"};
+  }
+  const double n = static_cast<double>(steps);
+  const double step_ms = runtime.MeanStepMilliseconds();
+  const double negotiate_ms = runtime.negotiation_seconds * 1e3 / n;
+  const double engine_ms = runtime.engine_seconds * 1e3 / n;
+  const double enqueue_ms = runtime.enqueue_seconds * 1e3 / n;
+  const double raw_ms = raw ? raw->StepMilliseconds().median : 0;
+  return {
+      runtime.mode->name,
+      FormatFixed(runtime.cycles / n, 1),
+      FormatFixed(enqueue_ms, 2),
+      FormatFixed(negotiate_ms, 2),
+      FormatFixed(engine_ms, 2),
+      FormatFixed(step_ms - enqueue_ms - negotiate_ms - engine_ms, 2),
+      FormatFixed(step_ms, 2),
+      raw_ms > 0 ? FormatFixed(runtime.StepMilliseconds().median / raw_ms, 2)
+                 : "n/a",
+  };
+}
+
 Table FusionTable() {
   return Table({
       {"mode", "", 18, "", true},
@@ -627,6 +751,14 @@ nlohmann::json FusionResultsToJson(const FusionFlags& flags,
         {"collectives_per_step", steps > 0 ? result.collectives / steps : 0},
         {"cache_hits_per_step", nullptr},
         {"ratio", baseline > 0 ? ms.median / baseline : 0},
+        {"mean_ms", result.MeanStepMilliseconds()},
+        {"ticks_per_step", steps > 0 ? result.cycles / steps : 0},
+        {"negotiation_ms_per_step",
+         steps > 0 ? result.negotiation_seconds * 1e3 / steps : 0},
+        {"engine_ms_per_step",
+         steps > 0 ? result.engine_seconds * 1e3 / steps : 0},
+        {"enqueue_ms_per_step",
+         steps > 0 ? result.enqueue_seconds * 1e3 / steps : 0},
         {"wrong", result.wrong},
     };
     if (!result.fusion_threshold.empty()) {

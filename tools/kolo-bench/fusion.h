@@ -85,7 +85,8 @@ struct FusionMode {
   ReduceOp op;
 };
 
-// runtime, no-fusion-no-cache, raw; the first is the ratios' baseline.
+// runtime, no-fusion-no-cache, raw, runtime-sum, raw-sum; the first is the
+// ratios' baseline.
 const std::vector<FusionMode>& AllFusionModes();
 
 // The value rank `rank` puts in every element of tensor `tensor` before
@@ -149,10 +150,29 @@ struct ModeResult {
   int64_t collectives = 0;
   std::optional<int64_t> cache_hits;
   int64_t wrong = 0;  // summed over ranks, steps and repeats
+  // The runtime's accounting summed over the timed steps, each the mean
+  // over ranks: ticks, seconds in the readiness exchange and in engine
+  // calls (all zero for raw).
+  double cycles = 0;
+  double negotiation_seconds = 0;
+  double engine_seconds = 0;
+  double enqueue_seconds = 0;  // in the runner's enqueue calls
 
   int64_t TimedSteps() const;
   Spread StepMilliseconds() const;
+  double MeanStepMilliseconds() const;
 };
+
+// The raw mode that reduces as `runtime` does (raw for runtime, raw-sum for
+// runtime-sum), or nullptr.
+const ModeResult* RawPeerOf(const ModeResult& runtime,
+                            const std::vector<ModeResult>& results);
+
+// Where a runtime mode's step goes: ticks, enqueue, negotiate, engine and rest per
+// step, and its median step over its raw peer's (n/a without one).
+Table BreakdownTable();
+std::vector<std::string> BreakdownRowCells(const ModeResult& runtime,
+                                           const ModeResult* raw);
 
 // The result table's columns, and one mode's cells under them; the ratio
 // divides this mode's median by `baseline_median_ms`.

@@ -1,5 +1,5 @@
 // kolo-bench fusion end to end: two ranks started by the real kolorun run
-// every mode once (one warmup and two timed steps), on gloo and, where
+// every mode (runtime and raw, averaging and summing) once (one warmup and two timed steps), on gloo and, where
 // mpirun is installed, on MPI. Checks the exit status, the table and what
 // the JSON says the runtime did: with fusion every step's gradients move in
 // far fewer engine calls than tensors and every announcement is a cache
@@ -57,7 +57,7 @@ TEST_P(FusionRunTest, EveryModeRunsAndIsRight) {
   EXPECT_EQ(json["backend"], GetParam());
   EXPECT_EQ(json["model"]["tensors"], kTensors);
   EXPECT_EQ(json["out_of_bounds"], 0);
-  ASSERT_EQ(json["modes"].size(), 3u);
+  ASSERT_EQ(json["modes"].size(), 5u);
 
   const nlohmann::json& runtime = json["modes"][0];
   EXPECT_EQ(runtime["mode"], "runtime");
@@ -85,6 +85,15 @@ TEST_P(FusionRunTest, EveryModeRunsAndIsRight) {
   EXPECT_EQ(raw["mode"], "raw");
   EXPECT_EQ(raw["collectives_per_step"].get<double>(), kTensors);
   EXPECT_TRUE(raw["cache_hits_per_step"].is_null());
+  EXPECT_EQ(raw["redop"], "avg");
+  // The runtime accounts for its steps: at least one tick each, time in
+  // the engine, and a breakdown line per runtime mode.
+  EXPECT_GE(runtime["ticks_per_step"].get<double>(), 1.0);
+  EXPECT_GT(runtime["engine_ms_per_step"].get<double>(), 0.0);
+  EXPECT_GT(runtime["enqueue_ms_per_step"].get<double>(), 0.0);
+  EXPECT_EQ(json["modes"][3]["mode"], "runtime-sum");
+  EXPECT_EQ(json["modes"][4]["redop"], "sum");
+  EXPECT_NE(r.out.find("negotiate"), std::string::npos) << r.out;
   std::remove(json_path.c_str());
 }
 

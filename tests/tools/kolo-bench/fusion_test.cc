@@ -66,18 +66,26 @@ TEST(ResNet50Test, NamesAndShapesFollowTorchvision) {
 
 TEST(FusionModesTest, RuntimeIsTheBaselineAndTheOthersTurnThingsOff) {
   const std::vector<FusionMode>& modes = AllFusionModes();
-  ASSERT_EQ(modes.size(), 3u);
+  ASSERT_EQ(modes.size(), 5u);
   EXPECT_STREQ(modes[0].name, "runtime");
   EXPECT_EQ(modes[0].engine, FusionEngine::kRuntime);
   EXPECT_EQ(modes[0].fusion_threshold, nullptr);
   EXPECT_EQ(modes[0].cache_capacity, nullptr);
+  EXPECT_EQ(modes[0].op, ReduceOp::kAverage);
   EXPECT_STREQ(modes[1].name, "no-fusion-no-cache");
   EXPECT_STREQ(modes[1].fusion_threshold, "0");
   EXPECT_STREQ(modes[1].cache_capacity, "0");
   EXPECT_STREQ(modes[2].name, "raw");
   EXPECT_EQ(modes[2].engine, FusionEngine::kRawBackend);
-  // A backend never averages.
-  EXPECT_EQ(modes[2].op, ReduceOp::kSum);
+  // Like for like: raw averages as the runtime does, and the -sum modes
+  // compare the two without the division.
+  EXPECT_EQ(modes[2].op, ReduceOp::kAverage);
+  EXPECT_STREQ(modes[3].name, "runtime-sum");
+  EXPECT_EQ(modes[3].engine, FusionEngine::kRuntime);
+  EXPECT_EQ(modes[3].op, ReduceOp::kSum);
+  EXPECT_STREQ(modes[4].name, "raw-sum");
+  EXPECT_EQ(modes[4].engine, FusionEngine::kRawBackend);
+  EXPECT_EQ(modes[4].op, ReduceOp::kSum);
 }
 
 // The expectations agree with reducing the inputs directly, for a few
@@ -200,6 +208,33 @@ TEST(FusionTableTest, RowsLineUpUnderTheColumns) {
   EXPECT_EQ(table.Row(cells).size(), header[1].size());
 }
 
+// Each runtime mode is set beside the raw mode that reduces as it does,
+// and its breakdown leaves as rest what enqueue, negotiation and the
+// engine do not explain.
+TEST(FusionBreakdownTest, RestIsWhatTheCountersDoNotExplain) {
+  std::vector<ModeResult> results;
+  for (const FusionMode& mode : AllFusionModes()) {
+    results.push_back(MakeResult(mode, mode.engine == FusionEngine::kRuntime));
+  }
+  EXPECT_EQ(RawPeerOf(results[0], results), &results[2]);
+  EXPECT_EQ(RawPeerOf(results[3], results), &results[4]);
+  ModeResult& runtime = results[0];
+  runtime.cycles = 6;               // 4 steps
+  runtime.enqueue_seconds = 0.004;  // 1 ms a step
+  runtime.negotiation_seconds = 0.002;
+  runtime.engine_seconds = 0.080;
+  results[2].step_seconds = {{0.02, 0.0125}, {0.0125, 0.01}};
+  const std::vector<std::string> cells =
+      BreakdownRowCells(runtime, RawPeerOf(runtime, results));
+  // Mean step 25 ms: 1 enqueue + 0.5 negotiate + 20 engine leaves 3.5.
+  EXPECT_EQ(cells,
+            (std::vector<std::string>{"runtime", "1.5", "1.00", "0.50", "20.00",
+                                      "3.50", "25.00", "2.00"}));
+  EXPECT_EQ(BreakdownTable().Row(cells).size(),
+            BreakdownTable().HeaderLines()[1].size());
+  EXPECT_EQ(BreakdownRowCells(runtime, nullptr).back(), "n/a");
+}
+
 TEST(FusionJsonTest, CarriesEveryModeAndItsSteps) {
   const std::vector<ModeResult> results = {
       MakeResult(AllFusionModes()[0], true),
@@ -221,7 +256,7 @@ TEST(FusionJsonTest, CarriesEveryModeAndItsSteps) {
   EXPECT_DOUBLE_EQ(runtime["cache_hits_per_step"].get<double>(), 322.0);
   EXPECT_DOUBLE_EQ(runtime["ratio"].get<double>(), 1.0);
   const nlohmann::json& raw = json["modes"][1];
-  EXPECT_EQ(raw["redop"], "sum");
+  EXPECT_EQ(raw["redop"], "avg");
   EXPECT_TRUE(raw["cache_hits_per_step"].is_null());
   EXPECT_TRUE(raw["fusion_threshold_bytes"].is_null());
   EXPECT_DOUBLE_EQ(raw["collectives_per_step"].get<double>(), 2.0);
