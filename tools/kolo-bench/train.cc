@@ -555,7 +555,8 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
   columns.insert(
       columns.end(),
       {column("peak RSS", "(MiB)", 8), column("speedup", "vs np 1", 8),
-       column("efficiency", "(%)", 10), column("kolo ÷", "this", 7)});
+       column("efficiency", "(%)", 10), column("vs plain", "np 1", 8),
+       column("kolo ÷", "this", 7)});
   Table table(columns);
   for (const std::string& line : table.HeaderLines()) fmt::print("{}\n", line);
   json rows = json::array();
@@ -575,8 +576,11 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
       }
     }
     const std::optional<double> base = mean_of(run.framework, 1);
+    // Plain LibTorch's one process: a slow np 1 of the framework itself
+    // cannot flatter its scaling against this.
+    const std::optional<double> plain = mean_of(kLibtorch, 1);
     const std::optional<double> kolo = mean_of(kKolo, run.np);
-    std::string speedup, efficiency, ratio;
+    std::string speedup, efficiency, versus_plain, ratio;
     json row = {{"framework", name(run)},
                 {"np", run.np},
                 {"batch_per_worker", run.batch},
@@ -609,6 +613,10 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
       row["speedup"] = s;
       row["efficiency"] = s / run.np;
     }
+    if (plain && *plain > 0) {
+      versus_plain = FormatFixed(m.mean / *plain, 2);
+      row["speedup_vs_libtorch_np1"] = m.mean / *plain;
+    }
     if (run.framework != kKolo && kolo && m.mean > 0) {
       ratio = FormatFixed(*kolo / m.mean, 2);
       row["kolo_ratio"] = *kolo / m.mean;
@@ -623,8 +631,8 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
       }
       cells.insert(cells.end(), {FormatFixed(step_ms, 1), comm});
     }
-    cells.insert(cells.end(),
-                 {FormatFixed(peak_rss_mib, 0), speedup, efficiency, ratio});
+    cells.insert(cells.end(), {FormatFixed(peak_rss_mib, 0), speedup,
+                               efficiency, versus_plain, ratio});
     rows.push_back(row);
     fmt::print("{}\n", table.Row(cells));
   }

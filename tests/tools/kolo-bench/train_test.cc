@@ -114,6 +114,13 @@ TEST(TrainRun, KoloAndPlainLibTorchSideBySide) {
               rows[2]["images_per_second_mean"].get<double>() /
                   rows[0]["images_per_second_mean"].get<double>(),
               1e-9);
+  // And against plain LibTorch's np 1, so a slow kolo np 1 cannot flatter
+  // kolo's scaling.
+  EXPECT_NEAR(rows[2]["speedup_vs_libtorch_np1"].get<double>(),
+              rows[2]["images_per_second_mean"].get<double>() /
+                  rows[1]["images_per_second_mean"].get<double>(),
+              1e-9);
+  EXPECT_THAT(r.out, HasSubstr("vs plain"));
   EXPECT_EQ(rows[2]["runs"][0]["config"]["workers"], 2);
   std::remove(json_path.c_str());
 }
