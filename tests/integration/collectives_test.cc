@@ -64,16 +64,18 @@ TEST_P(CollectivesMatrixTest, EveryCollectiveTypeAndCountIsCorrect) {
   }
 }
 
+// An odd world in real processes only for MPI, which cannot run ranks as
+// threads: backend_conformance_test runs shm, Gloo and tcp with 1 to 4
+// ranks as threads, every collective and type, under both sanitizers too.
 INSTANTIATE_TEST_SUITE_P(
     Worlds, CollectivesMatrixTest,
     ::testing::Values(MatrixCase{"gloo", 1}, MatrixCase{"gloo", 2},
-                      MatrixCase{"gloo", 3}, MatrixCase{"gloo", 4},
-                      MatrixCase{"mpi", 1}, MatrixCase{"mpi", 2},
-                      MatrixCase{"mpi", 3}, MatrixCase{"mpi", 4},
-                      MatrixCase{"shm", 1}, MatrixCase{"shm", 2},
-                      MatrixCase{"shm", 3}, MatrixCase{"shm", 4},
+                      MatrixCase{"gloo", 4}, MatrixCase{"mpi", 1},
+                      MatrixCase{"mpi", 2}, MatrixCase{"mpi", 3},
+                      MatrixCase{"mpi", 4}, MatrixCase{"shm", 1},
+                      MatrixCase{"shm", 2}, MatrixCase{"shm", 4},
                       MatrixCase{"tcp", 1}, MatrixCase{"tcp", 2},
-                      MatrixCase{"tcp", 3}, MatrixCase{"tcp", 4}),
+                      MatrixCase{"tcp", 4}),
     [](const ::testing::TestParamInfo<MatrixCase>& info) {
       return std::string(info.param.backend) + "_np" +
              std::to_string(info.param.np);

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "bench_common.h"
 #include "environment.h"
 #include "json_file.h"
 #include "kolo_internal/backend.h"
@@ -635,11 +636,6 @@ StatusOr<bool> RunCollectives(const CollectivesConfig& config,
     }
   }
   return wrong == 0;
-}
-
-int Fail(const Status& status) {
-  fmt::print(stderr, "kolo-bench: {}\n", status.ToString());
-  return 1;
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "fusion.h"
+#include "bench_common.h"
 #include "json_file.h"
 
 #include <fmt/format.h>
@@ -467,11 +468,6 @@ StatusOr<bool> RunFusion(const FusionFlags& flags, RawBackends* raw) {
     }
   }
   return wrong == 0;
-}
-
-int Fail(const Status& status) {
-  fmt::print(stderr, "kolo-bench: {}\n", status.ToString());
-  return 1;
 }
 
 }  // namespace

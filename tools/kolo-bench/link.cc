@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_common.h"
 #include "environment.h"
 #include "json_file.h"
 #include "kolo/kolo.h"
@@ -477,11 +478,6 @@ StatusOr<bool> RunLink(const LinkConfig& config) {
     }
   }
   return wrong == 0;
-}
-
-int Fail(const Status& status) {
-  fmt::print(stderr, "kolo-bench: {}\n", status.ToString());
-  return 1;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <map>
 
+#include "bench_common.h"
 #include "environment.h"
 #include "fusion.h"
 #include "json_file.h"
@@ -23,8 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-constexpr double kMiB = 1 << 20;
 
 Table::Column Column(const char* title, const char* unit, int width,
                      bool left = false) {
@@ -90,8 +89,6 @@ double Largest(const std::vector<T>& values) {
   for (T v : values) most = std::max(most, static_cast<double>(v));
   return most;
 }
-
-std::string Mib(double bytes) { return FormatFixed(bytes / kMiB, 1); }
 
 // A per-rank figure's cell: "-" when the job did not report it.
 template <typename T>

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "bench_common.h"
 #include "json_file.h"
 
 namespace kolo::bench {
@@ -21,7 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr const char* kKolo = "kolo";
 constexpr const char* kIdealColor = "#888888";
 constexpr const char* kMemcpyColor = "#555555";
 

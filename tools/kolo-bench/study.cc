@@ -34,7 +34,7 @@ constexpr const char* kDeepSpeedClipping = "1.0";
 // small-cnn trains 10 epochs rather than kolo-train's 15 (88% there, about
 // 87.8% here), and mobilenetv2, at about 90 images/s, sees 2,048 images an
 // epoch. kQuick only proves the plumbing.
-struct Scale {
+struct StudyScale {
   // small-cnn: lenet trained on Fashion-MNIST.
   int64_t lenet_epochs;
   int64_t lenet_train_subset;  // 0: all 60,000
@@ -65,62 +65,62 @@ struct Scale {
   int32_t ps_resnet18_repeat;
 };
 
-constexpr Scale kFull = {/*lenet_epochs=*/10,
-                         /*lenet_train_subset=*/0,
-                         /*lenet_test_subset=*/0,
-                         /*resnet50_warmup=*/2,
-                         /*resnet50_iters=*/6,
-                         /*resnet50_repeat=*/2,
-                         /*mobilenet_epochs=*/2,
-                         /*mobilenet_train_subset=*/2048,
-                         /*mobilenet_test_subset=*/1000,
-                         /*resnet18_warmup=*/1,
-                         /*resnet18_iters=*/3,
-                         /*resnet18_repeat=*/2,
-                         /*ds_lenet_epochs=*/2,
-                         /*ds_lenet_train_subset=*/16384,
-                         /*ds_lenet_test_subset=*/0,
-                         /*ds_resnet18_warmup=*/1,
-                         /*ds_resnet18_iters=*/4,
-                         /*ps_lenet_epochs=*/10,
-                         /*ps_lenet_train_subset=*/0,
-                         /*ps_lenet_test_subset=*/0,
-                         /*ps_resnet18_warmup=*/1,
-                         /*ps_resnet18_iters=*/4,
-                         /*ps_resnet18_repeat=*/2};
+constexpr StudyScale kFull = {/*lenet_epochs=*/10,
+                              /*lenet_train_subset=*/0,
+                              /*lenet_test_subset=*/0,
+                              /*resnet50_warmup=*/2,
+                              /*resnet50_iters=*/6,
+                              /*resnet50_repeat=*/2,
+                              /*mobilenet_epochs=*/2,
+                              /*mobilenet_train_subset=*/2048,
+                              /*mobilenet_test_subset=*/1000,
+                              /*resnet18_warmup=*/1,
+                              /*resnet18_iters=*/3,
+                              /*resnet18_repeat=*/2,
+                              /*ds_lenet_epochs=*/2,
+                              /*ds_lenet_train_subset=*/16384,
+                              /*ds_lenet_test_subset=*/0,
+                              /*ds_resnet18_warmup=*/1,
+                              /*ds_resnet18_iters=*/4,
+                              /*ps_lenet_epochs=*/10,
+                              /*ps_lenet_train_subset=*/0,
+                              /*ps_lenet_test_subset=*/0,
+                              /*ps_resnet18_warmup=*/1,
+                              /*ps_resnet18_iters=*/4,
+                              /*ps_resnet18_repeat=*/2};
 
 // Small enough for a test: every job lasts a few seconds, and lenet still
 // learns enough in its three epochs (at np 4, 8 steps each) to tell a
 // working run from a broken one.
-constexpr Scale kQuick = {/*lenet_epochs=*/3,
-                          /*lenet_train_subset=*/4096,
-                          /*lenet_test_subset=*/1000,
-                          /*resnet50_warmup=*/0,
-                          /*resnet50_iters=*/1,
-                          /*resnet50_repeat=*/1,
-                          /*mobilenet_epochs=*/1,
-                          /*mobilenet_train_subset=*/256,
-                          /*mobilenet_test_subset=*/256,
-                          /*resnet18_warmup=*/0,
-                          /*resnet18_iters=*/1,
-                          /*resnet18_repeat=*/1,
-                          /*ds_lenet_epochs=*/1,
-                          /*ds_lenet_train_subset=*/2048,
-                          /*ds_lenet_test_subset=*/1000,
-                          /*ds_resnet18_warmup=*/0,
-                          /*ds_resnet18_iters=*/1,
-                          /*ps_lenet_epochs=*/1,
-                          /*ps_lenet_train_subset=*/1024,
-                          /*ps_lenet_test_subset=*/500,
-                          /*ps_resnet18_warmup=*/0,
-                          /*ps_resnet18_iters=*/0,
-                          /*ps_resnet18_repeat=*/1};
+constexpr StudyScale kQuick = {/*lenet_epochs=*/3,
+                               /*lenet_train_subset=*/4096,
+                               /*lenet_test_subset=*/1000,
+                               /*resnet50_warmup=*/0,
+                               /*resnet50_iters=*/1,
+                               /*resnet50_repeat=*/1,
+                               /*mobilenet_epochs=*/1,
+                               /*mobilenet_train_subset=*/256,
+                               /*mobilenet_test_subset=*/256,
+                               /*resnet18_warmup=*/0,
+                               /*resnet18_iters=*/1,
+                               /*resnet18_repeat=*/1,
+                               /*ds_lenet_epochs=*/1,
+                               /*ds_lenet_train_subset=*/2048,
+                               /*ds_lenet_test_subset=*/1000,
+                               /*ds_resnet18_warmup=*/0,
+                               /*ds_resnet18_iters=*/1,
+                               /*ps_lenet_epochs=*/1,
+                               /*ps_lenet_train_subset=*/1024,
+                               /*ps_lenet_test_subset=*/500,
+                               /*ps_resnet18_warmup=*/0,
+                               /*ps_resnet18_iters=*/0,
+                               /*ps_resnet18_repeat=*/1};
 
 std::string Examples(int64_t subset, const char* all) {
   return subset > 0 ? fmt::format("the first {}", subset) : std::string(all);
 }
 
-std::string ScaleText(const std::string& name, const Scale& s) {
+std::string ScaleText(const std::string& name, const StudyScale& s) {
   if (name == kSmallCnn) {
     return fmt::format("{} epochs on {} training and {} test images, 1 repeat",
                        s.lenet_epochs,
@@ -328,7 +328,7 @@ std::string PresetScale(const std::string& name) {
 
 StatusOr<std::vector<StudyStep>> PlanStudy(const StudyFlags& study) {
   KOLO_RETURN_IF_ERROR(ParseTrainPeers(study.peers).status());
-  const Scale& s = study.quick ? kQuick : kFull;
+  const StudyScale& s = study.quick ? kQuick : kFull;
   const TrainFlags base = BaseFlags(study);
   std::vector<StudyStep> steps;
   if (study.name == kSmallCnn) {

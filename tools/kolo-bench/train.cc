@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench_common.h"
 #include "environment.h"
 #include "json_file.h"
 #include "kolo_internal/config.h"
@@ -31,9 +32,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr const char* kKolo = "kolo";
-constexpr const char* kLibtorch = "libtorch";
-constexpr const char* kTorchDdp = "torch-ddp";
 // kolo with kolorun --metrics-port, scraped once a second: what monitoring
 // costs, against kolo without it in the same run.
 constexpr const char* kKoloMetrics = "kolo-metrics";

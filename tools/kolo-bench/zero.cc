@@ -12,6 +12,7 @@
 #include <map>
 #include <tuple>
 
+#include "bench_common.h"
 #include "environment.h"
 #include "fusion.h"
 #include "json_file.h"
@@ -25,10 +26,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr const char* kKoloDdp = "kolo-ddp";
-constexpr const char* kKolo = "kolo";
-constexpr const char* kTorchDdp = "torch-ddp";
-constexpr double kMiB = 1 << 20;
-
 // The memory fields every job reports, one integer per rank.
 constexpr const char* kMemoryFields[] = {
     "optimizer_state_bytes", "gradient_bytes", "master_weight_bytes"};
@@ -70,8 +67,6 @@ double Largest(const std::vector<int64_t>& per_rank) {
   for (int64_t v : per_rank) most = std::max(most, v);
   return static_cast<double>(most);
 }
-
-std::string Mib(double bytes) { return FormatFixed(bytes / kMiB, 1); }
 
 std::string Optional(const std::optional<double>& value, int decimals) {
   return value ? FormatFixed(*value, decimals) : "-";
