@@ -76,8 +76,13 @@ fi
 # the test fails by timing, not by a race. ASan and test.sh run it.
 # And the point-to-point jobs under kolorun: point_to_point_test runs the
 # same protocol with ranks as threads, where TSan watches both sides.
+# And mpi_peer_link_test, whose writer and reader threads share one MPI
+# link: Open MPI's ob1 and vader recycle their fragments through free lists
+# synchronized inside Open MPI, which is not instrumented, so TSan reports
+# its copies into a recycled fragment as races (3 runs in 15; 8 in 25 with
+# ob1's frames suppressed, then in vader's). ASan and test.sh run it.
 excluded_under_thread='^kolorun\.|^elastic\.|^Cases/|CollectivesLauncherTest|ReinitTest|ReinitTimelineTest|RuntimeIntegration'
-excluded_under_thread+='|TimelineTest\.SigkillMidStream|^Engines/PointToPoint'
+excluded_under_thread+='|TimelineTest\.SigkillMidStream|^Engines/PointToPoint|^mpi_peer_link_test$'
 
 for sanitizer in "${sanitizers[@]}"; do
   case "$sanitizer" in
