@@ -290,8 +290,8 @@ Status RunRepeat(const FusionMode& mode, const FusionFlags& flags,
                  ModeResult* result) {
   std::vector<double> seconds;
   int64_t wrong = 0;
-  // This rank's runtime accounting over the timed steps: ticks,
-  // negotiation and engine seconds.
+  // This rank's runtime accounting over the timed steps: ticks, then
+  // negotiation, engine and enqueue seconds.
   double breakdown[4] = {0, 0, 0, 0};
   for (int32_t step = 0; step < flags.warmup + flags.steps; ++step) {
     gradients->Fill(step, job.rank);
