@@ -62,6 +62,11 @@ class AdaptiveSpin {
     }
   }
 
+  // Records that a wait ended in its spin, without reading the clock (a
+  // wait whose spin succeeded ended within the window, give or take the 64
+  // turns between the spin's looks at the clock).
+  void Arrived() { enabled_ = true; }
+
   // Records that a wait which began at `began` is over.
   void Finished(Clock::time_point began) {
     enabled_ = Clock::now() - began < kSpinWindow;

@@ -1,9 +1,11 @@
 #include "runtime/direct_path.h"
 
 #include <cstring>
+#include <string_view>
 
 #include "collectives/peer_failure.h"
 #include "common/logging.h"
+#include "common/reduce.h"
 #include "runtime/coordinator.h"
 #include "runtime/handle_state.h"
 
@@ -12,25 +14,39 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A post: this header, then the serialized spec of a call.
+// A post: this header, then the serialized spec of a call; the call's
+// data, when it travels in the post, from kPostBytes on. The tag is
+// written last: a rank that waits for the post polls the line that holds
+// the rest of the header and the start of the spec.
 struct PostHeader {
+  std::atomic<uint64_t> tag;  // Tag(epoch, slot) of the slot posted in
   uint32_t kind;
   uint32_t spec_bytes;
 };
+static_assert(std::atomic<uint64_t>::is_always_lock_free,
+              "a post's tag is shared between processes");
 constexpr uint32_t kCall = 1;
 constexpr uint32_t kEnd = 2;
 
-// A post area holds one serialized spec; its size is dominated by the
-// per-rank counts of an alltoall (16 bytes a rank). A bigger spec ends the
-// lease and goes through the runtime.
+// A post holds one serialized spec in its first kPostBytes; their size is
+// dominated by the per-rank counts of an alltoall (16 bytes a rank). A
+// bigger spec ends the lease and goes through the runtime.
 constexpr int64_t kPostBytes = 64 * 1024;
+// Allreduces below the engine's threshold for reducing by slices (64 KiB,
+// shm_backend.cc) reduce the whole buffer on every rank from every rank's
+// copy, which the posts can hold as well as the engine's segments.
+constexpr int64_t kPostDataBytes = 64 * 1024 - 1;
 
 // The scalars each rank publishes in the posts' group.
-constexpr int32_t kPostedSlot = 0;  // tag of the last slot it posted in
-constexpr int32_t kGaveUpSlot = 1;  // tag of the slot it gave up waiting in
-constexpr int32_t kBeatSlot = 2;    // its runtime's beats while leased
+constexpr int32_t kGaveUpSlot = 0;  // tag of the slot it gave up waiting in
+constexpr int32_t kBeatSlot = 1;    // its runtime's beats while leased
 
 constexpr std::chrono::milliseconds kSleepSlice{10};
+
+PostHeader* HeaderIn(char* area) { return reinterpret_cast<PostHeader*>(area); }
+const PostHeader* HeaderIn(const char* area) {
+  return reinterpret_cast<const PostHeader*>(area);
+}
 
 // Slots of later leases compare greater.
 uint64_t Tag(uint32_t epoch, uint32_t slot) {
@@ -45,8 +61,8 @@ StatusOr<std::unique_ptr<DirectPath>> DirectPath::Create(
   ShmGroup::Options group;
   group.rank = options.world.rank;
   group.size = options.world.size;
-  group.areas = 2;  // posts, by slot parity
-  group.area_bytes = kPostBytes;
+  group.areas = 2;                            // posts, by slot parity
+  group.area_bytes = kPostBytes + 64 * 1024;  // the spec, then the data
   group.timeout = options.timeout;
   KOLO_ASSIGN_OR_RETURN(
       std::unique_ptr<ShmGroup> posts,
@@ -155,15 +171,16 @@ std::string DirectPath::RankContext() const {
   return "rank " + std::to_string(options_.world.rank);
 }
 
-void DirectPath::Post(uint32_t kind, uint32_t slot, const std::string& spec) {
+void DirectPath::Post(uint32_t kind, uint32_t slot, const std::string& spec,
+                      const void* data, int64_t data_bytes) {
   char* area =
       posts_->Area(options_.world.rank, static_cast<int32_t>(slot % 2));
-  const PostHeader header{kind, static_cast<uint32_t>(spec.size())};
-  std::memcpy(area, &header, sizeof(header));
-  std::memcpy(area + sizeof(header), spec.data(), spec.size());
-  posts_->Scalar(options_.world.rank, kPostedSlot)
-      .store(static_cast<int64_t>(Tag(epoch_, slot)),
-             std::memory_order_release);
+  PostHeader* header = HeaderIn(area);
+  header->kind = kind;
+  header->spec_bytes = static_cast<uint32_t>(spec.size());
+  std::memcpy(area + sizeof(PostHeader), spec.data(), spec.size());
+  if (data_bytes > 0) std::memcpy(area + kPostBytes, data, data_bytes);
+  header->tag.store(Tag(epoch_, slot), std::memory_order_release);
   posts_->RingDoorbell();
 }
 
@@ -172,6 +189,7 @@ DirectPath::Look DirectPath::Examine(uint32_t epoch, uint32_t slot,
   Look look;
   const uint64_t tag = Tag(epoch, slot);
   const int32_t size = options_.world.size;
+  const int32_t parity = static_cast<int32_t>(slot % 2);
   for (int32_t r = 0; r < size; ++r) {
     if (static_cast<uint64_t>(
             posts_->Scalar(r, kGaveUpSlot).load(std::memory_order_acquire)) ==
@@ -180,64 +198,77 @@ DirectPath::Look DirectPath::Examine(uint32_t epoch, uint32_t slot,
       look.gave_up = r;
       return look;
     }
-    // A rank past this slot posted a call in it: the slot ran there.
-    const uint64_t posted = static_cast<uint64_t>(
-        posts_->Scalar(r, kPostedSlot).load(std::memory_order_acquire));
+    // The area of this slot's parity holds this slot's post or an older
+    // one: a rank posts in it again only after every rank has posted in
+    // the next slot, this one included.
+    const PostHeader* header = HeaderIn(posts_->Area(r, parity));
+    const uint64_t posted = header->tag.load(std::memory_order_acquire);
     if (posted < tag) {
-      look.missing.push_back(r);
+      ++look.missing;
       continue;
     }
-    PostHeader header;
-    std::memcpy(&header, posts_->Area(r, static_cast<int32_t>(slot % 2)),
-                sizeof(header));
-    if (posted == tag && header.kind == kEnd) {
+    if (posted == tag && header->kind == kEnd) {
       look.verdict = Verdict::kEnd;
       return look;
     }
   }
-  if (!look.missing.empty() || specs == nullptr) return look;
+  if (look.missing > 0 || specs == nullptr) return look;
 
   // Every rank posted a call: run it if the specs agree and are valid, as
   // the coordinator would decide (identical specs can still be invalid: a
-  // root out of range); otherwise the runtime reports why not.
-  auto bytes_of = [&](int32_t r) {
-    const char* area = posts_->Area(r, static_cast<int32_t>(slot % 2));
-    PostHeader header;
-    std::memcpy(&header, area, sizeof(header));
-    return std::string(area + sizeof(header), header.spec_bytes);
+  // root out of range); otherwise the runtime reports why not. The
+  // comparison is in place: a steady loop of calls allocates nothing.
+  auto spec_of = [&](int32_t r) {
+    const char* area = posts_->Area(r, parity);
+    return std::string_view(area + sizeof(PostHeader),
+                            HeaderIn(area)->spec_bytes);
   };
-  std::vector<std::string> serialized(size);
-  bool identical = true;
-  for (int32_t r = 0; r < size; ++r) {
-    serialized[r] = bytes_of(r);
-    identical = identical && serialized[r] == serialized[0];
-  }
-  specs->assign(size, TensorSpec());
-  std::vector<const TensorSpec*> by_rank(size, nullptr);
-  for (int32_t r = 0; r < size; ++r) {
-    if (identical && r > 0) {
-      (*specs)[r] = (*specs)[0];
-    } else {
-      size_t offset = 0;
-      StatusOr<TensorSpec> parsed = ParseSpec(serialized[r], &offset);
-      if (!parsed.ok()) {
-        look.verdict = Verdict::kEnd;
-        return look;
-      }
-      (*specs)[r] = *std::move(parsed);
-    }
-    by_rank[r] = &(*specs)[r];
+  look.identical = true;
+  for (int32_t r = 0; r < size && look.identical; ++r) {
+    look.identical = spec_of(r) == posted_spec_;
   }
   // The check formats every field: as long as a call's costs. A spec every
   // rank posted identically and that passed once passes again.
-  if (identical && serialized[0] == checked_spec_) {
+  if (look.identical && posted_spec_ == checked_spec_) {
     look.verdict = Verdict::kRun;
     return look;
   }
+  specs->assign(look.identical ? 1 : size, TensorSpec());
+  std::vector<const TensorSpec*> by_rank(size, nullptr);
+  for (int32_t r = 0; r < size; ++r) {
+    if (look.identical && r > 0) {
+      by_rank[r] = &(*specs)[0];
+      continue;
+    }
+    const std::string serialized(spec_of(r));
+    size_t offset = 0;
+    StatusOr<TensorSpec> parsed = ParseSpec(serialized, &offset);
+    if (!parsed.ok()) {
+      look.verdict = Verdict::kEnd;
+      return look;
+    }
+    (*specs)[r] = *std::move(parsed);
+    by_rank[r] = &(*specs)[r];
+  }
   look.verdict =
       CheckSpecsAgree(by_rank, size).ok() ? Verdict::kRun : Verdict::kEnd;
-  if (identical && look.verdict == Verdict::kRun) checked_spec_ = serialized[0];
+  if (look.identical && look.verdict == Verdict::kRun) {
+    checked_spec_ = posted_spec_;
+  }
   return look;
+}
+
+std::vector<int32_t> DirectPath::MissingRanks(uint32_t epoch,
+                                              uint32_t slot) const {
+  std::vector<int32_t> missing;
+  for (int32_t r = 0; r < options_.world.size; ++r) {
+    const PostHeader* header =
+        HeaderIn(posts_->Area(r, static_cast<int32_t>(slot % 2)));
+    if (header->tag.load(std::memory_order_acquire) < Tag(epoch, slot)) {
+      missing.push_back(r);
+    }
+  }
+  return missing;
 }
 
 StatusOr<DirectPath::Look> DirectPath::AwaitSlot(
@@ -246,15 +277,16 @@ StatusOr<DirectPath::Look> DirectPath::AwaitSlot(
   Look look = Examine(epoch, slot, specs);
   if (look.verdict != Verdict::kWaiting) return look;
   const Clock::time_point began = Clock::now();
-  const AdaptiveSpin::FinishOnExit finish{&spin_, began};
   if (spin_.Spin(
           [&] {
             look = Examine(epoch, slot, specs);
             return look.verdict != Verdict::kWaiting;
           },
           posts_->spin_style(), began)) {
+    spin_.Arrived();
     return look;
   }
+  const AdaptiveSpin::FinishOnExit finish{&spin_, began};
 
   // The ranks still missing are computing, or stuck. Sleep between rings,
   // and between them check what the runtime's exchange would have caught.
@@ -270,14 +302,12 @@ StatusOr<DirectPath::Look> DirectPath::AwaitSlot(
       std::chrono::duration_cast<Clock::duration>(options_.stall_shutdown);
   Clock::time_point next_warning = began + warning;
   while (true) {
-    // The doorbell is read before the look, so a post after the look
-    // rings a value the wait below does not sleep on.
-    const uint32_t seen = posts_->Doorbell();
     look = Examine(epoch, slot, specs);
     if (look.verdict != Verdict::kWaiting) break;
 
     const Clock::time_point now = Clock::now();
-    for (int32_t r : look.missing) {
+    const std::vector<int32_t> missing = MissingRanks(epoch, slot);
+    for (int32_t r : missing) {
       KOLO_RETURN_IF_ERROR(posts_->CheckAlive(r, "synchronous call"));
       const int64_t beat =
           posts_->Scalar(r, kBeatSlot).load(std::memory_order_relaxed);
@@ -291,7 +321,7 @@ StatusOr<DirectPath::Look> DirectPath::AwaitSlot(
                        " ms (is it frozen?)");
       }
     }
-    const WaitingOperation waiting{name, look.missing, now - began};
+    const WaitingOperation waiting{name, missing, now - began};
     const int64_t seconds =
         std::chrono::duration_cast<std::chrono::seconds>(now - began).count();
     if (warning.count() > 0 && now >= next_warning) {
@@ -311,7 +341,10 @@ StatusOr<DirectPath::Look> DirectPath::AwaitSlot(
                      " (KOLO_STALL_SHUTDOWN_S=" +
                      std::to_string(options_.stall_shutdown.count()) + ")");
     }
-    posts_->AwaitDoorbell(seen, kSleepSlice);
+    posts_->AwaitDoorbell(kSleepSlice, [&] {
+      const Look again = Examine(epoch, slot, nullptr);
+      return again.verdict != Verdict::kWaiting || again.missing == 0;
+    });
   }
   if (look.verdict == Verdict::kGaveUp) {
     return Aborted("stall: rank " + std::to_string(look.gave_up) +
@@ -344,6 +377,32 @@ Status DirectPath::Run(std::vector<TensorSpec> specs, const void* send,
   return Status::Ok();
 }
 
+bool DirectPath::TravelsInPosts(const TensorSpec& spec) const {
+  return spec.collective == Collective::kAllreduce && spec.bytes() > 0 &&
+         spec.bytes() <= kPostDataBytes;
+}
+
+void DirectPath::ReduceFromPosts(const TensorSpec& spec, uint32_t slot,
+                                 void* recv) {
+  const int32_t parity = static_cast<int32_t>(slot % 2);
+  const int32_t size = options_.world.size;
+  // In rank order, as the engine folds, so that every rank rounds alike.
+  const char* first = posts_->Area(0, parity) + kPostBytes;
+  if (size == 1) {
+    std::memcpy(recv, first, spec.bytes());
+  } else {
+    ReduceInto(spec.type, spec.op, recv, first,
+               posts_->Area(1, parity) + kPostBytes, spec.count);
+  }
+  for (int32_t r = 2; r < size; ++r) {
+    ReduceInto(spec.type, spec.op, recv, recv,
+               posts_->Area(r, parity) + kPostBytes, spec.count);
+  }
+  if (spec.op == ReduceOp::kAverage) {
+    DivideInPlace(spec.type, recv, spec.count, size);
+  }
+}
+
 Status DirectPath::FailLease(const Status& error) {
   if (failure_.ok()) failure_ = error;
   open_ = false;
@@ -353,6 +412,7 @@ Status DirectPath::FailLease(const Status& error) {
 
 StatusOr<bool> DirectPath::TryRun(const TensorSpec& spec, const void* send,
                                   void* recv, void* output_to) {
+  const bool in_posts = TravelsInPosts(spec);
   uint32_t epoch = 0;
   uint32_t slot = 0;
   {
@@ -363,14 +423,15 @@ StatusOr<bool> DirectPath::TryRun(const TensorSpec& spec, const void* send,
                              "' is already pending on " + RankContext() +
                              "; wait for it before reusing the name");
     }
-    std::string serialized;
-    SerializeSpec(spec, &serialized);
-    if (static_cast<int64_t>(serialized.size() + sizeof(PostHeader)) >
+    posted_spec_.clear();
+    SerializeSpec(spec, &posted_spec_);
+    if (static_cast<int64_t>(posted_spec_.size() + sizeof(PostHeader)) >
         kPostBytes) {
       EndLease();
       return false;
     }
-    Post(kCall, slot_, serialized);
+    Post(kCall, slot_, posted_spec_, in_posts ? send : nullptr,
+         in_posts ? spec.bytes() : 0);
     in_flight_ = true;
     epoch = epoch_;
     slot = slot_;
@@ -379,8 +440,18 @@ StatusOr<bool> DirectPath::TryRun(const TensorSpec& spec, const void* send,
   std::vector<TensorSpec> specs;
   StatusOr<Look> look = AwaitSlot(epoch, slot, spec.name, &specs);
   const bool runs = look.ok() && look->verdict == Verdict::kRun;
-  Status ran =
-      runs ? Run(std::move(specs), send, recv, output_to) : Status::Ok();
+  Status ran = Status::Ok();
+  double in_posts_seconds = 0;
+  if (runs && in_posts) {
+    const Clock::time_point began = Clock::now();
+    ReduceFromPosts(spec, slot, recv);
+    in_posts_seconds =
+        std::chrono::duration<double>(Clock::now() - began).count();
+    metrics_.EngineCall(spec.collective, spec.bytes(), in_posts_seconds, 1);
+  } else if (runs) {
+    if (look->identical) specs.assign(options_.world.size, spec);
+    ran = Run(std::move(specs), send, recv, output_to);
+  }
 
   MutexLock lock(&mutex_);
   in_flight_ = false;
@@ -408,8 +479,13 @@ StatusOr<bool> DirectPath::TryRun(const TensorSpec& spec, const void* send,
   ++stats_.direct_operations;
   stats_.bytes += spec.bytes();
   metrics_.Completed(spec.collective, spec.bytes(), true);
-  stats_.collectives += run_stats_.collectives;
-  stats_.collective_seconds += run_stats_.collective_seconds;
+  if (in_posts) {
+    ++stats_.collectives;
+    stats_.collective_seconds += in_posts_seconds;
+  } else {
+    stats_.collectives += run_stats_.collectives;
+    stats_.collective_seconds += run_stats_.collective_seconds;
+  }
   if (close_owed_) {
     close_owed_ = false;
     EndLease();

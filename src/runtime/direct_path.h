@@ -16,6 +16,11 @@
 //   - every rank posted a call and the specs agree: each rank runs the
 //     call on this path's own shm engine, on the caller's thread, and the
 //     lease goes on at slot k+1;
+//   - a small allreduce (under 64 KiB, where the engine would publish its
+//     data, sync once and reduce from every rank's segment) travels in the
+//     post itself: each rank copies its data beside its spec, and once the
+//     slot is agreed reduces straight from the posts. The slot's wait is
+//     then the call's only sync, where the engine would add one of its own;
 //   - some rank posted an end, or the specs disagree: the lease is over,
 //     and the call goes through the runtime (which reports a disagreement
 //     with its usual error).
@@ -106,23 +111,32 @@ class DirectPath {
   enum class Verdict { kWaiting, kRun, kEnd, kGaveUp };
   struct Look {
     Verdict verdict = Verdict::kWaiting;
-    std::vector<int32_t> missing;  // ranks yet to post, while kWaiting
-    int32_t gave_up = -1;          // the rank that gave up, for kGaveUp
+    int32_t missing = 0;   // ranks yet to post, while kWaiting
+    int32_t gave_up = -1;  // the rank that gave up, for kGaveUp
+    // kRun: every rank posted this rank's spec, byte for byte (otherwise
+    // Examine filled in the specs, which differ but agree).
+    bool identical = false;
   };
 
   DirectPath(const Options& options, std::unique_ptr<ShmGroup> posts,
              std::unique_ptr<Backend> engine, std::shared_ptr<Store> store);
 
-  // Writes this rank's post for `slot` of the current lease.
-  void Post(uint32_t kind, uint32_t slot, const std::string& spec)
+  // Writes this rank's post for `slot` of the current lease, with
+  // `data_bytes` of `data` when the call travels in the posts.
+  void Post(uint32_t kind, uint32_t slot, const std::string& spec,
+            const void* data = nullptr, int64_t data_bytes = 0)
       KOLO_REQUIRES(mutex_);
   // Posts an end in this rank's next slot and closes the lease.
   void EndLease() KOLO_REQUIRES(mutex_);
   // "rank 3", the context of this rank's errors.
   std::string RankContext() const;
-  // What the posts of `slot` say so far; fills `specs` for kRun.
+  // What the posts of `slot` say so far. With `specs` (the caller's own
+  // call in flight), also whether the call runs, and the specs of a kRun
+  // that is not `identical`.
   Look Examine(uint32_t epoch, uint32_t slot,
                std::vector<TensorSpec>* specs) const;
+  // The ranks yet to post in `slot`, for a wait's checks and its messages.
+  std::vector<int32_t> MissingRanks(uint32_t epoch, uint32_t slot) const;
   // Waits until every rank has posted in `slot` or one has ended the lease.
   StatusOr<Look> AwaitSlot(uint32_t epoch, uint32_t slot,
                            const std::string& name,
@@ -130,6 +144,10 @@ class DirectPath {
   // Runs the agreed call on the engine.
   Status Run(std::vector<TensorSpec> specs, const void* send, void* recv,
              void* output_to);
+  // Whether `spec`'s data travels in the posts (the same on every rank
+  // whose spec agrees). The agreed call is then run by ReduceFromPosts.
+  bool TravelsInPosts(const TensorSpec& spec) const;
+  void ReduceFromPosts(const TensorSpec& spec, uint32_t slot, void* recv);
   // Ends the lease with `error` for good; returns the error.
   Status FailLease(const Status& error) KOLO_REQUIRES(mutex_);
 
@@ -142,8 +160,11 @@ class DirectPath {
   const RuntimeMetrics metrics_{"shm"};
   Executor executor_;  // on engine_, into run_stats_
   AdaptiveSpin spin_;  // the caller's
-  // The caller's: the last spec every rank posted alike and that was valid.
+  // The caller's: the last spec every rank posted alike and that was valid,
+  // and the spec of its call in flight, as posted (a buffer kept between
+  // calls, so that a call allocates nothing).
   mutable std::string checked_spec_;
+  std::string posted_spec_;
 
   mutable Mutex mutex_;
   CondVar closed_;  // open_ became false

@@ -53,13 +53,15 @@ Status SystemError(const std::string& name, const std::string& call,
 }  // namespace
 
 struct alignas(64) ShmGroup::Header {
-  std::atomic<uint32_t> counter;            // the last sync this rank reached
-  std::atomic<uint32_t> sleepers;           // peers in FUTEX_WAIT on `counter`
-  std::atomic<uint32_t> doorbell;           // rank 0's is the job's
-  std::atomic<uint32_t> doorbell_sleepers;  // in FUTEX_WAIT on `doorbell`
+  std::atomic<uint32_t> counter;   // the last sync this rank reached
+  std::atomic<uint32_t> sleepers;  // peers in FUTEX_WAIT on `counter`
   int32_t pid;
   uint64_t pid_namespace;
   std::atomic<int64_t> scalars[kScalarSlots];
+  // A line of its own: every ring reads it, and it changes only when
+  // someone sleeps, while the line above changes with every sync.
+  alignas(64) std::atomic<uint32_t> doorbell;  // rank 0's is the job's
+  std::atomic<uint32_t> doorbell_sleepers;     // in FUTEX_WAIT on `doorbell`
 };
 
 ShmGroup::ShmGroup(const Options& options)
@@ -255,26 +257,28 @@ Status ShmGroup::CheckAlive(int32_t rank, const std::string& what) const {
                      " waited for it");
 }
 
-uint32_t ShmGroup::Doorbell() const {
-  return HeaderOf(0)->doorbell.load(std::memory_order_seq_cst);
-}
-
 void ShmGroup::RingDoorbell() {
   Header* job = HeaderOf(0);
-  // seq_cst, as in Sync: a waiter either sees the ring or is seen asleep.
-  job->doorbell.fetch_add(1, std::memory_order_seq_cst);
+  // Pairs with the fence in AwaitDoorbell: either this rank sees the
+  // sleeper registered, or the sleeper's last look sees what this rank
+  // published. The word is written only for a sleeper, so a ring that
+  // nobody awaits costs no cache line taken from another core.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   if (job->doorbell_sleepers.load(std::memory_order_seq_cst) > 0) {
+    job->doorbell.fetch_add(1, std::memory_order_seq_cst);
     Futex(&job->doorbell, FUTEX_WAKE, INT_MAX, nullptr);
   }
 }
 
-void ShmGroup::AwaitDoorbell(uint32_t seen, std::chrono::milliseconds slice) {
+void ShmGroup::AwaitDoorbell(std::chrono::milliseconds slice,
+                             const std::function<bool()>& ready) {
   Header* job = HeaderOf(0);
   const struct timespec timeout = Timespec(slice);
   job->doorbell_sleepers.fetch_add(1, std::memory_order_seq_cst);
-  if (job->doorbell.load(std::memory_order_seq_cst) == seen) {
-    Futex(&job->doorbell, FUTEX_WAIT, seen, &timeout);
-  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // A ring from here on changes the word, so the wait below returns.
+  const uint32_t seen = job->doorbell.load(std::memory_order_seq_cst);
+  if (!ready()) Futex(&job->doorbell, FUTEX_WAIT, seen, &timeout);
   job->doorbell_sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 

@@ -36,6 +36,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,11 +76,12 @@ class ShmGroup {
 
   // For waits on a condition over many ranks' scalars, which no single
   // counter expresses: one job-wide futex word (in rank 0's header). A
-  // rank publishes, then rings; a waiter reads the doorbell, checks its
-  // condition, and sleeps until a ring or for at most `slice`.
-  uint32_t Doorbell() const;
+  // rank publishes, then rings. A waiter registers, looks once more
+  // (`ready`), and unless that look succeeds sleeps until a ring or for at
+  // most `slice`. A ring with no waiter registered is a fence and a load.
   void RingDoorbell();
-  void AwaitDoorbell(uint32_t seen, std::chrono::milliseconds slice);
+  void AwaitDoorbell(std::chrono::milliseconds slice,
+                     const std::function<bool()>& ready);
   // kPeerFailure naming `rank` and its pid when its process is gone (or
   // lives in another pid namespace, where nothing can be said: ok).
   Status CheckAlive(int32_t rank, const std::string& what) const;

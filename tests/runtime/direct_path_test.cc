@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <future>
 #include <random>
 #include <thread>
@@ -121,6 +122,63 @@ TEST_P(DirectPathMatrixTest,
 
 INSTANTIATE_TEST_SUITE_P(Sizes, DirectPathMatrixTest,
                          ::testing::Values(2, 3, 4));
+
+// Allreduces under 64 KiB travel in the posts and reduce from them; the
+// engine reduces from its own segments. Both fold in rank order, so the
+// bits agree, at the posts' largest size and the engine's smallest, with
+// calls of the engine's in between (the posts alternate areas by slot).
+TEST(DirectPathTest, AllreducesInThePostsGiveTheEnginesBits) {
+  constexpr int32_t kSize = 3;
+  // 16383 floats are the posts' largest allreduce, 16384 (64 KiB) the
+  // direct path's engine's smallest.
+  const std::vector<int64_t> counts = {1, 5, 1000, 16383, 16384, 3};
+  World world = MakeWorld(kSize);
+  ASSERT_EQ(world.size(), static_cast<size_t>(kSize));
+  auto results = OnEveryRank(world, [&](int32_t rank, Rank& r) -> std::string {
+    if (std::string warm = WarmUpIntoALease(rank, r); !warm.empty())
+      return warm;
+    std::mt19937 mine(300 + rank);
+    std::uniform_real_distribution<float> value(-3.0f, 3.0f);
+    std::vector<std::vector<float>> inputs, direct;
+    // Back to back, so that no call leaves the lease.
+    const int64_t before = DirectCalls(r);
+    for (ReduceOp op : AllReduceOps()) {
+      for (int64_t count : counts) {
+        inputs.emplace_back(count);
+        for (float& x : inputs.back()) x = value(mine);
+        direct.emplace_back(count, 0.0f);
+        Status s = r.sync->Allreduce(inputs.back().data(), direct.back().data(),
+                                     count, DataType::kFloat32, op);
+        if (!s.ok()) return s.ToString();
+      }
+    }
+    if (DirectCalls(r) - before != static_cast<int64_t>(inputs.size()))
+      return std::to_string(DirectCalls(r) - before) + " of " +
+             std::to_string(inputs.size()) + " calls took the direct path";
+    // The same reductions through the runtime's engine, in place.
+    size_t call = 0;
+    for (ReduceOp op : AllReduceOps()) {
+      for (int64_t count : counts) {
+        std::vector<float> engine = inputs[call];
+        TensorSpec spec =
+            AllreduceSpecFor("engine." + std::to_string(call), count);
+        spec.op = op;
+        StatusOr<Handle> h =
+            r.runtime->Enqueue(spec, engine.data(), engine.data(), nullptr);
+        if (!h.ok()) return h.status().ToString();
+        if (Status w = h->Wait(); !w.ok()) return w.ToString();
+        if (std::memcmp(direct[call].data(), engine.data(),
+                        count * sizeof(float)) != 0) {
+          return std::string(ReduceOpName(op)) + " of " +
+                 std::to_string(count) + " differs from the engine's";
+        }
+        ++call;
+      }
+    }
+    return "";
+  });
+  for (int32_t r = 0; r < kSize; ++r) EXPECT_EQ(results[r], "") << "rank " << r;
+}
 
 TEST(DirectPathTest, WithoutAPathEveryCallGoesThroughTheRuntime) {
   World world = MakeWorld(2, /*direct=*/false);
