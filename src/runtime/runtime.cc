@@ -121,6 +121,7 @@ StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(
     handles.emplace_back(local->handle);
     operations.push_back(std::move(local));
   }
+  bool wake_runtime = false;
   {
     MutexLock lock(&mutex_);
     if (!sticky_error_.ok()) return sticky_error_;
@@ -137,6 +138,11 @@ StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(
                                "; wait for it before reusing the name");
       }
     }
+    // The runtime's thread waits for work only while its queue is empty;
+    // between ticks with work in hand it waits for the cycle's end or a
+    // waiting caller. Waking it for every operation of a step would cost a
+    // futex call and a context switch each, for a wait it resumes at once.
+    wake_runtime = queue_.empty();
     for (auto& op : operations) {
       names_in_use_[op->spec.name] = true;
       queue_.push_back(std::move(op));
@@ -145,7 +151,7 @@ StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(
   }
   // After the push: a lease opening meanwhile sees the queued work.
   if (direct_) direct_->Close();
-  wake_.NotifyAll();
+  if (wake_runtime) wake_.NotifyAll();
   return handles;
 }
 
