@@ -8,9 +8,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -97,6 +101,57 @@ TEST(ShmGroupTest, ScalarsTravelWithTheSync) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(sums, (std::vector<int64_t>{21, 21}));
+}
+
+// A ring that finds no sleeper writes nothing; the sleeper's last look
+// after it registers must then see what was published. Rank 1 publishes
+// and rings at random moments around rank 0's registration; a ring lost in
+// that window would leave rank 0 asleep for the whole 2 s slice.
+TEST(ShmGroupTest, ARingIsNeverLostAroundASleeperRegistering) {
+  constexpr int kRounds = 300;
+  MemoryStore store;
+  std::atomic<int> waiting_round{-1};
+  std::atomic<bool> stop{false};
+  std::vector<std::string> failures(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto group = ShmGroup::Create(OptionsFor(rank, 2), store, "bell/");
+      if (!group.ok()) {
+        failures[rank] = group.status().ToString();
+        stop = true;
+        return;
+      }
+      std::atomic<int64_t>& published = (*group)->Scalar(1, 0);
+      std::mt19937 random(5);
+      for (int round = 0; round < kRounds && !stop; ++round) {
+        if (rank == 1) {
+          while (waiting_round.load() < round && !stop) {
+            std::this_thread::yield();
+          }
+          std::this_thread::sleep_for(std::chrono::microseconds(random() % 60));
+          published.store(round + 1, std::memory_order_release);
+          (*group)->RingDoorbell();
+          continue;
+        }
+        const auto began = std::chrono::steady_clock::now();
+        waiting_round.store(round);
+        while (published.load(std::memory_order_acquire) <= round) {
+          (*group)->AwaitDoorbell(std::chrono::seconds(2), [&] {
+            return published.load(std::memory_order_acquire) > round;
+          });
+        }
+        if (std::chrono::steady_clock::now() - began >
+            std::chrono::seconds(1)) {
+          failures[0] = "round " + std::to_string(round) +
+                        ": the ring was lost, and rank 0 slept out its slice";
+          stop = true;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures, std::vector<std::string>(2, ""));
 }
 
 TEST(ShmGroupTest, BadOptionsAreNamed) {
