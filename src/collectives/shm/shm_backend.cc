@@ -213,14 +213,22 @@ class ShmBackend : public Backend {
 
   // Chunks of the area's size, pipelined so that each costs one sync:
   //
-  //   publish chunk 0; sync;
-  //   for each chunk j: reduce my slice of j into my result area and my
-  //     output; publish chunk j+1; sync; copy the others' slices of j out.
+  //   publish the first chunk; sync;
+  //   for each step j: reduce my slice of step j's chunk into my result
+  //     area and my output; publish the next step's chunk; sync; copy the
+  //     others' slices of step j's chunk out.
   //
-  // Chunk j's inputs and results sit in the areas of parity (first sync of
+  // Step j's inputs and results sit in the areas of parity (first sync of
   // the call + j + 1): the sync that follows them. A rank writes an area
   // again two syncs after it last wrote it, by when every other rank has
   // read it, since each read lies between the two.
+  //
+  // Every other call takes the chunks last to first. A buffer reduced again
+  // (a loop over one tensor) then starts with what the last call touched
+  // last, which is still in the caches, where a pass in the same order
+  // would find each chunk evicted by the ones after it whenever the
+  // buffers outgrow the last-level cache. The order changes nothing else:
+  // each chunk is reduced alike in either.
   //
   // Each rank publishes only the slices the others reduce, and reads its
   // own slice straight from `send`: per element it reads its input and
@@ -239,16 +247,23 @@ class ShmBackend : public Backend {
     char* out = static_cast<char*>(recv);
     const uint32_t first = Syncs() + 1;
     const int64_t chunks = (count + per_round - 1) / per_round;
-    auto chunk_count = [&](int64_t j) {
-      return std::min(per_round, count - j * per_round);
+    // Every rank makes the same calls, so every rank takes the same order.
+    const bool backward = backward_next_;
+    backward_next_ = !backward_next_;
+    auto chunk_at = [&](int64_t step) {
+      return backward ? chunks - 1 - step : step;
+    };
+    auto chunk_count = [&](int64_t c) {
+      return std::min(per_round, count - c * per_round);
     };
     auto slice_begin = [&](int64_t m, int32_t r) {
       return r == n ? m : m * r / n / line * line;
     };
     auto publish = [&](int64_t j) {
-      const int64_t m = chunk_count(j);
+      const int64_t c = chunk_at(j);
+      const int64_t m = chunk_count(c);
       char* area = Input(me, first + static_cast<uint32_t>(j));
-      const char* chunk = in + j * per_round * element;
+      const char* chunk = in + c * per_round * element;
       for (int32_t r = 0; r < n; ++r) {
         if (r == me) continue;
         const int64_t b = slice_begin(m, r);
@@ -260,8 +275,9 @@ class ShmBackend : public Backend {
     KOLO_RETURN_IF_ERROR(Sync("allreduce"));
     for (int64_t j = 0; j < chunks; ++j) {
       const uint32_t parity = first + static_cast<uint32_t>(j);
-      const int64_t m = chunk_count(j);
-      const int64_t offset = j * per_round * element;
+      const int64_t c = chunk_at(j);
+      const int64_t m = chunk_count(c);
+      const int64_t offset = c * per_round * element;
       const int64_t begin = slice_begin(m, me);
       const int64_t end = slice_begin(m, me + 1);
       char* result = Result(me, parity) + begin * element;
@@ -316,6 +332,7 @@ class ShmBackend : public Backend {
   const WorldInfo world_;
   const std::unique_ptr<ShmGroup> group_;
   const int64_t area_bytes_;
+  bool backward_next_ = false;  // SliceAllreduce's next order
 };
 
 }  // namespace
