@@ -38,11 +38,12 @@
 // rank with work ticks every cycle time (KOLO_CYCLE_TIME_MS), so that what
 // is enqueued meanwhile is fused into one batch; it ticks at once when a
 // caller starts waiting on an unfinished handle, since a waiting caller
-// adds nothing more to the batch. An idle rank sleeps until an operation
-// arrives (and then ticks at once), but at least every kIdleTick so that
-// ranks waiting for it keep progressing and can report a stall. Before it
-// sleeps it spins briefly (common/spin_wait.h) while operations keep
-// arriving back to back, as a caller waiting on a handle does before it
+// adds nothing more to the batch (so Enqueue wakes the thread only for an
+// operation that finds the queue empty). An idle rank sleeps until an
+// operation arrives (and then ticks at once), but at least every kIdleTick
+// so that ranks waiting for it keep progressing and can report a stall.
+// Before it sleeps it spins briefly (common/spin_wait.h) while operations
+// keep arriving back to back, as a caller waiting on a handle does before it
 // blocks: the wake-ups would otherwise be most of a small collective's cost.
 //
 // Leases. With a direct path (runtime/direct_path.h: shm, one host), a tick
