@@ -61,8 +61,10 @@ excluded='^InstallAndFindPackage$'
 # Likewise the jobs on clusters of network namespaces (multihost., netns.):
 # kolorun, its agents and the ranks are all separate processes, run
 # without sanitizers in test.sh.
+cluster_tests=ON
 if [ "${KOLO_SANITIZERS_FULL:-0}" != 1 ]; then
   excluded+='|CollectivesMatrixTest|HierarchicalTest\.TwoHosts|^multihost\.|^netns\.'
+  cluster_tests=OFF  # not built either: 40 s of compiling per build
 fi
 
 # Under TSan, which sees the threads of one process only, also the other
@@ -94,6 +96,7 @@ for sanitizer in "${sanitizers[@]}"; do
   CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DKOLO_SANITIZE="$sanitizer" -DKOLO_THREAD_SAFETY_ANALYSIS="$analysis" \
     -DKOLO_WITH_TORCH=OFF -DKOLO_BUILD_BENCH=OFF -DKOLO_BUILD_TOOLS=ON -DKOLO_BUILD_TESTS=ON \
+    -DKOLO_BUILD_CLUSTER_TESTS="$cluster_tests" \
     > "$build/configure.log" || { cat "$build/configure.log"; exit 1; }
   # tests/all: every test program, their workers and kolorun.
   cmake --build "$build" --target tests/all -- -j2
