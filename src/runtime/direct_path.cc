@@ -35,7 +35,9 @@ constexpr int64_t kPostBytes = 64 * 1024;
 // Allreduces below the engine's threshold for reducing by slices (64 KiB,
 // shm_backend.cc) reduce the whole buffer on every rank from every rank's
 // copy, which the posts can hold as well as the engine's segments.
-constexpr int64_t kPostDataBytes = 64 * 1024 - 1;
+// The data's part of a post, and the largest allreduce that travels in it.
+constexpr int64_t kPostDataAreaBytes = 64 * 1024;
+constexpr int64_t kPostDataBytes = kPostDataAreaBytes - 1;
 
 // The scalars each rank publishes in the posts' group.
 constexpr int32_t kGaveUpSlot = 0;  // tag of the slot it gave up waiting in
@@ -61,8 +63,8 @@ StatusOr<std::unique_ptr<DirectPath>> DirectPath::Create(
   ShmGroup::Options group;
   group.rank = options.world.rank;
   group.size = options.world.size;
-  group.areas = 2;                            // posts, by slot parity
-  group.area_bytes = kPostBytes + 64 * 1024;  // the spec, then the data
+  group.areas = 2;                                     // posts, by slot parity
+  group.area_bytes = kPostBytes + kPostDataAreaBytes;  // spec, then data
   group.timeout = options.timeout;
   KOLO_ASSIGN_OR_RETURN(
       std::unique_ptr<ShmGroup> posts,
