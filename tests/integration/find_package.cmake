@@ -11,6 +11,7 @@ function(kolo_install_test name example program rank_line)
       -DPROGRAM=${program}
       -DRANK_LINE=${rank_line}
       -DSCRATCH=${PROJECT_BINARY_DIR}/find-package-test/${name}
+      -DTORCH_PREFIX=${TORCH_INSTALL_PREFIX}
       -P ${CMAKE_CURRENT_LIST_DIR}/find_package_test.cmake)
   set_tests_properties(${name} PROPERTIES TIMEOUT 600)
 endfunction()

@@ -2,6 +2,8 @@
 
 #include <memory>
 
+#include "torch/compat.h"
+
 namespace kolo::torch {
 namespace {
 
@@ -41,10 +43,6 @@ Status SetAdamLikeState(
 
 }  // namespace
 
-std::string StateKey(const ::torch::Tensor& parameter) {
-  return c10::guts::to_string(parameter.unsafeGetTensorImpl());
-}
-
 std::string OptimizerKind(const ::torch::optim::Optimizer& optimizer) {
   if (dynamic_cast<const ::torch::optim::SGD*>(&optimizer) != nullptr)
     return "sgd";
@@ -58,7 +56,7 @@ std::string OptimizerKind(const ::torch::optim::Optimizer& optimizer) {
 ParameterState GetParameterState(::torch::optim::Optimizer& optimizer,
                                  const ::torch::Tensor& parameter) {
   auto& all = optimizer.state();
-  auto it = all.find(StateKey(parameter));
+  auto it = all.find(compat::StateKeyOf(parameter));
   if (it == all.end()) return {};
   const std::string kind = OptimizerKind(optimizer);
   if (kind == "sgd") {
@@ -91,7 +89,7 @@ Status SetParameterState(::torch::optim::Optimizer& optimizer,
                              std::to_string(parameter.numel()));
     }
   }
-  auto& slot = optimizer.state()[StateKey(parameter)];
+  auto& slot = optimizer.state()[compat::StateKeyOf(parameter)];
   const std::string kind = OptimizerKind(optimizer);
   if (kind == "sgd") {
     auto fresh = std::make_unique<::torch::optim::SGDParamState>();

@@ -17,9 +17,6 @@
 
 namespace kolo::torch {
 
-// The key LibTorch's optimizers file a parameter's state under.
-std::string StateKey(const ::torch::Tensor& parameter);
-
 // "sgd", "adam" or "adamw"; empty for any other optimizer.
 std::string OptimizerKind(const ::torch::optim::Optimizer& optimizer);
 
