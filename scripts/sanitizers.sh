@@ -5,7 +5,8 @@
 # store, transport, collectives, runtime and its direct path, ranks as
 # threads, and the multi-process tests under kolorun. Any report fails the
 # test it comes from. Without LibTorch and the benchmarks, which the core
-# does not need and which take most of a full build's time.
+# does not need and which take most of a full build's time, and without CUDA,
+# whose runtime nothing here runs (test.sh's build compiles and tests it).
 #
 #   scripts/sanitizers.sh                 both builds
 #   scripts/sanitizers.sh address         one of them (address or thread)
@@ -96,6 +97,7 @@ for sanitizer in "${sanitizers[@]}"; do
   CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DKOLO_SANITIZE="$sanitizer" -DKOLO_THREAD_SAFETY_ANALYSIS="$analysis" \
     -DKOLO_WITH_TORCH=OFF -DKOLO_BUILD_BENCH=OFF -DKOLO_BUILD_TOOLS=ON -DKOLO_BUILD_TESTS=ON \
+    -DKOLO_WITH_CUDA=OFF \
     -DKOLO_BUILD_CLUSTER_TESTS="$cluster_tests" \
     > "$build/configure.log" || { cat "$build/configure.log"; exit 1; }
   # tests/all: every test program, their workers and kolorun.

@@ -4,7 +4,8 @@
 #
 # src/: a file in src/<layer>/ may include headers of its own layer and of
 # the layers below it, never above:
-#   common <- net <- metrics <- store <- transport <- collectives <- runtime
+#   common <- net <- metrics <- store <- transport <- cuda <- collectives
+#     <- runtime
 #     <- (src/*.cc and any folder not listed: elastic, process, ...) <- torch
 #     <- internal
 # tools/: a tool includes the public kolo/ headers, the internal interface
@@ -14,11 +15,11 @@ if(NOT KOLO_SOURCE_DIR)
   message(FATAL_ERROR "pass -DKOLO_SOURCE_DIR=<the kolo source tree>")
 endif()
 
-set(layers common net metrics store transport collectives runtime)
+set(layers common net metrics store transport cuda collectives runtime)
 # Folders not named above sit here, just above runtime, with src/*.cc.
-set(top_rank 7)
-set(rank_torch 8)
-set(rank_internal 9)
+set(top_rank 8)
+set(rank_torch 9)
+set(rank_internal 10)
 set(i 0)
 foreach(layer IN LISTS layers)
   set(rank_${layer} ${i})

@@ -10,6 +10,7 @@
 #include "collectives.h"
 #include "elastic.h"
 #include "fusion.h"
+#include "kolo/build_info.h"
 #include "link.h"
 #include "pipeline.h"
 #include "report.h"
@@ -19,6 +20,8 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"kolo-bench: kolo's benchmarks, and a report of their results"};
+  app.set_version_flag("--version",
+                       [] { return kolo::VersionText("kolo-bench"); });
   app.require_subcommand(1);
 
   kolo::bench::CollectivesFlags collectives_flags;

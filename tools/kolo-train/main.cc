@@ -18,6 +18,7 @@
 #include "config_file.h"
 #include "elastic_trainer.h"
 #include "flags.h"
+#include "kolo/build_info.h"
 #include "kolo/kolo.h"
 #include "kolo_internal/config.h"
 #include "trainer.h"
@@ -48,9 +49,13 @@ int main(int argc, char** argv) {
       "kolorun)"};
   kolo::train::Flags flags;
   kolo::train::AddFlags(app, &flags);
+  app.set_version_flag("--version",
+                       [] { return kolo::VersionText("kolo-train"); });
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // CLI11 would add a second line ("Run with --help ..."); one is enough.

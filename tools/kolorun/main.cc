@@ -18,6 +18,7 @@
 #include "elastic.h"
 #include "hosts.h"
 #include "job.h"
+#include "kolo/build_info.h"
 #include "kolo_internal/store.h"
 #include "launcher.h"
 #include "metrics_service.h"
@@ -70,6 +71,10 @@ int Main(int argc, char** argv) {
   const LaunchOptions& options = *parsed;
   if (options.help) {
     WriteAll(STDOUT_FILENO, Usage());
+    return 0;
+  }
+  if (options.version) {
+    WriteAll(STDOUT_FILENO, kolo::VersionText("kolorun") + "\n");
     return 0;
   }
   if (options.elastic) {

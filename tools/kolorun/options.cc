@@ -326,6 +326,8 @@ std::string Usage() {
          "3)\n"
          "  --blacklist-cooldown S  seconds a failing host gets no workers\n"
          "                      (default 60)\n"
+         "  --version           print kolo's version and what it was built\n"
+         "                      with (LibTorch, CUDA, NCCL, engines)\n"
          "  -h, --help          print this help\n";
 }
 
@@ -368,6 +370,7 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
   CLI::App app("kolorun", "kolorun");
   app.set_help_flag();  // kolorun prints its own usage text
   app.add_flag("-h,--help", options.help);
+  app.add_flag("--version", options.version);
   app.add_option("--np", np_text)->allow_extra_args(false);
   app.add_option("--backend", backend_text)->allow_extra_args(false);
   app.add_option("--launcher", launcher_text)->allow_extra_args(false);
@@ -437,7 +440,7 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
   } catch (const CLI::ParseError& e) {
     return InvalidArgument(e.what());
   }
-  if (options.help || options.agent) return options;
+  if (options.help || options.version || options.agent) return options;
 
   // CLI11 leaves unknown flags and, from the program on, everything.
   std::vector<std::string> rest = app.remaining();

@@ -72,7 +72,8 @@ enum class BindTo : int32_t {
 inline constexpr int64_t kDefaultStartTimeoutSeconds = 30;
 
 struct LaunchOptions {
-  bool help = false;  // --help: print Usage() and do nothing else
+  bool help = false;     // --help: print Usage() and do nothing else
+  bool version = false;  // --version: print kolo::VersionText, nothing else
   // --agent: this kolorun serves one host of a multi-host job, told what to
   // do on its standard input (agent.h); not for users.
   bool agent = false;

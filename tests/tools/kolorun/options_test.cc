@@ -119,6 +119,14 @@ TEST(ParseOptionsTest, Help) {
   EXPECT_TRUE(options->help);
 }
 
+// --version needs no program or -np, like --help.
+TEST(ParseOptionsTest, Version) {
+  StatusOr<LaunchOptions> options = Parse({"--version"});
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_TRUE(options->version);
+  EXPECT_FALSE(options->help);
+}
+
 TEST(ParseOptionsTest, ErrorsNameTheFlag) {
   struct Case {
     std::vector<std::string> args;
