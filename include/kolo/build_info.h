@@ -4,7 +4,10 @@
 // it before asking for an engine.
 //
 //   const kolo::BuildConfiguration& build = kolo::BuildInfo();
-//   if (!build.HasEngine("gloo")) ...   // shm and tcp are always there
+//   kolo::InitOptions options;
+//   if (!build.HasEngine("gloo")) {
+//     options.engine.backend = kolo::BackendKind::kTcp;
+//   }
 //
 // Thread-safety: BuildInfo() returns a reference to a constant made once;
 // any thread may read it.

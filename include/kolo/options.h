@@ -82,7 +82,8 @@ struct StoreConfig {
 // The engine that moves the data.
 struct EngineConfig {
   // KOLO_BACKEND=gloo|mpi|shm|tcp; default gloo, or mpi under mpirun
-  // without a store address. A job that asks for shm and spans hosts runs
+  // without a store address; tcp for either where kolo was built without it
+  // (kolo::BuildInfo().engines). A job that asks for shm and spans hosts runs
   // on tcp between them.
   BackendKind backend = BackendKind::kGloo;
   // KOLO_TIMEOUT_S (default 30): how long any rank waits for another.

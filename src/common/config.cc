@@ -274,6 +274,16 @@ StatusOr<InitOptions> ReadInitOptions(const EnvLookup& env) {
   } else if (options.world.launcher == "mpirun" && !store_addr) {
     engine.backend = BackendKind::kMpi;
   }
+#ifndef KOLO_WITH_GLOO
+  // Gloo's stand-in where it was not built (the GPU machines have no Gloo):
+  // kolo's own tcp engine, which also spans hosts.
+  if (engine.backend == BackendKind::kGloo) engine.backend = BackendKind::kTcp;
+#endif
+#ifndef KOLO_WITH_MPI
+  if (engine.backend == BackendKind::kMpi && !env(env::kBackend)) {
+    engine.backend = BackendKind::kTcp;
+  }
+#endif
 
   KOLO_ASSIGN_OR_RETURN(int64_t timeout_s,
                         ReadInt(env, env::kTimeoutSeconds,

@@ -36,6 +36,7 @@ INCLUDES = """#include <chrono>
 #include <utility>
 #include <vector>
 
+#include "kolo/build_info.h"
 #include "kolo/elastic.h"
 #include "kolo/kolo.h"
 #include "kolo/metrics.h"

@@ -18,12 +18,12 @@ run(${CMAKE_COMMAND} --install ${KOLO_BINARY_DIR} --prefix ${prefix})
 # Only the install prefix is given, and the LibTorch kolo was built with as a
 # LibTorch user gives theirs: kolo's package finds its own dependencies
 # (Gloo, MPI, CUDA and NCCL, LibTorch for kolo_torch).
-set(prefixes ${prefix})
-if(TORCH_PREFIX)
-  list(APPEND prefixes ${TORCH_PREFIX})
-endif()
-run(${CMAKE_COMMAND} -S ${KOLO_SOURCE_DIR}/examples/${EXAMPLE} -B ${consumer} -G Ninja
-    "-DCMAKE_PREFIX_PATH=${prefixes}" -DCMAKE_BUILD_TYPE=Release)
+# (LibTorch's prefix travels in the environment's CMAKE_PREFIX_PATH, which
+# find_package searches as it does the variable: a list would not survive
+# run()'s arguments.)
+run(${CMAKE_COMMAND} -E env "CMAKE_PREFIX_PATH=${TORCH_PREFIX}"
+    ${CMAKE_COMMAND} -S ${KOLO_SOURCE_DIR}/examples/${EXAMPLE} -B ${consumer} -G Ninja
+    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
 run(${CMAKE_COMMAND} --build ${consumer})
 run(${KOLORUN} -np 2 ${consumer}/${PROGRAM})
 message("${last_output}")
