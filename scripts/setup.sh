@@ -1,20 +1,33 @@
 #!/usr/bin/env bash
-# Installs the Debian packages kolo needs (only those missing), then
-# configures and builds kolo in build/. Shared by quickstart.sh and test.sh;
-# quick when nothing changed.
+# Installs the Debian packages kolo needs (only those missing) and the
+# project's Python environment (.venv: torch 2.11.0 from PyPI), then
+# configures and builds one of kolo's two configurations. Shared by
+# quickstart.sh, test.sh and .ci/run; quick when nothing changed.
+#
+#   scripts/setup.sh            build/: LibTorch 2.11.0 from .venv's torch
+#                               (CUDA compiled in where the toolkit is), Gloo,
+#                               MPI, every tool, test and benchmark
+#   scripts/setup.sh debian     build-debian/: Debian's libtorch-dev 1.13.1
+#                               (no CUDA), without Gloo and MPI (the shm and
+#                               tcp engines only, as on the GPU machines),
+#                               without kolo-bench
 set -euo pipefail
 cd "$(dirname "$0")/.."
+configuration="${1:-default}"
+case "$configuration" in
+  default | debian) ;;
+  *) echo "setup.sh: unknown configuration '$configuration' (default or debian)" >&2; exit 2 ;;
+esac
 
 packages=(
   build-essential cmake ninja-build pkg-config
   libgloo-dev libopenmpi-dev openmpi-bin
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # Debian's LibTorch 1.13.1: the second configuration (setup.sh debian).
   libtorch-dev dataset-fashion-mnist
   # OpenSSL's libcrypto: HMAC-SHA256 authenticates the TCP store's messages.
   libssl-dev
-  # The PyTorch DDP peer of kolo-bench train (bench/peers/torch_ddp.py).
-  python3-torch
   # Headless rendering of kolo-bench report's page in its tests.
   chromium
   # A terminal for the tests that read what a person sees of kolorun's
@@ -35,14 +48,26 @@ packages=(
 scripts/install_missing.sh "${packages[@]}"
 
 # Configuring an existing build directory again is quick, and it keeps the
-# options right when a checkout gains a part (LibTorch) after its first build.
+# options right when a checkout gains a part after its first build.
 # -O2 as RelWithDebInfo, without its -g: debug information for LibTorch's
 # templates adds half again to each file that includes them and to the
 # links (a full build: 7.7 min without, about 10.5 with, on 2 cores). The
 # sanitizer builds (scripts/sanitizers.sh) keep theirs.
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
-  -DKOLO_WITH_GLOO=ON -DKOLO_WITH_MPI=ON -DKOLO_WITH_TORCH=ON \
-  -DKOLO_BUILD_TESTS=ON -DKOLO_BUILD_BENCH=ON > build-configure.log || {
-  cat build-configure.log; exit 1; }
-cmake --build build -- -j"$(nproc)"
+common=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG"
+  -DKOLO_WITH_TORCH=ON -DKOLO_BUILD_TESTS=ON)
+# The PyTorch peers of kolo-bench run in the project's environment in both
+# configurations, so that they are always torch 2.11.0.
+python="$(scripts/setup_python.sh)"
+if [ "$configuration" = default ]; then
+  build=build
+  # torch's own CMake configuration, as PyTorch documents for LibTorch users.
+  torch_prefix="$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+  options=(-DCMAKE_PREFIX_PATH="$torch_prefix" -DKOLO_WITH_GLOO=ON -DKOLO_WITH_MPI=ON
+    -DKOLO_BUILD_BENCH=ON)
+else
+  build=build-debian
+  options=(-DKOLO_WITH_GLOO=OFF -DKOLO_WITH_MPI=OFF -DKOLO_BUILD_BENCH=OFF)
+fi
+cmake -S . -B "$build" "${common[@]}" "${options[@]}" -DKOLO_PYTHON="$python" \
+  > "$build-configure.log" 2>&1 || { cat "$build-configure.log"; exit 1; }
+cmake --build "$build" -- -j"$(nproc)"
