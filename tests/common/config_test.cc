@@ -141,7 +141,7 @@ TEST(ConfigTest, MpiLaunchersWithoutAStoreAddressShareItOverMpi) {
            {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}},
            {{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}}}) {
     std::map<std::string, std::string> vars = launcher;
-    vars["KOLO_BACKEND"] = "gloo";
+    vars["KOLO_BACKEND"] = BackendName(DefaultIfBuilt(BackendKind::kGloo));
     StatusOr<InitOptions> c = ReadInitOptions(Env(vars));
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     EXPECT_TRUE(c->store.shared_over_mpi) << c->world.launcher;
@@ -149,11 +149,11 @@ TEST(ConfigTest, MpiLaunchersWithoutAStoreAddressShareItOverMpi) {
     // Init takes the address on the route to the store.
     EXPECT_TRUE(c->engine.gloo_hostname.empty());
   }
-  StatusOr<InitOptions> given =
-      ReadInitOptions(Env({{"SLURM_PROCID", "1"},
-                           {"SLURM_NTASKS", "2"},
-                           {"KOLO_BACKEND", "gloo"},
-                           {"KOLO_STORE_ADDR", "10.0.0.1:29500"}}));
+  StatusOr<InitOptions> given = ReadInitOptions(
+      Env({{"SLURM_PROCID", "1"},
+           {"SLURM_NTASKS", "2"},
+           {"KOLO_BACKEND", BackendName(DefaultIfBuilt(BackendKind::kGloo))},
+           {"KOLO_STORE_ADDR", "10.0.0.1:29500"}}));
   ASSERT_TRUE(given.ok()) << given.status().ToString();
   EXPECT_FALSE(given->store.shared_over_mpi);
 }

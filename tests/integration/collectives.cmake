@@ -4,6 +4,10 @@ target_include_directories(collectives_worker PRIVATE ${PROJECT_SOURCE_DIR}/test
 target_link_libraries(collectives_worker PRIVATE kolo_core)
 
 add_executable(collectives_integration_test ${CMAKE_CURRENT_LIST_DIR}/collectives_test.cc)
+# Jobs that mpirun starts, and the mpi engine's: only where MPI is built.
+if(KOLO_WITH_MPI)
+  target_sources(collectives_integration_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/mpirun_test.cc)
+endif()
 target_include_directories(collectives_integration_test PRIVATE
   ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
 target_link_libraries(collectives_integration_test PRIVATE kolo_testing kolo_core

@@ -1,6 +1,8 @@
 // Collectives in real processes over real transports: kolorun starts the
 // ranks, kolo's tcp engine and Gloo talk TCP over loopback, MPI uses
 // OpenMPI's own transports, shm maps the ranks' segments in /dev/shm.
+// Cases run only on the engines this build has (testing/engines.h); jobs
+// that mpirun starts are in mpirun_test.cc, built only with MPI.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -13,27 +15,23 @@
 #include <string>
 #include <vector>
 
-#include "net/socket.h"
 #include "testing/child_process.h"
+#include "testing/engines.h"
 
 namespace kolo {
 namespace {
 
+using testing::BuiltEngines;
+using testing::CountMatches;
 using testing::Describe;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing::OnBuiltEngines;
 using testing::RunProgram;
 using testing::RunResult;
 
 constexpr const char* kKolorun = KOLORUN_PATH;
 constexpr const char* kWorker = COLLECTIVES_WORKER_PATH;
-
-int CountMatches(const std::string& text, const std::string& pattern) {
-  std::regex re(pattern);
-  return static_cast<int>(
-      std::distance(std::sregex_iterator(text.begin(), text.end(), re),
-                    std::sregex_iterator()));
-}
 
 struct MatrixCase {
   const char* backend;
@@ -74,13 +72,13 @@ TEST_P(CollectivesMatrixTest, EveryCollectiveTypeAndCountIsCorrect) {
 // ranks as threads, every collective and type, under both sanitizers too.
 INSTANTIATE_TEST_SUITE_P(
     Worlds, CollectivesMatrixTest,
-    ::testing::Values(MatrixCase{"gloo", 1}, MatrixCase{"gloo", 2},
-                      MatrixCase{"gloo", 4}, MatrixCase{"mpi", 1},
-                      MatrixCase{"mpi", 2}, MatrixCase{"mpi", 3},
-                      MatrixCase{"mpi", 4}, MatrixCase{"shm", 1},
-                      MatrixCase{"shm", 2}, MatrixCase{"shm", 4},
-                      MatrixCase{"tcp", 1}, MatrixCase{"tcp", 2},
-                      MatrixCase{"tcp", 4}),
+    ::testing::ValuesIn(OnBuiltEngines(
+        {MatrixCase{"gloo", 1}, MatrixCase{"gloo", 2}, MatrixCase{"gloo", 4},
+         MatrixCase{"mpi", 1}, MatrixCase{"mpi", 2}, MatrixCase{"mpi", 3},
+         MatrixCase{"mpi", 4}, MatrixCase{"shm", 1}, MatrixCase{"shm", 2},
+         MatrixCase{"shm", 4}, MatrixCase{"tcp", 1}, MatrixCase{"tcp", 2},
+         MatrixCase{"tcp", 4}},
+        &MatrixCase::backend)),
     [](const ::testing::TestParamInfo<MatrixCase>& info) {
       return std::string(info.param.backend) + "_np" +
              std::to_string(info.param.np);
@@ -131,9 +129,11 @@ TEST_P(HierarchicalTest, TwoHostsOfTwoRanksGetEveryCollectiveRight) {
 
 INSTANTIATE_TEST_SUITE_P(
     TwoHosts, HierarchicalTest,
-    ::testing::Values(HierarchicalCase{"shm", ""}, HierarchicalCase{"gloo", ""},
-                      HierarchicalCase{"mpi", ""}, HierarchicalCase{"tcp", ""},
-                      HierarchicalCase{"shm", "0"}),
+    ::testing::ValuesIn(OnBuiltEngines(
+        {HierarchicalCase{"shm", ""}, HierarchicalCase{"gloo", ""},
+         HierarchicalCase{"mpi", ""}, HierarchicalCase{"tcp", ""},
+         HierarchicalCase{"shm", "0"}},
+        &HierarchicalCase::backend)),
     [](const ::testing::TestParamInfo<HierarchicalCase>& info) {
       return std::string(info.param.backend) +
              (*info.param.hierarchical
@@ -169,7 +169,8 @@ TEST_P(CollectivesErrorTest, InitAfterShutdownStartsAFreshJob) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, CollectivesErrorTest,
-                         ::testing::Values("gloo", "mpi", "shm", "tcp"));
+                         ::testing::ValuesIn(BuiltEngines({"gloo", "mpi", "shm",
+                                                           "tcp"})));
 
 // The /dev/shm entries named like kolo's segments (/kolo-<creator pid>-...)
 // whose creator no longer exists: what a job that died would leak.
@@ -248,17 +249,6 @@ TEST(JobFailureTest, ARankThatDiesBetweenCallsIsNamedAtTheNextCall) {
   EXPECT_THAT(OrphanedSegments(), ::testing::IsEmpty());
 }
 
-TEST(JobFailureTest, MpiJobEndsWhenARankDies) {
-  RunResult r =
-      RunProgram({kKolorun, "-np", "2", "--backend", "mpi", kWorker, "die"}, {},
-                 std::chrono::seconds(60));
-  EXPECT_NE(r.exit_code, 0) << Describe(r);
-  EXPECT_LT(r.seconds, 20) << Describe(r);
-  // mpirun's own notice, in kolorun's words.
-  EXPECT_THAT(r.err, HasSubstr("kolorun: rank 1 on "));
-  EXPECT_THAT(r.err, HasSubstr(" was killed by signal 9")) << Describe(r);
-}
-
 // Rank 1 never makes the call rank 0 waits in: it sleeps or is stopped.
 // In the "-after-a-call" scenarios both ranks first make one call, so on
 // shm rank 0 then waits in a direct-path lease instead of the runtime;
@@ -311,9 +301,11 @@ TEST_P(StalledPeerTest, RankThatNeverCallsIsReportedAsAStall) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, StalledPeerTest,
-    ::testing::Values(StuckPeerCase{"gloo", "hang", "#1", false},
-                      StuckPeerCase{"tcp", "hang", "#1", false},
-                      StuckPeerCase{"shm", "hang-after-a-call", "#2", true}),
+    ::testing::ValuesIn(
+        OnBuiltEngines({StuckPeerCase{"gloo", "hang", "#1", false},
+                        StuckPeerCase{"tcp", "hang", "#1", false},
+                        StuckPeerCase{"shm", "hang-after-a-call", "#2", true}},
+                       &StuckPeerCase::backend)),
     StuckPeerName);
 
 class FrozenPeerTest : public ::testing::TestWithParam<StuckPeerCase> {};
@@ -340,62 +332,19 @@ TEST_P(FrozenPeerTest, FrozenPeerTimesOutInsteadOfHanging) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cases, FrozenPeerTest,
-    ::testing::Values(StuckPeerCase{"gloo", "freeze", "#1", false},
-                      StuckPeerCase{"tcp", "freeze", "#1", false},
-                      StuckPeerCase{"shm", "freeze", "#1", false},
-                      StuckPeerCase{"shm", "freeze-after-a-call", "#2", true}),
-    StuckPeerName);
+INSTANTIATE_TEST_SUITE_P(Cases, FrozenPeerTest,
+                         ::testing::ValuesIn(OnBuiltEngines(
+                             {StuckPeerCase{"gloo", "freeze", "#1", false},
+                              StuckPeerCase{"tcp", "freeze", "#1", false},
+                              StuckPeerCase{"shm", "freeze", "#1", false},
+                              StuckPeerCase{"shm", "freeze-after-a-call", "#2",
+                                            true}},
+                             &StuckPeerCase::backend)),
+                         StuckPeerName);
 
 INSTANTIATE_TEST_SUITE_P(Backends, CollectivesFailureTest,
-                         ::testing::Values("gloo", "shm", "tcp"));
-
-// A free port for the tests that must name one up front (KOLO_STORE_ADDR
-// without kolorun); the OS picks it.
-int FreePort() {
-  StatusOr<Socket> probe = Socket::Listen("127.0.0.1", 0);
-  return probe.ok() ? probe->LocalPort() : 0;
-}
-
-TEST(CollectivesLauncherTest, MpirunWithGlooHasRankZeroHostTheStore) {
-  const std::string address = "127.0.0.1:" + std::to_string(FreePort());
-  RunResult r = RunProgram(
-      {MPIEXEC_PATH, "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x",
-       "KOLO_BACKEND=gloo", "-x", "KOLO_STORE_ADDR=" + address, "-x",
-       "KOLO_STORE_SECRET=test-secret", kWorker, "matrix", "0", "7", "1000"},
-      {}, std::chrono::seconds(120));
-  ASSERT_EQ(r.exit_code, 0) << Describe(r);
-  EXPECT_EQ(CountMatches(r.out, "\\(gloo\\): all collectives correct"), 2)
-      << Describe(r);
-}
-
-// Without KOLO_STORE_ADDR, rank 0 hosts the store where it likes and tells
-// the others over MPI (collectives/mpi/mpi_bootstrap.h).
-TEST(CollectivesLauncherTest, MpirunWithoutAStoreAddressSharesItOverMpi) {
-  for (const char* backend : {"gloo", "shm"}) {
-    RunResult r =
-        RunProgram({MPIEXEC_PATH, "--allow-run-as-root", "--oversubscribe",
-                    "-np", "3", "-x", std::string("KOLO_BACKEND=") + backend,
-                    kWorker, "matrix", "0", "7", "1000"},
-                   {}, std::chrono::seconds(120));
-    ASSERT_EQ(r.exit_code, 0) << backend << ": " << Describe(r);
-    EXPECT_EQ(CountMatches(r.out, std::string("\\(") + backend +
-                                      "\\): all collectives correct"),
-              3)
-        << Describe(r);
-  }
-}
-
-TEST(CollectivesLauncherTest, PlainMpirunUsesTheMpiBackend) {
-  RunResult r =
-      RunProgram({MPIEXEC_PATH, "--allow-run-as-root", "--oversubscribe", "-np",
-                  "2", kWorker, "matrix", "0", "7", "1000"},
-                 {}, std::chrono::seconds(120));
-  ASSERT_EQ(r.exit_code, 0) << Describe(r);
-  EXPECT_EQ(CountMatches(r.out, "\\(mpi\\): all collectives correct"), 2)
-      << Describe(r);
-}
+                         ::testing::ValuesIn(BuiltEngines({"gloo", "shm",
+                                                           "tcp"})));
 
 }  // namespace
 }  // namespace kolo

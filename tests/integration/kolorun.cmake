@@ -19,6 +19,9 @@ if(TARGET kolorun)
   target_compile_definitions(kolorun_test PRIVATE
     KOLORUN_PATH="$<TARGET_FILE:kolorun>"
     KOLORUN_WORKER_PATH="$<TARGET_FILE:kolorun_worker>")
+  if(KOLO_WITH_MPI)
+    target_compile_definitions(kolorun_test PRIVATE KOLORUN_TEST_WITH_MPI=1)
+  endif()
   add_dependencies(kolorun_test kolorun kolorun_worker)
   gtest_discover_tests(kolorun_test TEST_PREFIX kolorun. DISCOVERY_TIMEOUT 60
     PROPERTIES TIMEOUT 120)
@@ -31,6 +34,7 @@ if(TARGET kolorun)
     ${KOLORUN_UNIT_TEST_DIR}/job_test.cc
     ${KOLORUN_UNIT_TEST_DIR}/options_test.cc
     ${KOLORUN_UNIT_TEST_DIR}/output_test.cc)
+  target_include_directories(kolorun_unit_test PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   target_link_libraries(kolorun_unit_test PRIVATE kolorun_lib GTest::gmock GTest::gtest_main)
   gtest_discover_tests(kolorun_unit_test TEST_PREFIX kolorun. DISCOVERY_TIMEOUT 60
     PROPERTIES TIMEOUT 120)

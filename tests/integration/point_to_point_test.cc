@@ -8,10 +8,12 @@
 #include <string>
 
 #include "testing/child_process.h"
+#include "testing/engines.h"
 
 namespace kolo {
 namespace {
 
+using testing::BuiltEngines;
 using testing::Describe;
 using ::testing::HasSubstr;
 using testing::RunProgram;
@@ -47,7 +49,8 @@ TEST_P(PointToPointEngineTest, EveryTypeRingTagsMismatchAndGroups) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, PointToPointEngineTest,
-                         ::testing::Values("shm", "tcp", "gloo", "mpi"));
+                         ::testing::ValuesIn(BuiltEngines({"shm", "tcp", "gloo",
+                                                           "mpi"})));
 
 class PointToPointFailureTest : public ::testing::TestWithParam<const char*> {};
 
@@ -72,7 +75,8 @@ TEST_P(PointToPointFailureTest, ADeadPeerIsNamedAndTheOthersCarryOn) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, PointToPointFailureTest,
-                         ::testing::Values("shm", "tcp", "gloo"));
+                         ::testing::ValuesIn(BuiltEngines({"shm", "tcp",
+                                                           "gloo"})));
 
 // The wait that times out is the protocol's, the same on every engine; shm
 // and mpi stand for the engines whose links wait in-process (futexes) and
@@ -92,7 +96,7 @@ TEST_P(PointToPointFrozenTest, AFrozenPeerTimesOutNamingIt) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, PointToPointFrozenTest,
-                         ::testing::Values("shm", "mpi"));
+                         ::testing::ValuesIn(BuiltEngines({"shm", "mpi"})));
 
 }  // namespace
 }  // namespace kolo

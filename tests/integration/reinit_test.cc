@@ -12,6 +12,7 @@
 #include <string>
 
 #include "testing/child_process.h"
+#include "testing/engines.h"
 
 namespace kolo {
 namespace {
@@ -39,8 +40,10 @@ TEST_P(ReinitTest, TwentyCyclesWithChangingOptionsLeakNothing) {
   }
 }
 
+// Launched on shm and on Gloo (kolo's tcp engine in a build without Gloo).
 INSTANTIATE_TEST_SUITE_P(LaunchedOn, ReinitTest,
-                         ::testing::Values("shm", "gloo"));
+                         ::testing::Values("shm",
+                                           testing::NetworkEngineName()));
 
 TEST(ReinitTimelineTest, EachInitAppendsItsOwnSection) {
   const std::string path = ::testing::TempDir() + "kolo_reinit_timeline_" +

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "testing/child_process.h"
+#include "testing/engines.h"
 
 namespace kolo {
 namespace {
@@ -49,11 +50,11 @@ TEST_P(RandomOrderTest, TwoHundredTensorsInDifferentOrdersAllComplete) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, RandomOrderTest,
-                         ::testing::Values(Case{"gloo", 2}, Case{"gloo", 3},
-                                           Case{"gloo", 4}, Case{"mpi", 2},
-                                           Case{"mpi", 3}, Case{"mpi", 4},
-                                           Case{"shm", 2}, Case{"shm", 3},
-                                           Case{"shm", 4}),
+                         ::testing::ValuesIn(testing::OnBuiltEngines(
+                             {Case{"gloo", 2}, Case{"gloo", 3}, Case{"gloo", 4},
+                              Case{"mpi", 2}, Case{"mpi", 3}, Case{"mpi", 4},
+                              Case{"shm", 2}, Case{"shm", 3}, Case{"shm", 4}},
+                             &Case::backend)),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return std::string(info.param.backend) + "_np" +
                                   std::to_string(info.param.np);

@@ -1,6 +1,6 @@
-// The runtime with ranks as threads: Gloo over loopback TCP, rendezvous
-// through an in-memory store. Multi-process runs under kolorun live in
-// tests/integration/.
+// The runtime with ranks as threads: Gloo (or, where not built, kolo's tcp
+// engine) over loopback TCP, rendezvous through an in-memory store.
+// Multi-process runs under kolorun live in tests/integration/.
 #include "runtime/runtime.h"
 
 #include <gmock/gmock.h>
@@ -15,6 +15,7 @@
 #include "runtime/synchronous.h"
 #include "store/memory_store.h"
 #include "testing/collective_matrix.h"
+#include "testing/engines.h"
 #include "testing/runtime_world.h"
 
 namespace kolo {
@@ -28,7 +29,8 @@ using Rank = testing::RuntimeRank;
 using World = testing::RuntimeWorld;
 using testing::OnEveryRank;
 
-// Gloo over loopback between `size` runtimes. `adjust` may give one rank
+// Gloo over loopback between `size` runtimes (kolo's tcp engine in a build
+// without Gloo). `adjust` may give one rank
 // options the others lack.
 World MakeWorld(
     int32_t size, RuntimeOptions base = RuntimeOptions(),
@@ -46,7 +48,10 @@ World MakeWorld(
           BackendOptions b;
           b.world = options.world;
           b.timeout = options.timeout;
-          KOLO_ASSIGN_OR_RETURN(backend, CreateGlooBackend(b, store));
+          KOLO_ASSIGN_OR_RETURN(backend,
+                                testing::NetworkEngine() == BackendKind::kGloo
+                                    ? CreateGlooBackend(b, store)
+                                    : CreateTcpBackend(b, store));
         }
         return Runtime::Start(options, std::move(backend), store);
       });

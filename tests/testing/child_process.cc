@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <regex>
 #include <sstream>
 
 namespace kolo::testing {
@@ -120,6 +122,13 @@ std::vector<std::string> Lines(const std::string& text) {
   std::string line;
   while (std::getline(stream, line)) lines.push_back(line);
   return lines;
+}
+
+int CountMatches(const std::string& text, const std::string& pattern) {
+  std::regex re(pattern);
+  return static_cast<int>(
+      std::distance(std::sregex_iterator(text.begin(), text.end(), re),
+                    std::sregex_iterator()));
 }
 
 }  // namespace kolo::testing

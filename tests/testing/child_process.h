@@ -56,6 +56,9 @@ inline RunResult RunProgram(
 
 std::vector<std::string> Lines(const std::string& text);
 
+// How many times the regular expression `pattern` matches in `text`.
+int CountMatches(const std::string& text, const std::string& pattern);
+
 // "exit 3 (timed out)" and both outputs, for failure messages.
 std::string Describe(const RunResult& result);
 

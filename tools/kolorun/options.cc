@@ -14,6 +14,11 @@ namespace {
 constexpr int64_t kMaxRanks = 1 << 16;
 constexpr int64_t kMaxTimeoutSeconds = int64_t{7} * 24 * 3600;
 
+// An engine kolo knows, whether or not this build has it.
+bool IsKnownEngine(const std::string& name) {
+  return name == "shm" || name == "tcp" || name == "gloo" || name == "mpi";
+}
+
 // CLI11 only knows one-letter short flags, so `-np` would read as `-n -p`.
 // kolorun takes the spelling mpirun and horovodrun users type and hands
 // CLI11 the long form.
@@ -505,6 +510,10 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
     std::optional<std::string> from_env = env(env::kBackend);
     if (from_env && !from_env->empty()) {
       StatusOr<BackendKind> kind = ParseBackend(*from_env);
+      if (!kind.ok() && IsKnownEngine(*from_env)) {
+        return InvalidArgument(std::string("environment variable ") +
+                               env::kBackend + ": " + kind.status().message());
+      }
       if (!kind.ok()) {
         return InvalidArgument(
             std::string("environment variable ") + env::kBackend +
@@ -514,6 +523,11 @@ StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
     }
   } else {
     StatusOr<BackendKind> kind = ParseBackend(backend_text);
+    if (!kind.ok() && IsKnownEngine(backend_text)) {
+      // gloo or mpi in a build without it: say so, and how to build it.
+      return InvalidArgument("--backend " + backend_text + ": " +
+                             kind.status().message());
+    }
     if (!kind.ok()) {
       return InvalidArgument("--backend must be shm, tcp, gloo or mpi, got '" +
                              backend_text + "'");

@@ -1,7 +1,7 @@
 // The Gloo backend with ranks as threads over a MemoryStore, beyond the
 // conformance suite (tests/collectives/backend_conformance_test.cc, which
-// checks its results): how its failures read. Skipped, saying why, in a
-// build without Gloo.
+// checks its results): how its failures read. Built only with
+// KOLO_WITH_GLOO (tests/CMakeLists.txt).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -7,8 +7,8 @@
 // to read payloads), a Poll that returns kNone leaves the link
 // working (Gloo closes every pair when one of its own waits expires), Abort
 // wakes a blocked Poll, a peer that never reads times a write out, and a
-// destroyed peer fails the next write. Skipped, saying why, in a build
-// without Gloo.
+// destroyed peer fails the next write. Built only with KOLO_WITH_GLOO
+// (tests/CMakeLists.txt).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

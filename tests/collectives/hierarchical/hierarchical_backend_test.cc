@@ -1,7 +1,8 @@
 // The hierarchical backend with ranks as threads over a MemoryStore,
 // playing several hosts through their host identities: shm inside each
-// "host", Gloo over loopback between the leaders. Every result has a closed
-// form in the ranks, so a stage that is skipped or reduces twice shows.
+// "host", Gloo (kolo's tcp engine where Gloo is not built) over loopback
+// between the leaders. Every result has a closed form in the ranks, so a
+// stage that is skipped or reduces twice shows.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 #include "collectives/backend.h"
 #include "collectives/topology.h"
 #include "store/memory_store.h"
+#include "testing/engines.h"
 
 namespace kolo {
 namespace {
@@ -34,7 +36,7 @@ std::vector<int> RunHierarchical(
       options.shm_area_bytes = 4096;  // every large call takes many shm rounds
       options.timeout = std::chrono::milliseconds(20000);
       StatusOr<std::unique_ptr<Backend>> backend = CreateHierarchicalBackend(
-          options, store, topology, BackendKind::kGloo);
+          options, store, topology, testing::NetworkEngine());
       if (!backend.ok()) {
         ADD_FAILURE() << "rank " << rank << ": " << backend.status().ToString();
         wrong[rank] = 1;

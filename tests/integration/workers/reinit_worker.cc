@@ -16,6 +16,7 @@
 
 #include "kolo/kolo.h"
 #include "kolo/runtime.h"
+#include "testing/engines.h"
 #include "testing/process_resources.h"
 
 namespace {
@@ -26,11 +27,12 @@ int Fail(int cycle, const std::string& what) {
 }
 
 // Cycle i runs with its own options, so that every round builds another
-// engine and runtime than the one before.
+// engine and runtime than the one before: shm and Gloo in turn (kolo's tcp
+// engine in a build without Gloo).
 kolo::InitOptions CycleOptions(kolo::InitOptions options, int cycle,
                                const std::string& timeline) {
   options.engine.backend =
-      cycle % 2 == 0 ? kolo::BackendKind::kShm : kolo::BackendKind::kGloo;
+      cycle % 2 == 0 ? kolo::BackendKind::kShm : kolo::testing::NetworkEngine();
   options.runtime.cycle_time =
       std::chrono::microseconds(cycle % 3 == 0 ? 500 : 2000);
   options.runtime.fusion_threshold_bytes =

@@ -7,11 +7,13 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/engines.h"
 
 namespace kolo {
 namespace kolorun {
 namespace {
 
+using testing::EngineBuilt;
 using ::testing::HasSubstr;
 
 EnvLookup FakeEnv(std::map<std::string, std::string> vars) {
@@ -30,12 +32,13 @@ StatusOr<LaunchOptions> Parse(std::vector<std::string> args,
 
 TEST(ParseOptionsTest, ReadsEveryFlag) {
   StatusOr<LaunchOptions> options =
-      Parse({"-np", "4", "--backend", "mpi", "--env", "A=1", "--env", "B=x=y",
-             "--timeout", "9", "--mpi-args", " --bind-to  none ", "--verbose",
-             "prog", "a", "-np", "2"});
+      Parse({"-np", "4", "--backend", "tcp", "--launcher", "mpirun", "--env",
+             "A=1", "--env", "B=x=y", "--timeout", "9", "--mpi-args",
+             " --bind-to  none ", "--verbose", "prog", "a", "-np", "2"});
   ASSERT_TRUE(options.ok()) << options.status().ToString();
   EXPECT_EQ(options->num_ranks, 4);
-  EXPECT_EQ(options->backend, BackendKind::kMpi);
+  EXPECT_EQ(options->backend, BackendKind::kTcp);
+  EXPECT_EQ(options->launcher, LauncherKind::kMpirun);
   using Pair = std::pair<std::string, std::string>;
   EXPECT_EQ(options->env, (std::vector<Pair>{{"A", "1"}, {"B", "x=y"}}));
   EXPECT_EQ(options->timeout_seconds, 9);
@@ -58,9 +61,12 @@ TEST(ParseOptionsTest, LauncherFollowsTheBackendUnlessGiven) {
   StatusOr<LaunchOptions> shm = Parse({"-np", "2", "prog"});
   ASSERT_TRUE(shm.ok()) << shm.status().ToString();
   EXPECT_EQ(shm->launcher, LauncherKind::kKolorun);
-  StatusOr<LaunchOptions> mpi = Parse({"-np", "2", "--backend", "mpi", "prog"});
-  ASSERT_TRUE(mpi.ok()) << mpi.status().ToString();
-  EXPECT_EQ(mpi->launcher, LauncherKind::kMpirun);
+  if (EngineBuilt("mpi")) {
+    StatusOr<LaunchOptions> mpi =
+        Parse({"-np", "2", "--backend", "mpi", "prog"});
+    ASSERT_TRUE(mpi.ok()) << mpi.status().ToString();
+    EXPECT_EQ(mpi->launcher, LauncherKind::kMpirun);
+  }
 
   // shm's runtime in an MPI world, and --mpi-args with it.
   StatusOr<LaunchOptions> shm_under_mpirun =
@@ -83,10 +89,10 @@ TEST(ParseOptionsTest, LauncherErrorsNameTheFlag) {
   StatusOr<LaunchOptions> mpi_by_kolorun =
       Parse({"-np", "2", "--launcher", "kolorun", "--backend", "mpi", "prog"});
   ASSERT_FALSE(mpi_by_kolorun.ok());
-  EXPECT_NE(mpi_by_kolorun.status().message().find(
-                "--launcher kolorun cannot start --backend mpi"),
-            std::string::npos)
-      << mpi_by_kolorun.status().message();
+  EXPECT_THAT(mpi_by_kolorun.status().message(),
+              HasSubstr(EngineBuilt("mpi")
+                            ? "--launcher kolorun cannot start --backend mpi"
+                            : "--backend mpi: backend 'mpi' was not built"));
   StatusOr<LaunchOptions> args_without_mpirun =
       Parse({"-np", "2", "--mpi-args", "-x A", "prog"});
   ASSERT_FALSE(args_without_mpirun.ok());
@@ -96,13 +102,39 @@ TEST(ParseOptionsTest, LauncherErrorsNameTheFlag) {
 
 TEST(ParseOptionsTest, BackendDefaultsToTheEnvironmentAndTheFlagWins) {
   StatusOr<LaunchOptions> from_env =
-      Parse({"-np", "1", "prog"}, {{"KOLO_BACKEND", "mpi"}});
+      Parse({"-np", "1", "prog"}, {{"KOLO_BACKEND", "tcp"}});
   ASSERT_TRUE(from_env.ok());
-  EXPECT_EQ(from_env->backend, BackendKind::kMpi);
-  StatusOr<LaunchOptions> flag = Parse(
-      {"-np", "1", "--backend", "gloo", "prog"}, {{"KOLO_BACKEND", "mpi"}});
+  EXPECT_EQ(from_env->backend, BackendKind::kTcp);
+  StatusOr<LaunchOptions> flag = Parse({"-np", "1", "--backend", "shm", "prog"},
+                                       {{"KOLO_BACKEND", "tcp"}});
   ASSERT_TRUE(flag.ok());
-  EXPECT_EQ(flag->backend, BackendKind::kGloo);
+  EXPECT_EQ(flag->backend, BackendKind::kShm);
+}
+
+// gloo or mpi in a build without it: the error says so, and how to build it,
+// rather than that the name is unknown.
+TEST(ParseOptionsTest, EnginesThisBuildLacksAreNamed) {
+  for (const std::string engine : {"gloo", "mpi"}) {
+    StatusOr<LaunchOptions> flag =
+        Parse({"-np", "1", "--backend", engine, "prog"});
+    StatusOr<LaunchOptions> from_env =
+        Parse({"-np", "1", "prog"}, {{"KOLO_BACKEND", engine}});
+    if (EngineBuilt(engine)) {
+      EXPECT_TRUE(flag.ok()) << flag.status().ToString();
+      EXPECT_TRUE(from_env.ok()) << from_env.status().ToString();
+      continue;
+    }
+    const std::string not_built = "backend '" + engine +
+                                  "' was not built (configure with "
+                                  "-DKOLO_WITH_" +
+                                  (engine == "gloo" ? "GLOO" : "MPI") + "=ON)";
+    ASSERT_FALSE(flag.ok()) << engine;
+    EXPECT_EQ(flag.status().message(),
+              "--backend " + engine + ": " + not_built);
+    ASSERT_FALSE(from_env.ok()) << engine;
+    EXPECT_EQ(from_env.status().message(),
+              "environment variable KOLO_BACKEND: " + not_built);
+  }
 }
 
 TEST(ParseOptionsTest, AcceptsEqualsForms) {
@@ -168,7 +200,7 @@ TEST(ParseOptionsTest, ErrorsNameTheFlag) {
            {{"-np", "3", "--nnodes", "2", "--node-rank", "0", "--rendezvous",
              "h:1", "-np-per-node", "2", "p"},
             "-np 3 disagrees with --nnodes 2 times --np-per-node 2 = 4"},
-           {{"-H", "h1:2", "--backend", "mpi", "p"},
+           {{"-H", "h1:2", "--launcher", "mpirun", "p"},
             "-H and --hostfile start ranks through kolorun's own agents, which "
             "cannot start --backend mpi or --launcher mpirun; give mpirun its "
             "hosts with --mpi-args '--host ...'"},
@@ -192,12 +224,14 @@ TEST(ParseOptionsTest, BindTo) {
   EXPECT_EQ(Parse({"-np", "2", "--bind-to=core", "prog"})->bind_to,
             BindTo::kCore);
   // Gloo's event loop would share its caller's core: unbound unless asked.
-  EXPECT_EQ(Parse({"-np", "2", "--backend", "gloo", "prog"})->bind_to,
-            BindTo::kNone);
-  EXPECT_EQ(
-      Parse({"-np", "2", "--backend", "gloo", "--bind-to", "core", "prog"})
-          ->bind_to,
-      BindTo::kCore);
+  if (EngineBuilt("gloo")) {
+    EXPECT_EQ(Parse({"-np", "2", "--backend", "gloo", "prog"})->bind_to,
+              BindTo::kNone);
+    EXPECT_EQ(
+        Parse({"-np", "2", "--backend", "gloo", "--bind-to", "core", "prog"})
+            ->bind_to,
+        BindTo::kCore);
+  }
   StatusOr<LaunchOptions> bad =
       Parse({"-np", "2", "--bind-to", "socket", "prog"});
   ASSERT_FALSE(bad.ok());
@@ -278,7 +312,7 @@ TEST(ParseOptionsTest, ElasticErrorsNameTheFlags) {
       {{"--elastic", "-np", "4", "--max-np", "3", "prog"}, "does not hold"},
       {{"--elastic", "-np", "2", "--heartbeat-timeout", "0", "prog"},
        "--heartbeat-timeout must be a positive number of seconds"},
-      {{"--elastic", "-np", "2", "--backend", "mpi", "prog"},
+      {{"--elastic", "-np", "2", "--launcher", "mpirun", "prog"},
        "MPI's world cannot change size"},
       {{"--elastic", "-np", "2", "-H", "a:2", "--host-discovery-script", "x",
         "prog"},
