@@ -171,6 +171,7 @@ int Overlap() {
   torch::optim::SGD sgd(model->parameters(), 0.01);
   kt::DistributedOptimizer optimizer(sgd, model->named_parameters());
   torch::Tensor x = torch::randn({256, 384});
+  int64_t completed_during_backward = 0;
   for (int step = 0; step < 3; ++step) {
     optimizer.ZeroGrad();
     torch::Tensor loss = model->forward(x).pow(2).mean();
@@ -194,10 +195,15 @@ int Overlap() {
       return Fail("enqueues outside backward");
     if (first_ms > backward_ms / 2)
       return Fail("first gradient enqueued late in backward");
-    if (during.operations == before.operations)
-      return Fail("no allreduce finished during backward");
+    completed_during_backward += during.operations - before.operations;
     if (auto s = optimizer.Step(); !s.ok()) return Fail(s.ToString());
   }
+  // Over the steps, not in each: an allreduce needs the other rank's
+  // gradient too, and on a loaded machine one rank's backward can end
+  // before the other's first gradient is ready (seen under CI's load with
+  // LibTorch 2.11, whose backward is faster).
+  if (completed_during_backward == 0)
+    return Fail("no allreduce finished during any backward");
   return 0;
 }
 
