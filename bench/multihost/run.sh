@@ -50,7 +50,7 @@
 # checks the harness in a few minutes: sizes up to 16 MiB, 3 training steps.
 #
 # Needs root, iproute2, openssh-server and -client, util-linux (unshare),
-# the build's kolorun, kolo-bench and kolo-train, python3-torch, and for the
+# the build's kolorun, kolo-bench and kolo-train, the project's .venv, and for the
 # mpirun step openmpi-bin. All "hosts" share this machine's cores, so the
 # figures describe the network and the software on a shared CPU, not a
 # real cluster: the summary records the load average around each
@@ -108,9 +108,8 @@ done
 if ((train)) && [[ ! -x $kolo_train ]]; then
   die "$kolo_train is missing: build it, or pass --no-train"
 fi
-python=/usr/bin/python3  # where Debian's python3-torch lives
-[[ -x $python ]] || python=python3
-"$python" -c 'import torch' 2>/dev/null || die "$python cannot import torch: apt-get install python3-torch"
+python="$repo/.venv/bin/python"  # the project's torch 2.11 (scripts/setup.sh)
+"$python" -c 'import torch' 2>/dev/null || die "$python cannot import torch: run scripts/setup.sh"
 netns="$repo/scripts/netns_cluster.sh"
 fashion=/usr/share/datasets/fashion-mnist
 

@@ -32,9 +32,12 @@ What is the same as in kolo-train:
     flags as kolo-train's change it: --optimizer adam or adamw (betas 0.9
     and 0.999, eps 1e-8, --weight-decay), --no-lr-scaling, --lr-schedule
     constant, --gradient-clipping (by the global norm, after DDP's
-    allreduce) and --precision bf16 (CPU autocast of the forward pass and
-    the loss to bfloat16; the weights, gradients and optimizer stay fp32,
-    as kolo's master weights do);
+    allreduce) and --precision bf16 or fp16 (CPU autocast of the forward
+    pass and the loss to bfloat16 or float16; the weights, gradients and
+    optimizer stay fp32, as kolo's master weights do; fp16 also scales the
+    loss with torch.amp.GradScaler and skips the steps that overflow, as
+    kolo-train's loss scaler does, and needs a torch with CPU float16
+    autocast, which 1.13 lacks: the script refuses it there);
   - the batches: --batch-size per worker; in epochs mode every epoch ends
     with the shard's partial last batch, as kolo's loader does;
   - the evaluation (epochs mode): after every epoch, rank 0's batch-norm
@@ -102,11 +105,21 @@ tensors, balanced by size, so the shares are uneven) and broadcasts its
 updated parameters after the step. Gradients are still allreduced whole
 by DDP; PyTorch has no ZeRO stage 2 for DDP.
 
+--fsdp2 replaces DDP with FSDP2 (torch.distributed.fsdp.fully_shard, torch
+2.6 and later), PyTorch's ZeRO stage 3: each rank keeps 1/np of every
+parameter, its gradient and its optimizer state (flat shards, even), all-
+gathers a module's parameters before its forward and backward and reduce-
+scatters its gradients after. Each residual block is its own unit, as FSDP2
+users shard each transformer block, so that only one block's parameters
+are whole at a time; the rest of the model is the root's unit. Throughput
+only (no --epochs).
+
 Memory (both modes): result.memory holds, per rank, optimizer_state_bytes
 (the bytes of the tensors in the rank's optimizer state, for --zero its
-local shard's), gradient_bytes (the bytes of the parameters' .grad tensors
-after the last step) and master_weight_bytes (0: the weights are fp32
-already). DDP's gradient buckets, a second copy of every gradient, are
+local shard's, for --fsdp2 the local shards of its DTensors),
+gradient_bytes (the bytes of the parameters' .grad tensors after the last
+step; for --fsdp2 their local shards) and master_weight_bytes (0: the
+weights are fp32 already). DDP's gradient buckets, a second copy of every gradient, are
 inside its C++ reducer and not visible from Python (they would be with
 gradient_as_bucket_view=True, which makes .grad a view into them), so
 gradient_bytes counts the .grad tensors only.
@@ -121,6 +134,7 @@ import argparse
 import ctypes
 import datetime
 import gzip
+import importlib
 import json
 import math
 import multiprocessing
@@ -133,6 +147,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 
 import numpy as np
 import torch
@@ -147,7 +162,9 @@ from torch.utils.data import DistributedSampler
 NUM_CLASSES = 10
 # --optimizer: the classes, and their options beyond the learning rate.
 OPTIMIZERS = ("sgd", "adam", "adamw")
-PRECISIONS = ("fp32", "bf16")
+# --precision: the dtype the forward pass and the loss autocast to.
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+PRECISIONS = ("fp32", *AUTOCAST_DTYPES)
 # --compression: DDP's hook that allreduces gradients in half precision
 # (its bf16 hook needs CUDA and NCCL).
 COMPRESSION_HOOKS = {"fp16": default_hooks.fp16_compress_hook}
@@ -532,14 +549,16 @@ def read_cifar10(paths, mean, std):
             torch.from_numpy(records[:, 0].astype(np.int64)))
 
 
-def synthetic(shape, seed):
+def synthetic(shape, seed, count=SYNTHETIC_SIZE):
     """kolo's synthetic recipe: a uniform [-1, 1] prototype per class plus
     0.5 * standard normal noise, with uniform labels. Same distribution as
-    kolo::data::Synthetic(), drawn from torch's generator."""
+    kolo::data::Synthetic(), drawn from torch's generator. `count` images:
+    the pipeline and checkpoint peers draw only the few they use, so that
+    the set does not weigh on their peak RSS."""
     generator = torch.Generator().manual_seed(seed)
     prototypes = torch.rand((NUM_CLASSES, *shape), generator=generator) * 2 - 1
-    labels = torch.randint(NUM_CLASSES, (SYNTHETIC_SIZE,), generator=generator)
-    images = torch.randn((SYNTHETIC_SIZE, *shape), generator=generator)
+    labels = torch.randint(NUM_CLASSES, (count,), generator=generator)
+    images = torch.randn((count, *shape), generator=generator)
     images.mul_(0.5)
     # In slices, so that memory holds one copy of the images, as in kolo.
     for rows, classes in zip(images.split(1024), labels.split(1024)):
@@ -610,18 +629,61 @@ def set_threads(threads):
         pass
 
 
-def train_step(model, optimizer, images, labels, args):
+def autocast(precision):
+    """bf16 and fp16: the forward pass and the loss in that dtype where
+    autocast has CPU kernels; the backward pass writes fp32 gradients into
+    fp32 weights."""
+    return torch.autocast("cpu", dtype=AUTOCAST_DTYPES.get(precision,
+                                                           torch.bfloat16),
+                          enabled=precision != "fp32")
+
+
+def check_precision(precision):
+    """InputError where this torch would not train in `precision`: torch
+    1.13 turns CPU autocast to float16 off with a warning (and would train
+    in fp32 unnoticed), and has no GradScaler for the CPU."""
+    if precision != "fp16":
+        return
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with autocast(precision):
+                pass
+            torch.amp.GradScaler("cpu")
+    except (AttributeError, RuntimeError, TypeError, UserWarning) as error:
+        raise InputError(f"--precision fp16: torch {torch.__version__} has "
+                         f"no CPU float16 autocast or GradScaler ({error}); "
+                         "use a torch 2.x (scripts/setup.sh makes one in "
+                         ".venv) or --precision bf16") from None
+
+
+def make_scaler(args):
+    """fp16's dynamic loss scaling (kolo-train's fp16 scales the loss too);
+    None for fp32 and bf16, whose range needs none."""
+    return torch.amp.GradScaler("cpu") if args.precision == "fp16" else None
+
+
+def train_step(model, optimizer, images, labels, args, scaler=None):
     optimizer.zero_grad()  # fills with zeros, as LibTorch's zero_grad() does
-    # bf16: the forward pass and the loss in bfloat16 where autocast has CPU
-    # kernels; the backward pass writes fp32 gradients into fp32 weights.
-    with torch.autocast("cpu", dtype=torch.bfloat16,
-                        enabled=args.precision == "bf16"):
+    with autocast(args.precision):
         loss = F.cross_entropy(model(images), labels)
-    loss.backward()
+    if scaler is None:
+        loss.backward()
+    else:
+        scaler.scale(loss).backward()
     if args.gradient_clipping > 0:
+        if scaler is not None:
+            scaler.unscale_(optimizer)
         # DDP has allreduced every gradient by now: this is the global norm.
         nn.utils.clip_grad_norm_(model.parameters(), args.gradient_clipping)
-    optimizer.step()
+    if scaler is None:
+        optimizer.step()
+    else:
+        # Skips the step when a gradient overflowed (every rank agrees:
+        # the gradients are allreduced, and for FSDP2's sharded ones the
+        # scaler reduces its overflow flag across the ranks).
+        scaler.step(optimizer)
+        scaler.update()
     return loss
 
 
@@ -650,16 +712,23 @@ def scaled_lr(args):
     return args.lr * (1 if args.no_lr_scaling else args.np)
 
 
+def local(tensor):
+    """This rank's part of `tensor`: the local shard of an FSDP2 DTensor,
+    the tensor itself otherwise."""
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
+
+
 def tensor_bytes(tensors):
-    return sum(t.numel() * t.element_size() for t in tensors)
+    return sum(local(t).numel() * local(t).element_size() for t in tensors)
 
 
 def memory_bytes(model, optimizer):
     """This rank's result.memory: the optimizer state's tensors (for
     ZeroRedundancyOptimizer, its local shard's state, optimizer.optim.state)
-    and the .grad tensors. DDP's bucket copies of the gradients live in its
-    C++ reducer, invisible from Python unless gradient_as_bucket_view makes
-    .grad a view into them, so they are not counted."""
+    and the .grad tensors (for FSDP2, the local shards of both). DDP's
+    bucket copies of the gradients live in its C++ reducer, invisible from
+    Python unless gradient_as_bucket_view makes .grad a view into them, so
+    they are not counted."""
     inner = (optimizer.optim if isinstance(optimizer, ZeroRedundancyOptimizer)
              else optimizer)
     state = tensor_bytes(value for entry in inner.state.values()
@@ -687,15 +756,15 @@ def load_shard(rank, args, paths):
     return images, labels, sampler
 
 
-def measure(model, optimizer, data, args):
+def measure(model, optimizer, data, args, scaler=None):
     """Runs the warm-up steps, then times the measured ones between two
     barriers. Returns the seconds and the last step's loss."""
     for _ in range(args.warmup):
-        train_step(model, optimizer, *next(data), args)
+        train_step(model, optimizer, *next(data), args, scaler)
     dist.barrier()
     start = time.perf_counter()
     for _ in range(args.iters):
-        loss = train_step(model, optimizer, *next(data), args)
+        loss = train_step(model, optimizer, *next(data), args, scaler)
     dist.barrier()
     return time.perf_counter() - start, loss.item()
 
@@ -753,7 +822,8 @@ def evaluate(model, images, labels, rank):
     return int(counts[0]), int(counts[1])
 
 
-def train_epochs(model, optimizer, images, labels, sampler, test, rank, args):
+def train_epochs(model, optimizer, images, labels, sampler, test, rank, args,
+                 scaler=None):
     """--epochs: trains on this rank's shard epoch after epoch with kolo-
     train's schedule, evaluating after each. Returns this rank's training
     seconds, the images all ranks trained on, and one record per epoch."""
@@ -777,7 +847,7 @@ def train_epochs(model, optimizer, images, labels, sampler, test, rank, args):
             for group in optimizer.param_groups:
                 group["lr"] = lr
             loss = train_step(model, optimizer, images.index_select(0, rows),
-                              labels.index_select(0, rows), args)
+                              labels.index_select(0, rows), args, scaler)
             loss_sum += loss.item() * len(rows)
         seconds = time.perf_counter() - start
         train_seconds += seconds
@@ -808,51 +878,96 @@ def train(rank, args, paths, port):
         test = first_rows(*load_dataset(args, paths["test"]),
                           args.test_subset, "--test-subset", "test",
                           paths["test"])
-    timeout = datetime.timedelta(seconds=args.timeout)
     if port is None:  # --from-env: torchrun's MASTER_ADDR and MASTER_PORT
-        dist.init_process_group("gloo", init_method="env://", rank=rank,
-                                world_size=args.np, timeout=timeout)
+        dist.init_process_group(
+            "gloo", init_method="env://", rank=rank, world_size=args.np,
+            timeout=datetime.timedelta(seconds=args.timeout))
     else:
-        store = dist.TCPStore("127.0.0.1", port, args.np, False, timeout)
-        dist.init_process_group("gloo", store=store, rank=rank,
-                                world_size=args.np, timeout=timeout)
+        join_group(rank, args.np, port, args.timeout)
     torch.manual_seed(args.seed)  # same initial weights on every rank
-    model = DistributedDataParallel(
-        MODELS[args.model](NUM_CLASSES, images.shape[1]))
+    module = MODELS[args.model](NUM_CLASSES, images.shape[1])
+    if args.fsdp2:
+        model = shard_fully(module)
+    else:
+        model = DistributedDataParallel(module)
     if args.compression != "none":
         model.register_comm_hook(None, COMPRESSION_HOOKS[args.compression])
     torch.manual_seed(args.seed + rank)  # different dropout masks per rank
     optimizer = make_optimizer(model, args)
+    scaler = make_scaler(args)
     if args.epochs:
         seconds, images_trained, history = train_epochs(
-            model, optimizer, images, labels, sampler, test, rank, args)
+            model, optimizer, images, labels, sampler, test, rank, args,
+            scaler)
         measured = {"seconds": seconds, "images_trained": images_trained,
                     "history": history,
                     "wall_seconds": time.perf_counter() - start}
     else:
         seconds, loss = measure(
             model, optimizer,
-            batches(images, labels, sampler, args.batch_size), args)
+            batches(images, labels, sampler, args.batch_size), args, scaler)
         measured = {"seconds": seconds, "loss": loss}
     measured["peak_rss_bytes"] = peak_rss_bytes()
     measured["memory"] = memory_bytes(model, optimizer)
     gathered = [None] * args.np if rank == 0 else None
     dist.gather_object(measured, gathered, dst=0)
     if rank == 0:
-        report(args, count_parameters(model.module), gathered,
+        report(args, count_parameters(module), gathered,
                len(labels), len(test[1]) if args.epochs else 0)
+
+
+def join_group(rank, world_size, port, timeout):
+    """Joins the gloo group of `world_size` ranks whose TCPStore the
+    launcher serves on 127.0.0.1:`port`."""
+    timeout = datetime.timedelta(seconds=timeout)
+    store = dist.TCPStore("127.0.0.1", port, world_size, False, timeout)
+    dist.init_process_group("gloo", store=store, rank=rank,
+                            world_size=world_size, timeout=timeout)
+
+
+def has_fsdp2():
+    """Whether this torch has FSDP2 (torch.distributed.fsdp.fully_shard,
+    2.6 and later); torch 1.13's fsdp package fails even to import under
+    Python 3.11."""
+    try:
+        fsdp = importlib.import_module("torch.distributed.fsdp")
+    except Exception:  # noqa: BLE001 (any failure means: not this torch)
+        return False
+    return hasattr(fsdp, "fully_shard")
+
+
+def shard_fully(module):
+    """FSDP2 over every rank: each residual block (the model's units that
+    hold a shortcut) its own fully_shard unit, then the root for the rest.
+    The blocks' all-gathers then overlap the previous block's compute and
+    only one block is whole at a time, as FSDP2 shards transformer blocks.
+    Imported here: torch 1.13 has no FSDP2, and the other modes need none.
+    """
+    from torch.distributed.fsdp import fully_shard  # torch 2.6 and later
+    for child in module.modules():
+        if isinstance(child, (BasicBlock, Bottleneck, InvertedResidual)):
+            fully_shard(child)
+    return fully_shard(module)
 
 
 def worker(rank, args, paths, port, parent_pid):
     """One DDP rank: trains, and sends its measurements to rank 0, which
-    reports them. Exits 0, 2 on an InputError, 1 on any other error."""
+    reports them."""
+    run_rank("torch_ddp", rank, args.threads, parent_pid,
+             lambda: train(rank, args, paths, port))
+
+
+def run_rank(name, rank, threads, parent_pid, body):
+    """A worker process's whole life: dies with the launcher, runs `body`
+    on `threads` intra-op threads, and exits 0, 2 on an InputError, 1 on
+    any other error, naming `name` and the rank."""
     die_with_parent(parent_pid)
-    set_threads(args.threads)
+    set_threads(threads)
     try:
-        train(rank, args, paths, port)
+        body()
         status = 0
     except InputError as error:
-        print(f"torch_ddp: rank {rank}: {error}", file=sys.stderr)
+        print(f"{name}: rank {rank}: {error}", file=sys.stderr)
         status = 2
     except BaseException:
         traceback.print_exc()
@@ -902,7 +1017,7 @@ def report(args, parameters, per_rank, train_images, test_images):
             "warmup": args.warmup, "iters": args.iters, "lr": args.lr,
             "scaled_lr": scaled_lr(args), "seed": args.seed,
             "compression": args.compression, **recipe_config(args),
-            "parameters": parameters, "torch_version": torch.__version__,
+            "parameters": parameters, **versions(),
         }
         write_json(args.json,
                    {"tool": "torch-ddp", "config": config, "result": result})
@@ -948,7 +1063,7 @@ def report_epochs(args, parameters, per_rank, train_images, test_images):
             "warmup_epochs": 0 if args.np == 1 else args.warmup_epochs,
             "lr_schedule": args.lr_schedule, **recipe_config(args),
             "seed": args.seed,
-            "parameters": parameters, "torch_version": torch.__version__,
+            "parameters": parameters, **versions(),
         }
         write_json(args.json, {"tool": "torch-ddp", "config": config,
                                "history": history, "result": result})
@@ -957,8 +1072,8 @@ def report_epochs(args, parameters, per_rank, train_images, test_images):
 def recipe_config(args):
     """The optimizer, ZeRO stage, precision and clipping of the run, as
     kolo-train's JSON names them."""
-    config = {"optimizer": args.optimizer, "zero_stage": 1 if args.zero else 0,
-              "precision": args.precision,
+    config = {"optimizer": args.optimizer, "zero_stage": zero_stage(args),
+              "fsdp2": args.fsdp2, "precision": args.precision,
               "gradient_clipping": args.gradient_clipping,
               "weight_decay": args.weight_decay,
               "lr_scaling": not args.no_lr_scaling}
@@ -969,16 +1084,30 @@ def recipe_config(args):
     return config
 
 
+def zero_stage(args):
+    """What the run shards, in ZeRO's terms: ZeroRedundancyOptimizer the
+    optimizer state (1), FSDP2 the parameters, gradients and state (3)."""
+    return 3 if args.fsdp2 else 1 if args.zero else 0
+
+
 def recipe(args):
     """The recipe in a few words for the summary line: "adam, ZeRO-1"."""
     words = [args.optimizer]
     if args.zero:
         words.append("ZeRO-1")
+    if args.fsdp2:
+        words.append("FSDP2")
     if args.precision != "fp32":
         words.append(args.precision)
     if args.gradient_clipping > 0:
         words.append(f"clip {args.gradient_clipping:g}")
     return ", ".join(words)
+
+
+def versions():
+    """The torch this peer ran on and the interpreter that ran it, for its
+    JSON: kolo-bench puts them beside kolo's LibTorch in every row."""
+    return {"torch_version": torch.__version__, "python": sys.executable}
 
 
 def per_rank_memory(per_rank):
@@ -1016,27 +1145,37 @@ def write_json(path, value):
 
 
 def run_workers(args, paths):
-    """Starts the workers and waits for them; the first to fail stops the
-    rest. Returns the exit status."""
+    """Starts the DDP workers and waits for them; see launch()."""
+    return launch("torch_ddp", args.np, args.timeout, worker, (args, paths))
+
+
+def launch(name, world_size, timeout, target, target_args):
+    """Starts `world_size` processes running target(rank, *target_args,
+    port, launcher pid), with a TCPStore for them on a port the OS picks,
+    and waits for them; the first to fail stops the rest. Returns the exit
+    status. The pipeline and checkpoint peers start theirs here too."""
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on loopback
+    # Turn SIGINT and SIGTERM into an exit, whose `finally` stops the workers.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda number, frame: sys.exit(128 + number))
     store = dist.TCPStore("127.0.0.1", 0, None, True,
-                          datetime.timedelta(seconds=args.timeout),
+                          datetime.timedelta(seconds=timeout),
                           wait_for_workers=False)
     context = multiprocessing.get_context("spawn")
     processes = [
-        context.Process(target=worker, name=f"torch_ddp-rank{rank}",
-                        args=(rank, args, paths, store.port, os.getpid()))
-        for rank in range(args.np)
+        context.Process(target=target, name=f"{name}-rank{rank}",
+                        args=(rank, *target_args, store.port, os.getpid()))
+        for rank in range(world_size)
     ]
     try:
         for process in processes:
             process.start()
-        return wait_for(processes)
+        return wait_for(processes, name)
     finally:
         stop(processes)
 
 
-def wait_for(processes):
+def wait_for(processes, name):
     """Waits until every worker has exited, or one has failed. Returns 0, or
     the failed worker's exit status (1 if a signal killed it)."""
     pending = {process.sentinel: rank
@@ -1052,7 +1191,7 @@ def wait_for(processes):
                 how = f"exited with status {code}"
             else:
                 how = f"was killed by signal {-code}"
-            print(f"torch_ddp: rank {rank} {how}; stopping the others",
+            print(f"{name}: rank {rank} {how}; stopping the others",
                   file=sys.stderr)
             return max(code, 1)
     return 0
@@ -1099,6 +1238,13 @@ def positive_float(text):
     return value
 
 
+def check_json_path(parser, path):
+    """Refuses --json `path` before any work when its directory is missing:
+    the result could not be written at the end."""
+    if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        parser.error(f"--json {path}: no such directory")
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         description="Training throughput of PyTorch DDP (gloo) on one of "
@@ -1126,6 +1272,10 @@ def parse_args(argv):
     parser.add_argument("--zero", action="store_true",
                         help="wrap the optimizer in ZeroRedundancyOptimizer "
                              "(ZeRO stage 1: optimizer state sharded)")
+    parser.add_argument("--fsdp2", action="store_true",
+                        help="FSDP2 (fully_shard) instead of DDP: "
+                             "parameters, gradients and optimizer state "
+                             "sharded (ZeRO stage 3); throughput only")
     parser.add_argument("--weight-decay", type=non_negative_float,
                         default=1e-4,
                         help="the optimizer's weight decay (default 1e-4, as "
@@ -1135,8 +1285,9 @@ def parse_args(argv):
                         help="clip the gradients to this global norm "
                              "(default 0: no clipping)")
     parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
-                        help="bf16: CPU autocast of the forward pass and the "
-                             "loss (default fp32)")
+                        help="bf16 or fp16: CPU autocast of the forward pass "
+                             "and the loss, fp16 with a GradScaler (default "
+                             "fp32)")
     parser.add_argument("--no-lr-scaling", action="store_true",
                         help="do not multiply --lr by the number of workers")
     parser.add_argument("--lr-schedule", choices=("cosine", "constant"),
@@ -1191,9 +1342,13 @@ def parse_args(argv):
                      "no test split")
     if args.test_subset and not args.epochs:
         parser.error("--test-subset applies to --epochs only")
-    if args.json and not os.path.isdir(os.path.dirname(
-            os.path.abspath(args.json))):
-        parser.error(f"--json {args.json}: no such directory")
+    if args.fsdp2 and (args.zero or args.compression != "none"):
+        parser.error("--fsdp2 shards the optimizer and reduce-scatters the "
+                     "gradients itself: leave out --zero and --compression")
+    if args.fsdp2 and args.epochs:
+        parser.error("--fsdp2 measures throughput only: its evaluation "
+                     "would need every rank in every forward pass")
+    check_json_path(parser, args.json)
     local_workers = args.np or 1
     if args.from_env:
         missing = [name for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR",
@@ -1221,6 +1376,12 @@ def main(argv=None):
                   for name in MODELS for channels in (1, 3)]
         return 0 if all(checks) else 1
     try:
+        check_precision(args.precision)
+        if args.fsdp2 and not has_fsdp2():
+            raise InputError(f"--fsdp2: torch {torch.__version__} has no "
+                             "FSDP2 (torch.distributed.fsdp.fully_shard, 2.6 "
+                             "and later); run scripts/setup.sh, which makes "
+                             ".venv with one")
         paths = {"train": dataset_files(args, train=True),
                  "test": (dataset_files(args, train=False) if args.epochs
                           else [])}
@@ -1233,9 +1394,6 @@ def main(argv=None):
         return 1
     if args.from_env:  # torchrun started this worker; it reports or fails
         worker(int(os.environ["RANK"]), args, paths, None, os.getppid())
-    # Turn SIGINT and SIGTERM into an exit, whose `finally` stops the workers.
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda number, frame: sys.exit(128 + number))
     return run_workers(args, paths)
 
 

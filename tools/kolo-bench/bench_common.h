@@ -19,6 +19,19 @@ inline constexpr const char* kTorchDdp = "torch-ddp";
 
 inline constexpr double kMiB = 1 << 20;
 
+// A column of a command's Table: its title, the unit line under it, its
+// width, the label over a group of columns, and which side it aligns to.
+inline Table::Column TableColumn(const char* title, const char* unit, int width,
+                                 const char* group = "", bool left = false) {
+  Table::Column c;
+  c.title = title;
+  c.unit = unit;
+  c.width = width;
+  c.group = group;
+  c.left_align = left;
+  return c;
+}
+
 // Bytes as MiB with one decimal, as the memory tables give them.
 inline std::string Mib(double bytes) { return FormatFixed(bytes / kMiB, 1); }
 

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 
+#include "checkpoint.h"
 #include "collectives.h"
 #include "elastic.h"
 #include "fusion.h"
@@ -37,6 +38,9 @@ int main(int argc, char** argv) {
   CLI::App* zero = kolo::bench::AddZeroCommand(app, &zero_flags);
   kolo::bench::PipelineFlags pipeline_flags;
   CLI::App* pipeline = kolo::bench::AddPipelineCommand(app, &pipeline_flags);
+  kolo::bench::CheckpointFlags checkpoint_flags;
+  CLI::App* checkpoint =
+      kolo::bench::AddCheckpointCommand(app, &checkpoint_flags);
   kolo::bench::ElasticFlags elastic_flags;
   CLI::App* elastic = kolo::bench::AddElasticCommand(app, &elastic_flags);
   kolo::bench::StudyFlags study_flags;
@@ -72,6 +76,9 @@ int main(int argc, char** argv) {
     }
     if (pipeline->parsed()) {
       return kolo::bench::RunPipelineCommand(pipeline_flags);
+    }
+    if (checkpoint->parsed()) {
+      return kolo::bench::RunCheckpointCommand(checkpoint_flags);
     }
     if (elastic->parsed()) {
       return kolo::bench::RunElasticCommand(elastic_flags);

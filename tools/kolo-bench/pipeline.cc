@@ -12,12 +12,13 @@
 #include <map>
 
 #include "bench_common.h"
-#include "environment.h"
 #include "fusion.h"
 #include "json_file.h"
 #include "kolo_internal/config.h"
 #include "list_flag.h"
+#include "peer_python.h"
 #include "progress_line.h"
+#include "sibling_tools.h"
 
 namespace kolo::bench {
 namespace {
@@ -111,6 +112,22 @@ StatusOr<std::vector<int32_t>> Counts(const std::string& text, const char* flag,
   return out;
 }
 
+// The layers per stage the last of `runs` (one configuration's jobs) cut
+// its model into: config.split, which kolo-train and torch_pipeline.py
+// report; empty where a job does not.
+std::vector<int64_t> ReportedSplit(const json& runs) {
+  if (!runs.is_array() || runs.empty()) return {};
+  const json& config = runs.back().value("config", json::object());
+  const auto it = config.find("split");
+  if (it == config.end() || !it->is_array()) return {};
+  std::vector<int64_t> split;
+  for (const json& n : *it) {
+    if (!n.is_number_integer()) return {};
+    split.push_back(n.get<int64_t>());
+  }
+  return split;
+}
+
 // --quick: lenet on 28x28 images, unsplit and in 2 stages, 4
 // micro-batches on both schedules, one repeat: 3 jobs of 2 to 4 s.
 PipelineFlags Quick(PipelineFlags f) {
@@ -153,8 +170,22 @@ Status Validate(const PipelineFlags& f) {
 
 std::string PipelineJobLabel(const PipelineJob& job) {
   if (job.stages == 1) return job.model + " unsplit";
-  return fmt::format("{} p {} m {} {}", job.model, job.stages,
-                     job.micro_batches, job.schedule);
+  return fmt::format("{} p {} m {} {}{}", job.model, job.stages,
+                     job.micro_batches, job.schedule,
+                     job.framework == kKolo ? "" : " " + job.framework);
+}
+
+StatusOr<std::vector<std::string>> ParsePipelinePeers(const std::string& text) {
+  std::vector<std::string> out;
+  for (const std::string& item : SplitList(text)) {
+    if (item != kTorchPipelining) {
+      return InvalidArgument(
+          "--peer must be torch-pipelining (or empty for none), got '" + item +
+          "'");
+    }
+    if (out.empty()) out.push_back(item);
+  }
+  return out;
 }
 
 std::vector<std::string> PipelineCommand(const PipelineFlags& f,
@@ -179,6 +210,35 @@ std::vector<std::string> PipelineCommand(const PipelineFlags& f,
                          "--balance",         f.balance};
   }
   return TrainCommand(t, "kolo", job.stages, f.batch_size, tools, json_path);
+}
+
+std::vector<std::string> PipelinePeerCommand(const PipelineFlags& f,
+                                             const PipelineJob& job,
+                                             const std::string& python,
+                                             const std::string& script,
+                                             const std::vector<int64_t>& split,
+                                             const std::string& json_path) {
+  std::vector<std::string> c = {python,    script,       "--model",
+                                job.model, "--schedule", job.schedule,
+                                "--json",  json_path};
+  for (const auto& [flag, value] :
+       {std::pair<const char*, int64_t>{"--stages", job.stages},
+        {"--micro-batches", job.micro_batches},
+        {"--batch-size", f.batch_size},
+        {"--image-size", f.image_size},
+        {"--threads", f.threads},
+        {"--warmup", f.warmup},
+        {"--iters", f.iters}}) {
+    c.insert(c.end(), {flag, std::to_string(value)});
+  }
+  if (!split.empty()) {
+    std::string layers;
+    for (int64_t n : split) {
+      layers += (layers.empty() ? "" : ",") + std::to_string(n);
+    }
+    c.insert(c.end(), {"--split", layers});
+  }
+  return c;
 }
 
 StatusOr<PipelineMeasurement> ReadPipelineMeasurement(const json& job_json,
@@ -323,10 +383,12 @@ Table PipelineMemoryTable() {
 Table PipelineThroughputTable() {
   return Table(
       {Column("model", "", 9, true), Column("p", "", 2), Column("m", "", 3),
-       Column("schedule", "", 8, true), Column("images/s", "median", 9),
-       Column("step", "(ms)", 8), Column("bubble", "measured", 8),
-       Column("bubble", "max stage", 9), Column("bubble", "(p-1)/(m+p-1)", 13),
-       Column("peak act", "(m-batch)", 9), Column("peak RSS", "(MiB)", 8)});
+       Column("schedule", "", 8, true), Column("framework", "", 16, true),
+       Column("images/s", "median", 9), Column("step", "(ms)", 8),
+       Column("bubble", "measured", 8), Column("bubble", "max stage", 9),
+       Column("bubble", "(p-1)/(m+p-1)", 13),
+       Column("peak act", "(m-batch)", 9), Column("peak RSS", "(MiB)", 8),
+       Column("kolo ÷", "this", 6)});
 }
 
 CLI::App* AddPipelineCommand(CLI::App& app, PipelineFlags* f) {
@@ -383,9 +445,14 @@ CLI::App* AddPipelineCommand(CLI::App& app, PipelineFlags* f) {
   cmd->add_flag("--quick", f->quick,
                 "lenet, tiny sizes, one repeat: checks the plumbing, measures "
                 "nothing worth reporting");
+  cmd->add_option("--peer", f->peers,
+                  "torch-pipelining: PyTorch's torch.distributed.pipelining "
+                  "on each throughput configuration, cut where kolo cuts; "
+                  "empty: kolo alone")
+      ->capture_default_str();
   cmd->add_option("--json", f->json_path,
                   "append the record (every figure, every job's JSON) here");
-  AddToolFlags(cmd, &f->kolorun, &f->kolo_train);
+  AddToolFlags(cmd, &f->kolorun, &f->kolo_train, nullptr, &f->python);
   return cmd;
 }
 
@@ -414,8 +481,21 @@ StatusOr<json> RunPipeline(const PipelineFlags& given) {
           "at least 2");
     }
   }
+  KOLO_ASSIGN_OR_RETURN(std::vector<std::string> peers,
+                        ParsePipelinePeers(f.peers));
   KOLO_ASSIGN_OR_RETURN(TrainTools tools,
-                        FindTrainTools(f.kolorun, f.kolo_train, ""));
+                        FindTrainTools(f.kolorun, f.kolo_train, "", f.python));
+  std::optional<PeerPython> peer;
+  std::string peer_missing;
+  const std::string peer_script = FindPeerScript("torch_pipeline.py");
+  if (!peers.empty()) {
+    peer = ProbePeerPython(tools.python);
+    peer_missing = peer->Missing();
+    if (peer_missing.empty() && !fs::exists(peer_script)) {
+      peer_missing = "script not found: " + peer_script;
+    }
+  }
+  const bool run_peer = !peers.empty() && peer_missing.empty();
 
   // The memory jobs, then the throughput jobs; a configuration in both is
   // run once.
@@ -442,8 +522,14 @@ StatusOr<json> RunPipeline(const PipelineFlags& given) {
   for (int32_t p : stages) {
     for (int32_t m : micro) {
       for (const std::string& schedule : SplitList(f.schedules)) {
-        throughput_jobs.push_back({f.model, p, m, schedule});
+        throughput_jobs.push_back({f.model, p, m, schedule, kKolo});
         add(throughput_jobs.back());
+        // Right after kolo's: it takes the cut kolo's job reports.
+        if (run_peer) {
+          throughput_jobs.push_back(
+              {f.model, p, m, schedule, kTorchPipelining});
+          add(throughput_jobs.back());
+        }
       }
     }
   }
@@ -475,9 +561,19 @@ StatusOr<json> RunPipeline(const PipelineFlags& given) {
       const std::string label = PipelineJobLabel(job);
       progress.Start(fmt::format("{} repeat {}", label, r + 1));
       const fs::path json_path = cleanup.dir / "result.json";
-      StatusOr<JobOutput> out =
-          RunJob(PipelineCommand(f, job, tools, json_path.string()),
-                 json_path.string(), (cleanup.dir / "log.txt").string());
+      std::vector<std::string> command;
+      if (job.framework == kKolo) {
+        command = PipelineCommand(f, job, tools, json_path.string());
+      } else {
+        PipelineJob kolo_job = job;
+        kolo_job.framework = kKolo;
+        command =
+            PipelinePeerCommand(f, job, tools.python, peer_script,
+                                ReportedSplit(runs[PipelineJobLabel(kolo_job)]),
+                                json_path.string());
+      }
+      StatusOr<JobOutput> out = RunJob(command, json_path.string(),
+                                       (cleanup.dir / "log.txt").string());
       if (!out.ok()) return out.status().WithContext(label);
       StatusOr<PipelineMeasurement> m =
           ReadPipelineMeasurement(out->json, out->output, job);
@@ -540,6 +636,8 @@ StatusOr<json> RunPipeline(const PipelineFlags& given) {
       json row = {{"model", job.model},
                   {"stages", job.stages},
                   {"rank", rank},
+                  {"framework", kKolo},
+                  {"torch_version", KoloTorchVersion()},
                   {"schedule", job.schedule},
                   {"micro_batches", job.micro_batches},
                   {"peak_rss_bytes", median_rss}};
@@ -565,47 +663,77 @@ StatusOr<json> RunPipeline(const PipelineFlags& given) {
   }
   json throughput_rows = json::array();
   bool first_stage_only = false;
+  std::optional<double> kolo_rate;  // the last kolo row's, for its peer row
   for (const PipelineJob& job : throughput_jobs) {
     const std::string label = PipelineJobLabel(job);
+    const bool kolo = job.framework == kKolo;
     const bool one_stage = StageBubbles(measured[label].back()).size() < 2;
     first_stage_only |= one_stage;
     const PipelineThroughputRow row =
         SummarizePipelineThroughput(job, measured[label]);
-    fmt::print("{}\n",
-               throughput_table.Row(
-                   {job.model, std::to_string(job.stages),
-                    std::to_string(job.micro_batches), job.schedule,
-                    FormatFixed(row.images_per_second,
-                                row.images_per_second < 100 ? 1 : 0),
-                    FormatFixed(row.step_ms, 1), FormatFixed(row.bubble, 3),
-                    one_stage ? "-" : FormatFixed(row.bubble_max, 3),
-                    FormatFixed(row.ideal_bubble, 3),
-                    std::to_string(row.peak_activations),
-                    FormatFixed(row.peak_rss_bytes / kMiB, 0)}));
+    std::optional<double> kolo_ratio;
+    if (kolo) {
+      kolo_rate = row.images_per_second;
+    } else if (kolo_rate && row.images_per_second > 0) {
+      kolo_ratio = *kolo_rate / row.images_per_second;
+    }
+    fmt::print(
+        "{}\n",
+        throughput_table.Row(
+            {job.model, std::to_string(job.stages),
+             std::to_string(job.micro_batches), job.schedule, job.framework,
+             FormatFixed(row.images_per_second,
+                         row.images_per_second < 100 ? 1 : 0),
+             FormatFixed(row.step_ms, 1), FormatFixed(row.bubble, 3),
+             one_stage ? "-" : FormatFixed(row.bubble_max, 3),
+             FormatFixed(row.ideal_bubble, 3),
+             // The torch peer counts no activations.
+             kolo ? std::to_string(row.peak_activations) : "-",
+             FormatFixed(row.peak_rss_bytes / kMiB, 0),
+             kolo_ratio ? FormatFixed(*kolo_ratio, 2) : ""}));
     std::vector<double> rates;
     for (const PipelineMeasurement& m : measured[label]) {
       rates.push_back(m.images_per_second);
     }
+    json r = {{"model", job.model},
+              {"stages", job.stages},
+              {"micro_batches", job.micro_batches},
+              {"schedule", job.schedule},
+              {"framework", job.framework},
+              {"torch_version",
+               kolo ? KoloTorchVersion()
+                    : JobTorchVersion(runs[label].back(), peer->torch_version)},
+              {"split", ReportedSplit(runs[label])},
+              {"images_per_second", rates},
+              {"images_per_second_median", row.images_per_second},
+              {"step_ms_median", row.step_ms},
+              {"bubble", row.bubble},
+              {"bubble_max_stage", row.bubble_max},
+              {"stage_bubbles", StageBubbles(measured[label].back())},
+              {"ideal_bubble", row.ideal_bubble},
+              {"peak_rss_bytes", row.peak_rss_bytes}};
+    if (kolo) r["peak_activations"] = row.peak_activations;
+    if (kolo_ratio) r["kolo_ratio"] = *kolo_ratio;
+    throughput_rows.push_back(std::move(r));
+  }
+  if (!peer_missing.empty()) {
+    fmt::print("{}\n", throughput_table.Row({f.model, "-", "-", "-",
+                                             kTorchPipelining, peer_missing}));
     throughput_rows.push_back(
-        {{"model", job.model},
-         {"stages", job.stages},
-         {"micro_batches", job.micro_batches},
-         {"schedule", job.schedule},
-         {"images_per_second", rates},
-         {"images_per_second_median", row.images_per_second},
-         {"step_ms_median", row.step_ms},
-         {"bubble", row.bubble},
-         {"bubble_max_stage", row.bubble_max},
-         {"stage_bubbles", StageBubbles(measured[label].back())},
-         {"ideal_bubble", row.ideal_bubble},
-         {"peak_activations", row.peak_activations},
-         {"peak_rss_bytes", row.peak_rss_bytes}});
+        {{"framework", kTorchPipelining}, {"missing", peer_missing}});
   }
   if (first_stage_only) {
     fmt::print(
         "# measured: stage 0's idle fraction alone where kolo-train reports "
         "only its first stage's statistics (no max over the stages then)\n");
   }
+  if (peer) {
+    fmt::print(
+        "# torch-pipelining: the same cut, batch and schedule in PyTorch's "
+        "torch.distributed.pipelining; its bubble is each stage's time in "
+        "the schedule's waits; it counts no activations\n");
+  }
+  fmt::print("{}\n", TorchVersionsLine(peer ? &*peer : nullptr));
   std::fflush(stdout);
 
   json all_runs = json::array();
@@ -625,6 +753,7 @@ StatusOr<json> RunPipeline(const PipelineFlags& given) {
                    {"stages", stages},
                    {"micro_batches", micro},
                    {"schedules", SplitList(f.schedules)},
+                   {"peers", peers},
                    {"balance", f.balance},
                    {"dataset", "synthetic"},
                    {"image_size", f.image_size},
@@ -633,7 +762,7 @@ StatusOr<json> RunPipeline(const PipelineFlags& given) {
                    {"warmup", f.warmup},
                    {"iters", f.iters},
                    {"repeat", f.repeat}}},
-                 {"environment", Environment()},
+                 {"environment", RunEnvironment(peer ? &*peer : nullptr)},
                  {"memory_rows", memory_rows},
                  {"throughput_rows", throughput_rows},
                  {"jobs", all_runs}};

@@ -5,7 +5,8 @@
 //   kolo-bench pipeline [--memory-models vgg16,resnet50] [--memory-stages
 //       1,2,4] [--model vgg16] [--stages 2,4] [--micro-batches 1,2,4,8]
 //       [--schedules gpipe,1f1b] [--batch-size 32] [--image-size 32]
-//       [--warmup 1] [--iters 3] [--repeat 3] [--json FILE] [--quick]
+//       [--warmup 1] [--iters 3] [--repeat 3] [--peer torch-pipelining]
+//       [--python PYTHON] [--json FILE] [--quick]
 //
 // Every measurement is a job started the way a user would, kolo-bench
 // train's TrainCommand plus the pipeline's flags:
@@ -16,6 +17,21 @@
 // with P = 1 run as plain `kolorun -np 1 kolo-train` (the unsplit model,
 // no pipeline flags), so the memory table's first row is what one process
 // needs for the whole model.
+//
+// The torch-pipelining peer (--peer, on by default) runs each throughput
+// configuration right after kolo's, as PyTorch's own pipeline parallelism
+// (torch.distributed.pipelining's ScheduleGPipe and Schedule1F1B, torch 2.4
+// and later) in the project's Python (peer_python.h):
+//
+//   PYTHON bench/peers/torch_pipeline.py --stages P --micro-batches M
+//       --schedule gpipe|1f1b --split S ...
+//
+// the same model laid out as kolo's layer sequence and cut where kolo-train
+// cut it (S: the split kolo's job of the same repeat reported), the same
+// batch, micro-batches, optimizer and timing window. Its bubble is the time
+// each stage spent in the schedules' waits for receives and sends, as
+// kolo's; it reports no activation counts. Each torch row gives kolo's
+// images/s over its own; the table's last line names both torches.
 //
 // Memory (per model, per stage count, one row per rank = stage): the
 // parameter bytes and optimizer state bytes each rank holds, the most
@@ -83,28 +99,48 @@ struct PipelineFlags {
   int64_t iters = 3;
   int32_t repeat = 3;
   bool quick = false;
+  std::string peers = "torch-pipelining";  // empty: kolo alone
   std::string json_path;
   std::string kolorun;     // empty: found next to kolo-bench
   std::string kolo_train;  // empty: found next to kolo-bench
+  std::string python;      // empty: FindPython's default (peer_python.h)
 };
 
+inline constexpr const char* kTorchPipelining = "torch-pipelining";
+
 // One job: `model` cut into `stages` (1: unsplit, no pipeline flags) with
-// `micro_batches` micro-batches on `schedule`.
+// `micro_batches` micro-batches on `schedule`, by kolo or the torch peer.
 struct PipelineJob {
   std::string model;
   int32_t stages = 1;
   int32_t micro_batches = 1;
-  std::string schedule;  // "gpipe" or "1f1b"; empty when stages == 1
+  std::string schedule;            // "gpipe" or "1f1b"; empty when stages == 1
+  std::string framework = "kolo";  // or kTorchPipelining
 };
 
-// "vgg16 p 2 m 4 1f1b", "vgg16 unsplit"
+// "vgg16 p 2 m 4 1f1b", "vgg16 unsplit", "vgg16 p 2 m 4 1f1b
+// torch-pipelining"
 std::string PipelineJobLabel(const PipelineJob& job);
 
-// The command line of `job`, writing its JSON to `json_path`.
+// The --peer list: empty or torch-pipelining; kInvalidArgument naming
+// --peer and the first other item.
+StatusOr<std::vector<std::string>> ParsePipelinePeers(const std::string& text);
+
+// The command line of kolo's `job`, writing its JSON to `json_path`.
 std::vector<std::string> PipelineCommand(const PipelineFlags& flags,
                                          const PipelineJob& job,
                                          const TrainTools& tools,
                                          const std::string& json_path);
+
+// The torch-pipelining peer's command line for `job`: `python` running
+// `script` (torch_pipeline.py), cut into `split` layers per stage (kolo's
+// cut; empty: the script balances by parameters as kolo-train does).
+std::vector<std::string> PipelinePeerCommand(const PipelineFlags& flags,
+                                             const PipelineJob& job,
+                                             const std::string& python,
+                                             const std::string& script,
+                                             const std::vector<int64_t>& split,
+                                             const std::string& json_path);
 
 // What one job measured; per-rank vectors have one entry per stage, empty
 // where kolo-train did not report the figure.

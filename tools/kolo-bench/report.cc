@@ -79,6 +79,10 @@ bool IsPipelineRecord(const json& record) {
   return Text(record, "benchmark") == "pipeline";
 }
 
+bool IsCheckpointRecord(const json& record) {
+  return Text(record, "benchmark") == "checkpoint";
+}
+
 int AddEnvironment(const json& record, const std::string& source,
                    Results* results) {
   const json& fields = Member(record, "environment");
@@ -324,6 +328,7 @@ class Page {
   std::string ZeroSection();
   std::string ZeroTable(const ZeroView& view);
   std::string PipelineSection();
+  std::string CheckpointSection();
   std::string EnvironmentSection();
 
   const Results& results_;
@@ -849,17 +854,25 @@ std::string Page::PipelineSection() {
     std::map<std::string, ChartSeries> series;  // by name
     std::vector<std::vector<Cell>> rows;
     for (const json& row : record.throughput_rows) {
+      if (row.contains("missing")) continue;
       const double p = Number(row, "stages").value_or(0);
       const double m = Number(row, "micro_batches").value_or(0);
-      const std::string schedule = Text(row, "schedule");
+      // kolo's rows by their schedule; a peer's (torch-pipelining, in
+      // records since it ran beside kolo) by its name too.
+      const std::string framework = Text(row, "framework");
+      const bool kolo = framework.empty() || framework == "kolo";
+      const std::string schedule =
+          kolo ? Text(row, "schedule")
+               : framework + " " + Text(row, "schedule");
       const std::string name = fmt::format("p {} {}", p, schedule);
       series[name].name = name;
       if (auto b = Number(row, "bubble"))
         series[name].points.push_back({m, *b});
+      // One ideal line per stage count, from kolo's rows.
       const std::string ideal = fmt::format("p {} ideal", p);
       series[ideal].name = ideal;
       series[ideal].dashed = true;
-      if (auto b = Number(row, "ideal_bubble")) {
+      if (auto b = Number(row, "ideal_bubble"); b && kolo) {
         series[ideal].points.push_back({m, *b});
       }
       const std::optional<double> rss = Number(row, "peak_rss_bytes");
@@ -912,6 +925,54 @@ std::string Page::PipelineSection() {
   return html + "</section>\n";
 }
 
+std::string Page::CheckpointSection() {
+  std::string html = "<section id=\"checkpoint\">\n<h2>Checkpoints</h2>\n";
+  if (results_.checkpoint.empty()) {
+    return html +
+           Paragraph(
+               "No checkpoint records in these files (kolo-bench checkpoint "
+               "--json writes them).") +
+           "</section>\n";
+  }
+  html += Paragraph(
+      "A sharded training state (float32 weights and Adam's two moments) "
+      "saved at one number of ranks and loaded, resharded, at another: "
+      "kolo's ZeroOptimizer checkpoints against PyTorch Distributed "
+      "Checkpoint of an FSDP2 model, medians of the repeats; every load was "
+      "checked against its save. The last columns are kolo's time over "
+      "torch-dcp's.");
+  for (const CheckpointRecord& record : results_.checkpoint) {
+    std::vector<std::vector<Cell>> rows;
+    for (const json& row : record.rows) {
+      if (row.contains("missing")) {
+        rows.push_back({Label("-"),
+                        Label(Text(row, "variant")),
+                        {Text(row, "missing"), false, 8}});
+        continue;
+      }
+      const std::optional<double> bytes = Number(row, "bytes");
+      rows.push_back({Label(Text(row, "model")),
+                      Label(Text(row, "variant")),
+                      {Fixed(Number(row, "save_np"), 0)},
+                      {Fixed(Number(row, "load_np"), 0)},
+                      {Fixed(Number(row, "save_seconds_median"), 3)},
+                      {Fixed(Number(row, "load_seconds_median"), 3)},
+                      {Fixed(bytes ? std::optional<double>(*bytes / (1 << 20))
+                                   : std::nullopt,
+                             1)},
+                      Label(Text(row, "torch_version")),
+                      {Fixed(Number(row, "save_seconds_ratio_to_dcp"), 2)},
+                      {Fixed(Number(row, "load_seconds_ratio_to_dcp"), 2)}});
+    }
+    html += Paragraph(record.source);
+    html += HtmlTable(
+        {"model", "variant", "save np", "load np", "save (s)", "load (s)",
+         "size (MiB)", "torch", "save ÷ torch-dcp", "load ÷ torch-dcp"},
+        rows);
+  }
+  return html + "</section>\n";
+}
+
 std::string Page::EnvironmentSection() {
   std::string html = "<section id=\"environment\">\n<h2>Environment</h2>\n";
   if (results_.environments.empty()) {
@@ -919,11 +980,18 @@ std::string Page::EnvironmentSection() {
            "</section>\n";
   }
   // The fields kolo-bench writes, by their usual names, then any others a
-  // newer kolo-bench adds, in the order first seen.
+  // newer kolo-bench adds, in the order first seen. Records from before the
+  // peers ran in the project's Python name Debian's python3-torch instead
+  // of the peers' interpreter and torch.
   static const std::vector<std::pair<std::string, std::string>> kKnown = {
-      {"cpu_model", "CPU"},     {"cores", "cores"},
-      {"kernel", "kernel"},     {"kolo_commit", "kolo commit"},
-      {"libtorch", "LibTorch"}, {"python3_torch", "python3-torch"}};
+      {"cpu_model", "CPU"},
+      {"cores", "cores"},
+      {"kernel", "kernel"},
+      {"kolo_commit", "kolo commit"},
+      {"libtorch", "LibTorch (kolo)"},
+      {"peer_torch", "torch (peers)"},
+      {"peer_python", "peers' Python"},
+      {"python3_torch", "python3-torch"}};
   std::vector<std::pair<std::string, std::string>> columns;
   for (const auto& known : kKnown) {
     for (const Environment& e : results_.environments) {
@@ -989,7 +1057,7 @@ std::string Page::Render() {
   html += kStyle;
   html += "</style>\n</head>\n<body>\n<h1>kolo-bench report</h1>\n";
   html += Paragraph(fmt::format(
-      "From {}: {}, {}{}{}.", files,
+      "From {}: {}, {}{}{}{}.", files,
       Plural(static_cast<int64_t>(results_.train.size()), "training record",
              "training records"),
       Plural(static_cast<int64_t>(results_.collectives.size()),
@@ -1001,12 +1069,17 @@ std::string Page::Render() {
       results_.pipeline.empty()
           ? ""
           : ", " + Plural(static_cast<int64_t>(results_.pipeline.size()),
-                          "pipeline record", "pipeline records")));
+                          "pipeline record", "pipeline records"),
+      results_.checkpoint.empty()
+          ? ""
+          : ", " + Plural(static_cast<int64_t>(results_.checkpoint.size()),
+                          "checkpoint record", "checkpoint records")));
   html +=
       "<nav><a href=\"#throughput\">throughput</a><a "
       "href=\"#efficiency\">efficiency</a><a href=\"#accuracy\">accuracy</a><a "
       "href=\"#bandwidth\">bus bandwidth</a><a href=\"#zero\">ZeRO</a><a "
       "href=\"#pipeline\">pipeline</a><a "
+      "href=\"#checkpoint\">checkpoints</a><a "
       "href=\"#environment\">environment</a></nav>\n";
   html += ThroughputSection(views);
   html += EfficiencySection(views);
@@ -1014,6 +1087,7 @@ std::string Page::Render() {
   html += BandwidthSection();
   html += ZeroSection();
   html += PipelineSection();
+  html += CheckpointSection();
   html += EnvironmentSection();
   return html + "</body>\n</html>\n";
 }
@@ -1076,13 +1150,22 @@ Status AddResults(const json& value, const std::string& source,
       out.environment = AddEnvironment(*record, source, results);
       results->pipeline.push_back(std::move(out));
       ++recognised;
+    } else if (IsCheckpointRecord(*record)) {
+      CheckpointRecord out;
+      out.source = source;
+      out.rows = Member(*record, "rows");
+      if (!out.rows.is_array()) out.rows = json::array();
+      out.environment = AddEnvironment(*record, source, results);
+      results->checkpoint.push_back(std::move(out));
+      ++recognised;
     }
   }
   if (recognised == 0) {
     return InvalidArgument(fmt::format(
-        "{}: no kolo-bench train, collectives or zero records among its {} "
-        "(the files `kolo-bench train --json`, `kolo-bench collectives "
-        "--json` and `kolo-bench zero --json` write)",
+        "{}: no kolo-bench train, collectives or zero records (nor "
+        "pipeline or checkpoint ones) among its {} (the files `kolo-bench "
+        "train --json`, `kolo-bench collectives --json` and the others "
+        "write)",
         source,
         Plural(static_cast<int64_t>(records.size()), "JSON value",
                "JSON values")));
@@ -1291,12 +1374,13 @@ std::string ZeroBenchConfig::Label() const {
 namespace {
 
 int VariantRank(const std::string& variant) {
-  static const char* kOrder[] = {"kolo-ddp", "kolo-zero1", "kolo-zero2",
-                                 "torch-ddp", "torch-zero"};
-  for (int i = 0; i < 5; ++i) {
+  static const char* kOrder[] = {"kolo-ddp",  "kolo-zero1", "kolo-zero2",
+                                 "torch-ddp", "torch-zero", "torch-fsdp2"};
+  constexpr int kKnown = sizeof(kOrder) / sizeof(kOrder[0]);
+  for (int i = 0; i < kKnown; ++i) {
     if (variant == kOrder[i]) return i;
   }
-  return 5;
+  return kKnown;
 }
 
 const ZeroReportRow* KoloDdpRow(const ZeroView& view,
@@ -1387,10 +1471,10 @@ CLI::App* AddReportCommand(CLI::App& app, ReportFlags* flags) {
   CLI::App* cmd = app.add_subcommand(
       "report",
       "one self-contained HTML page (inline SVG charts and tables) from the "
-      "JSON of kolo-bench train, collectives and zero");
+      "JSON of kolo-bench train, collectives, zero, pipeline and checkpoint");
   cmd->add_option("results", flags->inputs,
-                  "JSON files written by kolo-bench train, collectives or zero "
-                  "--json")
+                  "JSON files written by kolo-bench train, collectives, zero, "
+                  "pipeline or checkpoint --json")
       ->required();
   cmd->add_option("-o,--output", flags->output, "the HTML page to write")
       ->capture_default_str();

@@ -169,6 +169,15 @@ struct PipelineRecord {
   int environment = -1;
 };
 
+// A kolo-bench checkpoint record ({"benchmark": "checkpoint"}): its rows
+// (one per model, variant, save np and load np, or a variant that could
+// not run), as the benchmark wrote them.
+struct CheckpointRecord {
+  std::string source;
+  nlohmann::json rows;  // an array
+  int environment = -1;
+};
+
 // A machine the figures were measured on, and the files that say so.
 struct Environment {
   nlohmann::json fields;  // cpu_model, cores, kernel, kolo_commit, ...
@@ -181,6 +190,7 @@ struct Results {
   std::vector<CollectivesRecord> collectives;
   std::vector<ZeroRecord> zero;
   std::vector<PipelineRecord> pipeline;
+  std::vector<CheckpointRecord> checkpoint;
   std::vector<Environment> environments;  // distinct, as first seen
 };
 

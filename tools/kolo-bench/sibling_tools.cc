@@ -50,11 +50,10 @@ std::string FindTool(const std::string& name) {
   return FirstExisting({dir / name, dir.parent_path() / name / name});
 }
 
-std::string FindDdpScript() {
+std::string FindPeerScript(const std::string& file) {
   const fs::path dir = ExecutableDir();
-  return FirstExisting(
-      {dir.parent_path() / "share" / "kolo" / "peers" / "torch_ddp.py",
-       fs::path(KOLO_SOURCE_DIR) / "bench" / "peers" / "torch_ddp.py"});
+  return FirstExisting({dir.parent_path() / "share" / "kolo" / "peers" / file,
+                        fs::path(KOLO_SOURCE_DIR) / "bench" / "peers" / file});
 }
 
 StatusOr<std::string> RunLogged(const std::vector<std::string>& command,

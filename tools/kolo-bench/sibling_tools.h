@@ -19,8 +19,9 @@ std::string ShellQuote(const std::string& text);
 // error names where it was looked for).
 std::string FindTool(const std::string& name);
 
-// bench/peers/torch_ddp.py, installed or in the source tree.
-std::string FindDdpScript();
+// A PyTorch peer's script (bench/peers/`file`: torch_ddp.py,
+// torch_pipeline.py, torch_checkpoint.py), installed or in the source tree.
+std::string FindPeerScript(const std::string& file);
 
 // Runs `command` through /bin/sh with stdout and stderr in the file `log`,
 // after removing `json_path` (the file the command is to write). Then:

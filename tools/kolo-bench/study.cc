@@ -242,6 +242,7 @@ TrainFlags BaseFlags(const StudyFlags& study) {
   f.kolorun = study.kolorun;
   f.kolo_train = study.kolo_train;
   f.ddp_script = study.ddp_script;
+  f.python = study.python;
   return f;
 }
 
@@ -570,7 +571,7 @@ CLI::App* AddStudyCommand(CLI::App& app, StudyFlags* f) {
                 "a few steps and examples per job: checks the study runs, "
                 "measures nothing worth reporting");
   cmd->add_option("--data-dir", f->data_dir, "where Fashion-MNIST's files are");
-  AddToolFlags(cmd, &f->kolorun, &f->kolo_train, &f->ddp_script);
+  AddToolFlags(cmd, &f->kolorun, &f->kolo_train, &f->ddp_script, &f->python);
   return cmd;
 }
 

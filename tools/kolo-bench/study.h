@@ -88,6 +88,7 @@ struct StudyFlags {
   std::string kolorun;     // as kolo-bench train's
   std::string kolo_train;  // as kolo-bench train's
   std::string ddp_script;  // as kolo-bench train's
+  std::string python;      // as kolo-bench train's
 };
 
 // One step of a study: a kolo-bench train run under a title.

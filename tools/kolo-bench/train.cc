@@ -17,11 +17,11 @@
 #include <thread>
 
 #include "bench_common.h"
-#include "environment.h"
 #include "json_file.h"
 #include "kolo_internal/config.h"
 #include "list_flag.h"
 #include "metrics_scraper.h"
+#include "peer_python.h"
 #include "progress_line.h"
 #include "sibling_tools.h"
 #include "table.h"
@@ -98,13 +98,6 @@ Status Validate(const TrainFlags& f, const std::vector<std::string>& peers) {
     return InvalidArgument(
         fmt::format("--config {}: no such file", f.config_path));
   }
-  // torch 1.13 has no CPU autocast to float16.
-  if (f.precision == "fp16" &&
-      std::find(peers.begin(), peers.end(), kTorchDdp) != peers.end()) {
-    return InvalidArgument(
-        "--precision fp16: the torch-ddp peer trains in fp32 or bf16 only "
-        "(torch has no CPU fp16 autocast); leave it out of --peer");
-  }
   if (f.epochs == 0) {
     if (f.test_subset > 0) {
       return InvalidArgument("--test-subset applies to --epochs only");
@@ -127,18 +120,6 @@ Status Validate(const TrainFlags& f, const std::vector<std::string>& peers) {
 
 }  // namespace
 
-// Debian's python3-torch installs into the system interpreter, which a
-// python3 earlier on PATH (pyenv, a virtualenv) may not see.
-std::string FindPython() {
-  return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-}
-
-bool PythonHasTorch(const std::string& python) {
-  const std::string probe =
-      ShellQuote(python) + " -c 'import torch' >/dev/null 2>&1";
-  return std::system(probe.c_str()) == 0;
-}
-
 StatusOr<std::vector<int32_t>> ParseNpList(const std::string& text) {
   std::vector<int32_t> out;
   for (const std::string& item : SplitList(text)) {
@@ -151,12 +132,14 @@ StatusOr<std::vector<int32_t>> ParseNpList(const std::string& text) {
 
 StatusOr<TrainTools> FindTrainTools(const std::string& kolorun,
                                     const std::string& kolo_train,
-                                    const std::string& ddp_script) {
+                                    const std::string& ddp_script,
+                                    const std::string& python) {
   TrainTools tools;
   tools.kolorun = kolorun.empty() ? FindTool("kolorun") : kolorun;
   tools.kolo_train = kolo_train.empty() ? FindTool("kolo-train") : kolo_train;
-  tools.ddp_script = ddp_script.empty() ? FindDdpScript() : ddp_script;
-  tools.python = FindPython();
+  tools.ddp_script =
+      ddp_script.empty() ? FindPeerScript("torch_ddp.py") : ddp_script;
+  tools.python = FindPython(python);
   for (const std::string& tool : {tools.kolorun, tools.kolo_train}) {
     if (access(tool.c_str(), X_OK) != 0) {
       return NotFound(tool +
@@ -175,6 +158,14 @@ std::string OutputTail(const std::string& output, int lines) {
       all.size() > static_cast<size_t>(lines) ? all.size() - lines : 0;
   for (size_t i = first; i < all.size(); ++i) tail += "\n  " + all[i];
   return tail;
+}
+
+std::string JobTorchVersion(const json& job, const std::string& fallback) {
+  const json& config = job.value("config", json::object());
+  const auto it = config.find("torch_version");
+  if (it != config.end() && it->is_string() && !it->get<std::string>().empty())
+    return it->get<std::string>();
+  return fallback;
 }
 
 StatusOr<JobOutput> RunJob(const std::vector<std::string>& command,
@@ -311,12 +302,13 @@ StatusOr<int64_t> PerWorkerBatch(int64_t batch, int32_t np,
 }
 
 void AddToolFlags(CLI::App* cmd, std::string* kolorun, std::string* kolo_train,
-                  std::string* ddp_script) {
+                  std::string* ddp_script, std::string* python) {
   cmd->add_option("--kolorun", *kolorun, "kolorun to start kolo's jobs with");
   cmd->add_option("--kolo-train", *kolo_train, "kolo-train to run");
   if (ddp_script != nullptr) {
     cmd->add_option("--ddp-script", *ddp_script, "torch_ddp.py to run");
   }
+  if (python != nullptr) AddPythonFlag(cmd, python);
 }
 
 CLI::App* AddTrainCommand(CLI::App& app, TrainFlags* f) {
@@ -369,13 +361,13 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags* f) {
   cmd->add_option("--lr", f->lr,
                   "learning rate of one worker (default: the programs')");
   cmd->add_option("--precision", f->precision,
-                  "fp32, bf16 or fp16 (kolo-train only)")
+                  "fp32, bf16 or fp16 (the DDP peer: fp16 with a torch 2.x)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_option("--config", f->config_path,
                   "a DeepSpeed-style ds_config JSON file for kolo-train "
                   "--config (the DDP peer cannot read one)");
   cmd->add_option("--json", f->json_path, "write every figure to this file");
-  AddToolFlags(cmd, &f->kolorun, &f->kolo_train, &f->ddp_script);
+  AddToolFlags(cmd, &f->kolorun, &f->kolo_train, &f->ddp_script, &f->python);
   return cmd;
 }
 
@@ -396,7 +388,7 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
   KOLO_RETURN_IF_ERROR(Validate(f, *peers));
   const bool accuracy = f.epochs > 0;
   StatusOr<TrainTools> found =
-      FindTrainTools(f.kolorun, f.kolo_train, f.ddp_script);
+      FindTrainTools(f.kolorun, f.kolo_train, f.ddp_script, f.python);
   if (!found.ok()) return found.status();
   const TrainTools& tools = *found;
   const bool want_ddp =
@@ -405,12 +397,16 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
       std::find(peers->begin(), peers->end(), kLibtorch) != peers->end();
   const bool want_metrics =
       std::find(peers->begin(), peers->end(), kKoloMetrics) != peers->end();
+  std::optional<PeerPython> peer;
   std::string ddp_missing;
-  if (want_ddp && !PythonHasTorch(tools.python)) {
-    ddp_missing = "not installed (" + tools.python +
-                  " cannot import torch; apt-get install python3-torch)";
-  } else if (want_ddp && !fs::exists(tools.ddp_script)) {
-    ddp_missing = "script not found: " + tools.ddp_script;
+  if (want_ddp) {
+    peer = ProbePeerPython(tools.python);
+    ddp_missing = peer->Missing();
+    if (ddp_missing.empty() && !fs::exists(tools.ddp_script)) {
+      ddp_missing = "script not found: " + tools.ddp_script;
+    }
+    KOLO_RETURN_IF_ERROR(
+        CheckPeerPrecision(f.precision, *peer, "the torch-ddp peer"));
   }
 
   // What a run's rows are called: kolo's by --kolo-name when given.
@@ -579,8 +575,16 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
     const std::optional<double> plain = mean_of(kLibtorch, 1);
     const std::optional<double> kolo = mean_of(kKolo, run.np);
     std::string speedup, efficiency, versus_plain, ratio;
+    // kolo-train's jobs come from kolo-bench's build; the peer says which
+    // torch it imported.
+    const std::string torch_version =
+        run.framework == kTorchDdp
+            ? JobTorchVersion(results[RunLabel(run)].front(),
+                              peer ? peer->torch_version : "")
+            : KoloTorchVersion();
     json row = {{"framework", name(run)},
                 {"np", run.np},
+                {"torch_version", torch_version},
                 {"batch_per_worker", run.batch},
                 {"images_per_second", rates(run)},
                 {"images_per_second_mean", m.mean},
@@ -641,6 +645,7 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
     fmt::print("{}\n", table.Row(cells));
     rows.push_back({{"framework", kTorchDdp}, {"missing", ddp_missing}});
   }
+  fmt::print("{}\n", TorchVersionsLine(peer ? &*peer : nullptr));
   std::fflush(stdout);
   json out = {{"tool", "kolo-bench train"},
               {"config",
@@ -659,7 +664,7 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
                 {"test_subset", f.test_subset},
                 {"image_size", f.image_size},
                 {"peers", *peers}}},
-              {"environment", Environment()},
+              {"environment", RunEnvironment(peer ? &*peer : nullptr)},
               {"rows", rows}};
   if (!f.study.empty()) out["study"] = f.study;
   // The recipe, where one was asked for: the report keeps such runs apart

@@ -14,9 +14,11 @@
 //   libtorch   kolo-train --no-kolo --benchmark-steps ... (np 1 only): the
 //              same loop on the bare LibTorch optimizer in one process, the
 //              price of being distributed when alone
-//   torch-ddp  python3 torch_ddp.py --np N ... (PyTorch
+//   torch-ddp  PYTHON torch_ddp.py --np N ... (PyTorch
 //              DistributedDataParallel on gloo, the same architecture
-//              defined in Python)
+//              defined in Python), PYTHON the project's interpreter
+//              (peer_python.h), whose torch is the one kolo's LibTorch
+//              came from
 //
 // Throughput (the default): each reports images/s over the same window
 // (warm-up steps untimed, the ranks meeting at a barrier before and after).
@@ -39,15 +41,17 @@
 // installed gets a row saying so; nothing is estimated in its place.
 //
 // --json FILE appends one record (configuration, environment: CPU, cores,
-// kernel, kolo's commit, LibTorch and python3-torch versions; every row
-// with every run's own JSON) to the array in FILE, so one file collects
-// the runs a report is drawn from.
+// kernel, kolo's commit, the LibTorch kolo was built with, the peers'
+// interpreter and its torch; every row with the torch its side ran and
+// every run's own JSON) to the array in FILE, so one file collects the
+// runs a report is drawn from. The table's last line names both torches.
 //
 // Scaling: weak keeps --batch-size per worker; strong keeps the global batch
 // (--batch-size at np=1) and divides it among the workers.
 //
 // The recipe: --optimizer, --lr and --precision reach kolo-train and the
-// DDP peer alike (the peer has no fp16); --config FILE (a DeepSpeed-style
+// DDP peer alike (fp16 only where the peer's torch has CPU float16
+// autocast: torch 2.x, not 1.13); --config FILE (a DeepSpeed-style
 // ds_config) reaches kolo-train only, and its command-line flags override
 // it. Left out, each program keeps its default (SGD, Nesterov momentum).
 #ifndef KOLO_TOOLS_KOLO_BENCH_TRAIN_H_
@@ -87,7 +91,7 @@ struct TrainFlags {
   // The recipe; empty (0): each program's default.
   std::string optimizer;    // sgd, adam, adamw: both programs
   double lr = 0;            // --lr: both programs
-  std::string precision;    // fp32, bf16 (both), fp16 (kolo-train only)
+  std::string precision;    // fp32, bf16, fp16 (the peer: with torch 2.x)
   std::string config_path;  // kolo-train --config: a ds_config JSON file
   // Appended as they are to kolo-train's (kolo, libtorch) and to
   // torch_ddp.py's command lines, after every other flag: how kolo-bench
@@ -106,15 +110,18 @@ struct TrainFlags {
   std::string kolorun;     // empty: found next to kolo-bench
   std::string kolo_train;  // empty: found next to kolo-bench
   std::string ddp_script;  // empty: the installed or source-tree script
+  std::string python;      // empty: FindPython's default (peer_python.h)
 };
 
 CLI::App* AddTrainCommand(CLI::App& app, TrainFlags* flags);
 
 // The flags that say where a benchmark's programs are, shared by train,
-// study, zero and elastic: --kolorun, --kolo-train and, where `ddp_script`
-// is given, --ddp-script. Empty values are found as sibling_tools.h says.
+// study, zero, pipeline and elastic: --kolorun, --kolo-train and, where
+// `ddp_script` is given, --ddp-script, where `python` is, --python. Empty
+// values are found as sibling_tools.h and peer_python.h say.
 void AddToolFlags(CLI::App* cmd, std::string* kolorun, std::string* kolo_train,
-                  std::string* ddp_script = nullptr);
+                  std::string* ddp_script = nullptr,
+                  std::string* python = nullptr);
 int RunTrainCommand(const TrainFlags& flags);
 
 // What RunTrainCommand does, for kolo-bench study to compose: runs every
@@ -143,20 +150,22 @@ std::vector<std::string> TrainCommand(const TrainFlags& flags,
                                       int64_t batch, const TrainTools& tools,
                                       const std::string& json_path);
 
-// Debian's python3-torch's interpreter (/usr/bin/python3 where it exists),
-// and whether it can import torch.
-std::string FindPython();
-bool PythonHasTorch(const std::string& python);
-
 // The worker counts of an --np list ("1,2,4"); kInvalidArgument naming --np.
 StatusOr<std::vector<int32_t>> ParseNpList(const std::string& text);
 
 // The programs to run: the paths given (empty: found beside kolo-bench, or
-// the installed or source-tree script), with the system python3. kNotFound
-// naming --kolorun or --kolo-train when one is not an executable.
+// the installed or source-tree script, and FindPython's interpreter).
+// kNotFound naming --kolorun or --kolo-train when one is not an
+// executable.
 StatusOr<TrainTools> FindTrainTools(const std::string& kolorun,
                                     const std::string& kolo_train,
-                                    const std::string& ddp_script);
+                                    const std::string& ddp_script,
+                                    const std::string& python = "");
+
+// The torch a job ran, for its JSON row: a peer's own report
+// (config.torch_version in its JSON), else `fallback`.
+std::string JobTorchVersion(const nlohmann::json& job,
+                            const std::string& fallback);
 
 // What one job printed and the JSON it wrote.
 struct JobOutput {

@@ -13,10 +13,10 @@
 #include <tuple>
 
 #include "bench_common.h"
-#include "environment.h"
 #include "fusion.h"
 #include "json_file.h"
 #include "list_flag.h"
+#include "peer_python.h"
 #include "progress_line.h"
 
 namespace kolo::bench {
@@ -31,11 +31,10 @@ constexpr const char* kMemoryFields[] = {
     "optimizer_state_bytes", "gradient_bytes", "master_weight_bytes"};
 
 const std::vector<ZeroVariant>& AllVariants() {
-  static const std::vector<ZeroVariant> kAll = {{kKoloDdp, kKolo, 0},
-                                                {"kolo-zero1", kKolo, 1},
-                                                {"kolo-zero2", kKolo, 2},
-                                                {"torch-ddp", kTorchDdp, 0},
-                                                {"torch-zero", kTorchDdp, 1}};
+  static const std::vector<ZeroVariant> kAll = {
+      {kKoloDdp, kKolo, 0},         {"kolo-zero1", kKolo, 1},
+      {"kolo-zero2", kKolo, 2},     {"torch-ddp", kTorchDdp, 0},
+      {"torch-zero", kTorchDdp, 1}, {"torch-fsdp2", kTorchDdp, 3}};
   return kAll;
 }
 
@@ -96,38 +95,15 @@ Status Validate(const ZeroFlags& f, const std::vector<ZeroVariant>& variants) {
   if (variants.empty()) {
     return InvalidArgument("--variants needs at least one variant");
   }
-  if (f.precision == "fp16") {
-    for (const ZeroVariant& v : variants) {
-      if (v.framework == kTorchDdp) {
-        return InvalidArgument(fmt::format(
-            "--precision fp16: {} trains in fp32 or bf16 only (torch has no "
-            "CPU fp16 autocast); leave it out of --variants",
-            v.name));
-      }
-    }
-  }
   return Status::Ok();
 }
 
 }  // namespace
 
 StatusOr<std::vector<ZeroVariant>> ParseZeroVariants(const std::string& text) {
-  std::vector<ZeroVariant> out;
-  for (const std::string& item : SplitList(text)) {
-    const auto& all = AllVariants();
-    const auto it = std::find_if(all.begin(), all.end(),
-                                 [&](const auto& v) { return v.name == item; });
-    if (it == all.end()) {
-      return InvalidArgument(fmt::format(
-          "--variants: unknown variant '{}' (expected kolo-ddp, kolo-zero1, "
-          "kolo-zero2, torch-ddp or torch-zero)",
-          item));
-    }
-    const bool seen = std::any_of(
-        out.begin(), out.end(), [&](const auto& v) { return v.name == item; });
-    if (!seen) out.push_back(*it);
-  }
-  return out;
+  return SelectByName(text, AllVariants(), "--variants",
+                      "kolo-ddp, kolo-zero1, kolo-zero2, torch-ddp, "
+                      "torch-zero or torch-fsdp2");
 }
 
 std::vector<std::string> ZeroCommand(const ZeroFlags& f,
@@ -153,6 +129,8 @@ std::vector<std::string> ZeroCommand(const ZeroFlags& f,
     t.kolo_train_args = {"--zero-stage", std::to_string(variant.zero_stage)};
   } else if (variant.zero_stage == 1) {
     t.ddp_args = {"--zero"};
+  } else if (variant.zero_stage == 3) {
+    t.ddp_args = {"--fsdp2"};
   }
   return TrainCommand(t, variant.framework, np, f.batch_size, tools, json_path);
 }
@@ -260,24 +238,15 @@ void CompareWithKoloDdp(std::vector<ZeroRow>* rows) {
 }
 
 Table ZeroTable() {
-  auto column = [](const char* title, const char* unit, int width,
-                   const char* group = "", bool left = false) {
-    Table::Column c;
-    c.title = title;
-    c.unit = unit;
-    c.width = width;
-    c.group = group;
-    c.left_align = left;
-    return c;
-  };
-  return Table({column("model", "", 11, "", true), column("np", "", 3),
-                column("variant", "", 10, "", true), column("images/s", "", 9),
-                column("step", "(ms)", 8),
-                column("opt state", "(MiB)", 9, "per rank, largest"),
-                column("gradients", "(MiB)", 9, "per rank, largest"),
-                column("state+grad", "÷ kolo-ddp", 10),
-                column("peak RSS", "(MiB)", 8),
-                column("images/s", "÷ kolo-ddp", 10)});
+  return Table({TableColumn("model", "", 11, "", true),
+                TableColumn("np", "", 3),
+                TableColumn("variant", "", 11, "", true),
+                TableColumn("images/s", "", 9), TableColumn("step", "(ms)", 8),
+                TableColumn("opt state", "(MiB)", 9, "per rank, largest"),
+                TableColumn("gradients", "(MiB)", 9, "per rank, largest"),
+                TableColumn("state+grad", "÷ kolo-ddp", 10),
+                TableColumn("peak RSS", "(MiB)", 8),
+                TableColumn("images/s", "÷ kolo-ddp", 10)});
 }
 
 std::vector<std::string> ZeroCells(const ZeroRow& row) {
@@ -298,19 +267,20 @@ CLI::App* AddZeroCommand(CLI::App& app, ZeroFlags* f) {
   CLI::App* cmd = app.add_subcommand(
       "zero",
       "ZeRO's memory and throughput: kolo's DistributedOptimizer (kolo-ddp), "
-      "ZeRO stage 1 and 2 (kolo-zero1, kolo-zero2) and PyTorch DDP with and "
-      "without ZeroRedundancyOptimizer (torch-zero, torch-ddp): per rank, the "
-      "optimizer state and gradient bytes each job measures, its peak RSS, "
-      "and images/s, against kolo-ddp at the same worker count. The torch "
-      "variants' gradients are the .grad tensors (DDP's bucket copies are "
-      "invisible from Python); kolo's include its communication buckets");
+      "ZeRO stage 1 and 2 (kolo-zero1, kolo-zero2), PyTorch DDP with and "
+      "without ZeroRedundancyOptimizer (torch-zero, torch-ddp) and FSDP2 "
+      "(torch-fsdp2): per rank, the optimizer state and gradient bytes each "
+      "job measures, its peak RSS, and images/s, against kolo-ddp at the "
+      "same worker count. The torch variants' gradients are the .grad "
+      "tensors (DDP's bucket copies are invisible from Python; FSDP2's are "
+      "its local shards); kolo's include its communication buckets");
   cmd->add_option("--models", f->models, "model zoo networks, comma-separated")
       ->capture_default_str();
   cmd->add_option("--np", f->np, "worker counts, comma-separated")
       ->capture_default_str();
   cmd->add_option("--variants", f->variants,
-                  "kolo-ddp, kolo-zero1, kolo-zero2, torch-ddp, torch-zero "
-                  "(comma-separated)")
+                  "kolo-ddp, kolo-zero1, kolo-zero2, torch-ddp, torch-zero, "
+                  "torch-fsdp2 (comma-separated)")
       ->capture_default_str();
   cmd->add_option("--optimizer", f->optimizer, "sgd, adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
@@ -318,7 +288,8 @@ CLI::App* AddZeroCommand(CLI::App& app, ZeroFlags* f) {
   cmd->add_option("--lr", f->lr, "learning rate of one worker")
       ->capture_default_str();
   cmd->add_option("--precision", f->precision,
-                  "fp32, bf16 or fp16 (fp16: kolo's variants only)")
+                  "fp32, bf16 or fp16 (the torch variants: fp16 with a "
+                  "torch 2.x)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
       ->capture_default_str();
   cmd->add_option("--dataset", f->dataset,
@@ -343,7 +314,7 @@ CLI::App* AddZeroCommand(CLI::App& app, ZeroFlags* f) {
       ->capture_default_str();
   cmd->add_option("--json", f->json_path,
                   "append the record (every figure, every job's JSON) here");
-  AddToolFlags(cmd, &f->kolorun, &f->kolo_train, &f->ddp_script);
+  AddToolFlags(cmd, &f->kolorun, &f->kolo_train, &f->ddp_script, &f->python);
   return cmd;
 }
 
@@ -362,17 +333,24 @@ StatusOr<json> RunZero(const ZeroFlags& f) {
   KOLO_ASSIGN_OR_RETURN(std::vector<int32_t> nps, ParseNpList(f.np));
   KOLO_RETURN_IF_ERROR(Validate(f, variants));
   const std::vector<std::string> models = SplitList(f.models);
-  KOLO_ASSIGN_OR_RETURN(TrainTools tools,
-                        FindTrainTools(f.kolorun, f.kolo_train, f.ddp_script));
+  KOLO_ASSIGN_OR_RETURN(
+      TrainTools tools,
+      FindTrainTools(f.kolorun, f.kolo_train, f.ddp_script, f.python));
   const bool want_torch =
       std::any_of(variants.begin(), variants.end(),
                   [](const auto& v) { return v.framework == kTorchDdp; });
+  std::optional<PeerPython> peer;
   std::string torch_missing;
-  if (want_torch && !PythonHasTorch(tools.python)) {
-    torch_missing = "not installed (" + tools.python +
-                    " cannot import torch; apt-get install python3-torch)";
-  } else if (want_torch && !fs::exists(tools.ddp_script)) {
-    torch_missing = "script not found: " + tools.ddp_script;
+  if (want_torch) {
+    peer = ProbePeerPython(tools.python);
+    torch_missing = peer->Missing();
+    if (torch_missing.empty() && !fs::exists(tools.ddp_script)) {
+      torch_missing = "script not found: " + tools.ddp_script;
+    }
+    for (const ZeroVariant& v : variants) {
+      if (v.framework != kTorchDdp) continue;
+      KOLO_RETURN_IF_ERROR(CheckPeerPrecision(f.precision, *peer, v.name));
+    }
   }
 
   // Every job, in the order one repeat runs them.
@@ -463,24 +441,29 @@ StatusOr<json> RunZero(const ZeroFlags& f) {
       rates.push_back(m.images_per_second);
     }
     const ZeroMeasurement& last = measured[label(job)].back();
-    json r = {{"model", row.model},
-              {"np", row.np},
-              {"variant", row.variant},
-              {"framework", job.variant.framework},
-              {"zero_stage", job.variant.zero_stage},
-              {"images_per_second", rates},
-              {"images_per_second_median", row.images_per_second},
-              {"step_ms_median", row.step_ms},
-              {"optimizer_state_bytes", row.optimizer_state_bytes},
-              {"gradient_bytes", row.gradient_bytes},
-              {"master_weight_bytes", row.master_weight_bytes},
-              {"peak_rss_mib", row.peak_rss_bytes / kMiB},
-              {"per_rank",
-               {{"optimizer_state_bytes", last.optimizer_state_bytes},
-                {"gradient_bytes", last.gradient_bytes},
-                {"master_weight_bytes", last.master_weight_bytes},
-                {"peak_rss_bytes", last.peak_rss_bytes}}},
-              {"runs", runs[label(job)]}};
+    json r = {
+        {"model", row.model},
+        {"np", row.np},
+        {"variant", row.variant},
+        {"framework", job.variant.framework},
+        {"torch_version", job.variant.framework == kTorchDdp
+                              ? JobTorchVersion(runs[label(job)].front(),
+                                                peer ? peer->torch_version : "")
+                              : KoloTorchVersion()},
+        {"zero_stage", job.variant.zero_stage},
+        {"images_per_second", rates},
+        {"images_per_second_median", row.images_per_second},
+        {"step_ms_median", row.step_ms},
+        {"optimizer_state_bytes", row.optimizer_state_bytes},
+        {"gradient_bytes", row.gradient_bytes},
+        {"master_weight_bytes", row.master_weight_bytes},
+        {"peak_rss_mib", row.peak_rss_bytes / kMiB},
+        {"per_rank",
+         {{"optimizer_state_bytes", last.optimizer_state_bytes},
+          {"gradient_bytes", last.gradient_bytes},
+          {"master_weight_bytes", last.master_weight_bytes},
+          {"peak_rss_bytes", last.peak_rss_bytes}}},
+        {"runs", runs[label(job)]}};
     if (row.memory_fraction) r["memory_fraction"] = *row.memory_fraction;
     if (row.throughput_ratio) {
       r["images_per_second_ratio"] = *row.throughput_ratio;
@@ -499,7 +482,8 @@ StatusOr<json> RunZero(const ZeroFlags& f) {
   fmt::print(
       "# per rank: the rank holding the most; kolo's gradients include its "
       "communication buckets, torch's are the .grad tensors only (DDP's "
-      "bucket copies are invisible from Python)\n");
+      "bucket copies are invisible from Python; FSDP2's are its shards)\n");
+  fmt::print("{}\n", TorchVersionsLine(peer ? &*peer : nullptr));
   // The target, where this run measured it.
   for (const ZeroRow& row : rows) {
     if (row.variant == "kolo-zero2" && row.np == 4 && row.memory_fraction) {
@@ -528,7 +512,7 @@ StatusOr<json> RunZero(const ZeroFlags& f) {
                    {"warmup", f.warmup},
                    {"iters", f.iters},
                    {"repeat", f.repeat}}},
-                 {"environment", Environment()},
+                 {"environment", RunEnvironment(peer ? &*peer : nullptr)},
                  {"rows", out_rows}};
   if (!f.json_path.empty()) {
     KOLO_RETURN_IF_ERROR(AppendJsonRecord(f.json_path, record));

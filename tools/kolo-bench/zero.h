@@ -1,9 +1,9 @@
 // kolo-bench zero: what ZeRO's sharding saves per rank, and what it costs in
 // throughput, against kolo's DistributedOptimizer and PyTorch's
-// ZeroRedundancyOptimizer.
+// ZeroRedundancyOptimizer and FSDP2.
 //
 //   kolo-bench zero [--models resnet50] [--np 1,2,4]
-//       [--variants kolo-ddp,kolo-zero1,kolo-zero2,torch-zero]
+//       [--variants kolo-ddp,kolo-zero1,kolo-zero2,torch-zero,torch-fsdp2]
 //       [--optimizer adam] [--precision fp32] [--batch-size 32]
 //       [--warmup 2] [--iters 10] [--repeat 3] [--json FILE]
 //
@@ -17,12 +17,18 @@
 //   torch-ddp   torch_ddp.py --np N: PyTorch DDP with a whole optimizer
 //   torch-zero  torch_ddp.py --zero: DDP with ZeroRedundancyOptimizer
 //               (PyTorch's ZeRO-1)
+//   torch-fsdp2 torch_ddp.py --fsdp2: FSDP2 (fully_shard, torch 2.6 and
+//               later), PyTorch's ZeRO-3: parameters, gradients and
+//               optimizer state sharded, each residual block its own unit
+//
+// The torch variants run in the project's Python (peer_python.h), on the
+// torch kolo's LibTorch came from; the table's last line names both.
 //
 // Each job times --iters steps after --warmup untimed ones and reports, per
 // rank, the bytes of its optimizer state, the most bytes of gradient storage
 // it held at once (kolo: communication buckets included; torch: the .grad
-// tensors, DDP's bucket copies being invisible from Python) and its master
-// weights. Repeats cycle through every configuration in turn, as in
+// tensors, DDP's bucket copies being invisible from Python, FSDP2's local
+// shards of them) and its master weights. Repeats cycle through every configuration in turn, as in
 // kolo-bench train, and the table gives medians over them.
 //
 // The table: per model, worker count and variant, images/s, step time, the
@@ -35,12 +41,13 @@
 // Checks: a job that fails, or whose JSON lacks result.memory with one
 // figure per rank, or whose config.zero_stage is not the one asked for, is
 // an error that quotes the job's output, and kolo-bench exits 1. A torch
-// variant without python3-torch gets a row saying so; nothing is estimated
-// in its place.
+// variant whose interpreter cannot import torch gets a row saying so;
+// nothing is estimated in its place. --precision fp16 reaches the torch
+// variants only where their torch has CPU float16 autocast (2.x).
 //
 // --json FILE appends one record ({"benchmark": "zero", ...}: the
-// configuration, the environment, every row with every job's JSON) for
-// kolo-bench report.
+// configuration, the environment, every row with the torch its side ran
+// and every job's JSON) for kolo-bench report.
 #ifndef KOLO_TOOLS_KOLO_BENCH_ZERO_H_
 #define KOLO_TOOLS_KOLO_BENCH_ZERO_H_
 
@@ -63,7 +70,8 @@ namespace kolo::bench {
 struct ZeroFlags {
   std::string models = "resnet50";
   std::string np = "1,2,4";
-  std::string variants = "kolo-ddp,kolo-zero1,kolo-zero2,torch-zero";
+  std::string variants =
+      "kolo-ddp,kolo-zero1,kolo-zero2,torch-zero,torch-fsdp2";
   std::string optimizer = "adam";
   double lr = 1e-3;
   std::string precision = "fp32";
@@ -79,14 +87,15 @@ struct ZeroFlags {
   std::string kolorun;     // empty: found next to kolo-bench
   std::string kolo_train;  // empty: found next to kolo-bench
   std::string ddp_script;  // empty: the installed or source-tree script
+  std::string python;      // empty: FindPython's default (peer_python.h)
 };
 
 // One variant of a --variants list: which program runs it and at which
 // ZeRO stage.
 struct ZeroVariant {
-  std::string name;       // "kolo-zero2"
-  std::string framework;  // "kolo" or "torch-ddp", as TrainCommand names it
-  int32_t zero_stage = 0;
+  std::string name;        // "kolo-zero2"
+  std::string framework;   // "kolo" or "torch-ddp", as TrainCommand names it
+  int32_t zero_stage = 0;  // 3: FSDP2, which shards the parameters too
 };
 
 // The variants of `text` in the order given, duplicates dropped;

@@ -5,6 +5,8 @@
 #include <string>
 #include <thread>
 
+#include "kolo/build_info.h"
+
 #ifndef KOLO_SOURCE_DIR
 #define KOLO_SOURCE_DIR ""
 #endif
@@ -36,7 +38,8 @@ std::string CommandOutput(const std::string& command) {
 
 }  // namespace
 
-nlohmann::json Environment() {
+nlohmann::json Environment(const std::string& peer_python,
+                           const std::string& peer_torch) {
   std::string cpu = "unknown";
   std::ifstream cpuinfo("/proc/cpuinfo");
   for (std::string line; std::getline(cpuinfo, line);) {
@@ -45,17 +48,22 @@ nlohmann::json Environment() {
       break;
     }
   }
-  return {
+  const std::string& libtorch = BuildInfo().torch_version;
+  nlohmann::json out = {
       {"cpu_model", cpu},
       {"cores", std::thread::hardware_concurrency()},
       {"kernel", CommandOutput("uname -r 2>/dev/null")},
       {"kolo_commit", CommandOutput("git -C " + SingleQuoted(KOLO_SOURCE_DIR) +
                                     " rev-parse --short HEAD 2>/dev/null")},
-      {"libtorch", CommandOutput("dpkg-query -W -f='${Version}' libtorch-dev "
-                                 "2>/dev/null")},
-      {"python3_torch", CommandOutput("dpkg-query -W -f='${Version}' "
-                                      "python3-torch 2>/dev/null")},
+      // What kolo-train (kolo, and --no-kolo's plain LibTorch) runs on,
+      // whichever package it came from; not what a package manager holds.
+      {"libtorch", libtorch.empty() ? "none" : libtorch},
   };
+  if (!peer_python.empty()) {
+    out["peer_python"] = peer_python;
+    out["peer_torch"] = peer_torch.empty() ? "not installed" : peer_torch;
+  }
+  return out;
 }
 
 }  // namespace kolo::bench

@@ -3,8 +3,11 @@
 // Checks the exit status, the tables, and the appended records: a memory
 // row per rank, a throughput row per schedule and micro-batch count with a
 // measured bubble in [0, 1] beside (p - 1) / (m + p - 1), and a training
-// row for allreduce and for each parameter-server mode. Skipped, saying
-// why, without a kolo-train that has the flags.
+// row for allreduce and for each parameter-server mode. The pipeline runs
+// once with kolo alone and once with the torch-pipelining peer (PyTorch's
+// torch.distributed.pipelining, in the configured interpreter) on the same
+// cut. Skipped, saying why, without a kolo-train that has the flags, or
+// without torch in the peers' interpreter.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -15,6 +18,7 @@
 #include <set>
 #include <string>
 
+#include "peer_python_testing.h"
 #include "testing/child_process.h"
 #include "testing/requirements.h"
 
@@ -50,8 +54,8 @@ TEST(PipelineRun, QuickMeasuresMemoryAndBothSchedules) {
   KOLO_REQUIRE_OR_SKIP(missing.empty(), missing);
   const std::string json_path = TempJson("kolo_bench_pipeline");
   RunResult r = RunProgram(
-      {KOLO_BENCH_PATH, "pipeline", "--quick", "--kolorun", KOLORUN_PATH,
-       "--kolo-train", KOLO_TRAIN_PATH, "--json", json_path},
+      {KOLO_BENCH_PATH, "pipeline", "--quick", "--peer", "", "--kolorun",
+       KOLORUN_PATH, "--kolo-train", KOLO_TRAIN_PATH, "--json", json_path},
       {}, std::chrono::seconds(120));
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   EXPECT_THAT(r.out, HasSubstr("(p-1)/(m+p-1)"));
@@ -91,6 +95,58 @@ TEST(PipelineRun, QuickMeasuresMemoryAndBothSchedules) {
     EXPECT_DOUBLE_EQ(row["ideal_bubble"].get<double>(), 1.0 / (m + 1));
   }
   EXPECT_EQ(seen, (std::set<std::string>{"gpipe 4", "1f1b 4"}));
+  std::remove(json_path.c_str());
+}
+
+// The torch-pipelining peer beside each throughput row: the same cut kolo
+// reported (lenet's 12 layers as 4 + 8), both schedules, its bubble a
+// fraction, kolo's images/s over its own, and the torch each side ran.
+TEST(PipelineRun, QuickWithTheTorchPipeliningPeer) {
+  const std::string missing = KoloTrainMissing("--pipeline-stages");
+  KOLO_REQUIRE_OR_SKIP(missing.empty(), missing);
+  KOLO_REQUIRE_OR_SKIP(kolo::testing::PeerPythonHasTorch(),
+                       kolo::testing::PeerTorchRequirement());
+  const std::string json_path = TempJson("kolo_bench_pipeline_torch");
+  RunResult r = RunProgram(
+      {KOLO_BENCH_PATH, "pipeline", "--quick", "--peer", "torch-pipelining",
+       "--python", kolo::testing::PeerPython(), "--kolorun", KOLORUN_PATH,
+       "--kolo-train", KOLO_TRAIN_PATH, "--json", json_path},
+      {}, std::chrono::seconds(150));
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.out, HasSubstr("torch-pipelining"));
+  EXPECT_THAT(r.out, HasSubstr("the PyTorch peers ran torch "));
+  const nlohmann::json records = ReadRecords(json_path);
+  ASSERT_TRUE(records.is_array()) << r.out;
+  ASSERT_EQ(records.size(), 1u);
+  const nlohmann::json& record = records[0];
+  const nlohmann::json& rows = record["throughput_rows"];
+  ASSERT_EQ(rows.size(), 4u) << rows.dump(2);
+  std::set<std::string> seen;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const nlohmann::json& row = rows[i];
+    SCOPED_TRACE(row.dump());
+    // kolo's row, then the peer's for the same schedule.
+    EXPECT_EQ(row["framework"], i % 2 == 0 ? "kolo" : "torch-pipelining");
+    seen.insert(row["framework"].get<std::string>() + " " +
+                row["schedule"].get<std::string>());
+    EXPECT_EQ(row["split"], nlohmann::json::array({4, 8}));
+    EXPECT_GT(row["images_per_second_median"].get<double>(), 0);
+    ASSERT_EQ(row["stage_bubbles"].size(), 2u);
+    for (const nlohmann::json& b : row["stage_bubbles"]) {
+      EXPECT_GE(b.get<double>(), 0);
+      EXPECT_LE(b.get<double>(), 1);
+    }
+    if (row["framework"] == "kolo") {
+      EXPECT_EQ(row["torch_version"], record["environment"]["libtorch"]);
+    } else {
+      EXPECT_EQ(row["torch_version"], record["environment"]["peer_torch"]);
+      EXPECT_GT(row["kolo_ratio"].get<double>(), 0);
+      EXPECT_FALSE(row.contains("peak_activations"));
+    }
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"kolo gpipe", "kolo 1f1b",
+                                         "torch-pipelining gpipe",
+                                         "torch-pipelining 1f1b"}));
   std::remove(json_path.c_str());
 }
 

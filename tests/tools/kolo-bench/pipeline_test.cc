@@ -54,6 +54,77 @@ TEST(PipelineBench, CommandsRunKolorunWithThePipelineFlags) {
   EXPECT_EQ(std::count(whole.begin(), whole.end(), "--pipeline-stages"), 0);
 }
 
+TEST(PipelineBench, TheTorchPeersJobsAreLabelledApart) {
+  PipelineJob torch{"vgg16", 2, 4, "1f1b", kTorchPipelining};
+  EXPECT_EQ(PipelineJobLabel(torch), "vgg16 p 2 m 4 1f1b torch-pipelining");
+}
+
+TEST(PipelineBench, PeersAreTorchPipeliningOrNone) {
+  StatusOr<std::vector<std::string>> peers =
+      ParsePipelinePeers("torch-pipelining, torch-pipelining");
+  ASSERT_TRUE(peers.ok()) << peers.status().ToString();
+  EXPECT_THAT(*peers, ElementsAre("torch-pipelining"));
+  EXPECT_TRUE(ParsePipelinePeers("")->empty());
+  EXPECT_THAT(*ParsePipelinePeers(PipelineFlags{}.peers),
+              ElementsAre("torch-pipelining"));
+  StatusOr<std::vector<std::string>> bad = ParsePipelinePeers("deepspeed");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("--peer must be torch-pipelining (or empty for "
+                        "none), got 'deepspeed'"));
+}
+
+TEST(PipelineBench, ThePeerRunsTheSameJobCutWhereKoloCut) {
+  PipelineFlags f;
+  f.batch_size = 16;
+  f.image_size = 28;
+  f.warmup = 2;
+  f.iters = 5;
+  const PipelineJob job{"vgg16", 4, 8, "gpipe", kTorchPipelining};
+  const std::vector<std::string> c = PipelinePeerCommand(
+      f, job, "/venv/bin/python", "/share/torch_pipeline.py", {26, 5, 7, 15},
+      "/tmp/t.json");
+  EXPECT_TRUE(Contains(c, {"/venv/bin/python", "/share/torch_pipeline.py"}));
+  EXPECT_EQ(c[0], "/venv/bin/python");
+  EXPECT_TRUE(Contains(c, {"--model", "vgg16"}));
+  EXPECT_TRUE(Contains(c, {"--stages", "4"}));
+  EXPECT_TRUE(Contains(c, {"--micro-batches", "8"}));
+  EXPECT_TRUE(Contains(c, {"--schedule", "gpipe"}));
+  EXPECT_TRUE(Contains(c, {"--batch-size", "16"}));
+  EXPECT_TRUE(Contains(c, {"--image-size", "28"}));
+  EXPECT_TRUE(Contains(c, {"--warmup", "2"}));
+  EXPECT_TRUE(Contains(c, {"--iters", "5"}));
+  EXPECT_TRUE(Contains(c, {"--split", "26,5,7,15"}));
+  EXPECT_TRUE(Contains(c, {"--json", "/tmp/t.json"}));
+  // No cut reported: the script balances by parameters, as kolo-train.
+  const std::vector<std::string> balanced = PipelinePeerCommand(
+      f, job, "python3", "torch_pipeline.py", {}, "/tmp/t.json");
+  EXPECT_EQ(std::count(balanced.begin(), balanced.end(), "--split"), 0);
+}
+
+// What torch_pipeline.py writes for 2 stages.
+TEST(PipelineBench, ReadsTheTorchPeersJob) {
+  const json job = json::parse(R"({
+    "tool": "torch-pipelining",
+    "config": {"pipeline_stages": 2, "micro_batches": 4, "schedule": "1f1b",
+               "split": [4, 8], "torch_version": "2.11.0+cu130"},
+    "result": {"images_per_second": 360.0, "step_ms": 22.0,
+               "peak_rss_bytes": [720642048, 713363456],
+               "pipeline": {"busy_seconds": [0.03, 0.03],
+                            "idle_seconds": [0.01, 0.03],
+                            "parameter_bytes": [23120, 66240],
+                            "optimizer_state_bytes": [23120, 66240]}}})");
+  StatusOr<PipelineMeasurement> m = ReadPipelineMeasurement(
+      job, "", {"lenet", 2, 4, "1f1b", kTorchPipelining});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_THAT(m->parameter_bytes, ElementsAre(23120, 66240));
+  EXPECT_TRUE(m->peak_activations.empty());
+  EXPECT_THAT(StageBubbles(*m), ElementsAre(0.25, 0.5));
+  EXPECT_EQ(JobTorchVersion(job, "fallback"), "2.11.0+cu130");
+  EXPECT_EQ(JobTorchVersion(json::object(), "fallback"), "fallback");
+}
+
 TEST(PipelineBench, IdealBubbleIsPMinusOneOverMPlusPMinusOne) {
   EXPECT_DOUBLE_EQ(IdealBubble(2, 1), 0.5);
   EXPECT_DOUBLE_EQ(IdealBubble(4, 8), 3.0 / 11.0);
@@ -202,6 +273,31 @@ TEST(PipelineBench, ReportDrawsTheBubbleBesideTheIdeal) {
   EXPECT_THAT(page, HasSubstr("0.125"));  // the bubble
   EXPECT_THAT(page, HasSubstr("300.0"));  // rank 1's peak RSS in MiB
   EXPECT_THAT(page, HasSubstr("0.75"));
+}
+
+TEST(PipelineBench, ReportNamesTheTorchPeersSeriesAndSkipsAMissingOne) {
+  json row = {{"stages", 2},          {"micro_batches", 4},
+              {"schedule", "1f1b"},   {"framework", "kolo"},
+              {"bubble", 0.125},      {"ideal_bubble", 0.2},
+              {"peak_rss_bytes", 1.0}};
+  json torch = row;
+  torch["framework"] = "torch-pipelining";
+  torch["bubble"] = 0.375;
+  const json record = {
+      {"benchmark", "pipeline"},
+      {"config", {{"model", "lenet"}}},
+      {"throughput_rows",
+       {row,
+        torch,
+        {{"framework", "torch-pipelining"}, {"missing", "not installed"}}}}};
+  Results results;
+  ASSERT_TRUE(AddResults(record, "pipeline.json", &results).ok());
+  const std::string page = RenderReport(results);
+  EXPECT_THAT(page, HasSubstr("p 2 1f1b"));
+  EXPECT_THAT(page, HasSubstr("p 2 torch-pipelining 1f1b"));
+  EXPECT_THAT(page, HasSubstr("0.375"));
+  // The missing peer's row draws no stage count of 0.
+  EXPECT_THAT(page, ::testing::Not(HasSubstr("p 0")));
 }
 
 TEST(PsStudy, PlansAllreduceAndEveryModeAtEachWorkerCount) {

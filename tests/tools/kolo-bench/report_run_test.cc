@@ -140,12 +140,13 @@ TEST(ReportRun, WritesOneSelfContainedPage) {
   EXPECT_THAT(html, Not(HasSubstr("@import")));
 
   // Throughput, efficiency, accuracy and one bandwidth chart, each a
-  // section of its own beside the environment, and ZeRO and pipeline
-  // sections that say they have no records.
+  // section of its own beside the environment, and ZeRO, pipeline and
+  // checkpoint sections that say they have no records.
   EXPECT_EQ(Count(html, "<svg"), 4u);
-  EXPECT_EQ(Count(html, "<section"), 7u);
+  EXPECT_EQ(Count(html, "<section"), 8u);
   EXPECT_THAT(html, HasSubstr("No ZeRO records in these files"));
   EXPECT_THAT(html, HasSubstr("No pipeline records in these files"));
+  EXPECT_THAT(html, HasSubstr("No checkpoint records in these files"));
   EXPECT_THAT(html, HasSubstr("<h2>Training throughput</h2>"));
   EXPECT_THAT(html, HasSubstr("<h2>Scaling efficiency</h2>"));
   EXPECT_THAT(html, HasSubstr("<h2>Test accuracy</h2>"));

@@ -272,7 +272,8 @@ TEST(ReportRead, AFileWithoutRecordsIsNamed) {
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(),
               HasSubstr("fusion.json: no kolo-bench train, collectives or "
-                        "zero records among its 2 JSON values"));
+                        "zero records (nor pipeline or checkpoint ones) among "
+                        "its 2 JSON values"));
 }
 
 TEST(ReportRead, MissingAndGarbageFilesAreNamed) {

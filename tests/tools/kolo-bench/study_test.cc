@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "peer_python_testing.h"
 #include "study.h"
 #include "testing/child_process.h"
 #include "testing/requirements.h"
@@ -46,9 +47,7 @@ std::vector<StudyStep> Plan(const std::string& name, bool quick = false,
   return steps.ok() ? *steps : std::vector<StudyStep>{};
 }
 
-bool HasTorch() {
-  return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
-}
+bool HasTorch() { return kolo::testing::PeerPythonHasTorch(); }
 
 std::string TempPath(const std::string& name) {
   return ::testing::TempDir() + name + "_" + std::to_string(getpid()) + ".json";
@@ -277,11 +276,11 @@ TEST(TrainCommand, AccuracyRunsRefuseWhatCannotMeasureAccuracy) {
 // torch_ddp.py --epochs on two ranks: the record says what it trained on,
 // and the two ranks' evaluations cover the test subset exactly once.
 TEST(TorchDdpEpochs, TrainsOnTheSubsetsAndEvaluatesEveryTestImage) {
-  KOLO_REQUIRE_OR_SKIP(HasTorch(), "python3-torch");
+  KOLO_REQUIRE_OR_SKIP(HasTorch(), kolo::testing::PeerTorchRequirement());
   KOLO_REQUIRE_OR_SKIP(std::filesystem::exists(kFashionMnist),
                        "Fashion-MNIST (dataset-fashion-mnist)");
   const std::string json_path = TempPath("torch_ddp_epochs");
-  RunResult r = RunProgram({"/usr/bin/python3",
+  RunResult r = RunProgram({kolo::testing::PeerPython(),
                             KOLO_DDP_SCRIPT,
                             "--np",
                             "2",
@@ -328,10 +327,10 @@ TEST(TorchDdpEpochs, TrainsOnTheSubsetsAndEvaluatesEveryTestImage) {
 }
 
 TEST(TorchDdpEpochs, TestSubsetWithoutEpochsIsRefused) {
-  KOLO_REQUIRE_OR_SKIP(HasTorch(), "python3-torch");
-  RunResult r =
-      RunProgram({"/usr/bin/python3", KOLO_DDP_SCRIPT, "--test-subset", "5"},
-                 {}, std::chrono::seconds(60));
+  KOLO_REQUIRE_OR_SKIP(HasTorch(), kolo::testing::PeerTorchRequirement());
+  RunResult r = RunProgram(
+      {kolo::testing::PeerPython(), KOLO_DDP_SCRIPT, "--test-subset", "5"}, {},
+      std::chrono::seconds(60));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--test-subset applies to --epochs only"));
 }
@@ -348,9 +347,10 @@ TEST(StudyRun, SmallCnnQuickWithTheDdpPeer) {
                        "Fashion-MNIST (dataset-fashion-mnist)");
   const std::string json_path = TempPath("kolo_bench_study");
   std::remove(json_path.c_str());
-  RunResult r = RunProgram({KOLO_BENCH_PATH, "study", "small-cnn", "--quick",
-                            "--peer", "torch-ddp", "--json", json_path},
-                           {}, std::chrono::seconds(150));
+  RunResult r = RunProgram(
+      {KOLO_BENCH_PATH, "study", "small-cnn", "--quick", "--peer", "torch-ddp",
+       "--python", kolo::testing::PeerPython(), "--json", json_path},
+      {}, std::chrono::seconds(150));
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   EXPECT_THAT(r.out, HasSubstr("test acc"));
   EXPECT_THAT(r.out, HasSubstr("# study small-cnn: 1 step in"));
@@ -364,7 +364,7 @@ TEST(StudyRun, SmallCnnQuickWithTheDdpPeer) {
   std::vector<int> kolo_nps, ddp_nps;
   for (const nlohmann::json& row : rows) {
     if (row.contains("missing")) {
-      ADD_FAILURE() << "setup installs python3-torch, yet: " << row["missing"];
+      ADD_FAILURE() << "setup makes .venv with torch, yet: " << row["missing"];
       continue;
     }
     std::vector<int>& nps = row["framework"] == "kolo" ? kolo_nps : ddp_nps;

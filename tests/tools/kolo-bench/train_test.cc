@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "metrics_scraper.h"
+#include "peer_python_testing.h"
 #include "testing/child_process.h"
 #include "testing/requirements.h"
 #include "train.h"
@@ -125,20 +126,26 @@ TEST(TrainRun, KoloAndPlainLibTorchSideBySide) {
   std::remove(json_path.c_str());
 }
 
-// The PyTorch DDP peer runs beside kolo when Debian's python3-torch is
-// installed (scripts/setup.sh installs it).
+// The PyTorch DDP peer runs beside kolo in the interpreter the build was
+// configured with (scripts/setup.sh makes .venv with torch), and each row
+// names the torch its side ran.
 TEST(TrainRun, TorchDdpPeerBesideKolo) {
-  KOLO_REQUIRE_OR_SKIP(
-      std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0,
-      "python3-torch");
+  KOLO_REQUIRE_OR_SKIP(kolo::testing::PeerPythonHasTorch(),
+                       kolo::testing::PeerTorchRequirement());
   const std::string json_path = ::testing::TempDir() + "kolo_bench_train_ddp_" +
                                 std::to_string(getpid()) + ".json";
-  RunResult r = RunProgram(
-      {KOLO_BENCH_PATH, "train",  "--model",  "lenet", "--dataset", "synthetic",
-       "--batch-size",  "8",      "--np",     "2",     "--warmup",  "1",
-       "--iters",       "2",      "--repeat", "1",     "--peer",    "torch-ddp",
-       "--json",        json_path},
-      {}, std::chrono::seconds(240));
+  RunResult r = RunProgram({KOLO_BENCH_PATH, "train",
+                            "--model",       "lenet",
+                            "--dataset",     "synthetic",
+                            "--batch-size",  "8",
+                            "--np",          "2",
+                            "--warmup",      "1",
+                            "--iters",       "2",
+                            "--repeat",      "1",
+                            "--peer",        "torch-ddp",
+                            "--python",      kolo::testing::PeerPython(),
+                            "--json",        json_path},
+                           {}, std::chrono::seconds(240));
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   std::ifstream file(json_path);
   nlohmann::json json = nlohmann::json::parse(file, nullptr, false);
@@ -155,6 +162,48 @@ TEST(TrainRun, TorchDdpPeerBesideKolo) {
             rows[0]["runs"][0]["config"]["parameters"]);
   EXPECT_GT(rows[1]["images_per_second_mean"].get<double>(), 0);
   EXPECT_GT(rows[1]["kolo_ratio"].get<double>(), 0);
+  // Both torches, in the rows, the environment and under the table.
+  const nlohmann::json& environment = json[0]["environment"];
+  EXPECT_EQ(environment["peer_python"], kolo::testing::PeerPython());
+  EXPECT_EQ(rows[0]["torch_version"], environment["libtorch"]);
+  EXPECT_EQ(rows[1]["torch_version"], ddp["config"]["torch_version"]);
+  EXPECT_EQ(rows[1]["torch_version"], environment["peer_torch"]);
+  EXPECT_THAT(r.out, HasSubstr("the PyTorch peers ran torch " +
+                               environment["peer_torch"].get<std::string>()));
+  std::remove(json_path.c_str());
+}
+
+// torch 2.x autocasts to float16 on the CPU, so fp16 reaches the DDP peer
+// (with a GradScaler); torch 1.13 could not, and kolo-bench refused it.
+TEST(TrainRun, Fp16ReachesTheDdpPeer) {
+  KOLO_REQUIRE_OR_SKIP(kolo::testing::PeerPythonHasTorch(),
+                       kolo::testing::PeerTorchRequirement());
+  const std::string json_path = ::testing::TempDir() +
+                                "kolo_bench_train_fp16_" +
+                                std::to_string(getpid()) + ".json";
+  RunResult r = RunProgram(
+      {KOLO_BENCH_PATH, "train",  "--model",  "lenet",
+       "--batch-size",  "8",      "--np",     "1",
+       "--warmup",      "1",      "--iters",  "2",
+       "--repeat",      "1",      "--peer",   "torch-ddp",
+       "--precision",   "fp16",   "--python", kolo::testing::PeerPython(),
+       "--json",        json_path},
+      {}, std::chrono::seconds(120));
+  if (r.exit_code != 0 &&
+      r.err.find("has no CPU float16 autocast") != std::string::npos) {
+    // A torch 1.x in the configured interpreter: refused, by name.
+    KOLO_REQUIRE_OR_SKIP(
+        false, "a torch 2.x in " + kolo::testing::PeerPython() + ": " + r.err);
+  }
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  std::ifstream file(json_path);
+  nlohmann::json json = nlohmann::json::parse(file, nullptr, false);
+  ASSERT_FALSE(json.is_discarded()) << r.out;
+  const nlohmann::json& rows = json[0]["rows"];
+  ASSERT_EQ(rows.size(), 2u) << rows.dump(2);
+  EXPECT_EQ(rows[1]["framework"], "torch-ddp");
+  EXPECT_EQ(rows[1]["runs"][0]["config"]["precision"], "fp16");
+  EXPECT_EQ(rows[0]["runs"][0]["config"]["precision"], "fp16");
   std::remove(json_path.c_str());
 }
 

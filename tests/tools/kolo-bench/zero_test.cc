@@ -30,7 +30,7 @@ TrainTools Tools() {
   TrainTools tools;
   tools.kolorun = "/bin/kolorun";
   tools.kolo_train = "/bin/kolo-train";
-  tools.python = "/usr/bin/python3";
+  tools.python = "/venv/bin/python";
   tools.ddp_script = "/share/torch_ddp.py";
   return tools;
 }
@@ -117,7 +117,7 @@ TEST(ZeroCommand, TorchVariantsRunTheDdpScriptWithZeroForTorchZero) {
   const std::vector<std::string> zero =
       ZeroCommand(f, Variant("torch-zero"), "lenet", 2, Tools(), "/tmp/t.json");
   ASSERT_GE(zero.size(), 2u);
-  EXPECT_EQ(zero[0], "/usr/bin/python3");
+  EXPECT_EQ(zero[0], "/venv/bin/python");
   EXPECT_EQ(zero[1], "/share/torch_ddp.py");
   EXPECT_TRUE(HasFlag(zero, "--np", "2"));
   EXPECT_TRUE(Has(zero, "--zero"));
@@ -131,6 +131,34 @@ TEST(ZeroCommand, TorchVariantsRunTheDdpScriptWithZeroForTorchZero) {
       ZeroCommand(f, Variant("torch-ddp"), "lenet", 2, Tools(), "/tmp/t.json");
   EXPECT_FALSE(Has(ddp, "--zero"));
   EXPECT_TRUE(HasFlag(ddp, "--optimizer", "adamw"));
+}
+
+TEST(ZeroVariants, TorchFsdp2IsTheDdpScriptAtStageThree) {
+  const ZeroVariant fsdp2 = Variant("torch-fsdp2");
+  EXPECT_EQ(fsdp2.framework, "torch-ddp");
+  EXPECT_EQ(fsdp2.zero_stage, 3);
+  // The default variants hold every peer, FSDP2 included.
+  StatusOr<std::vector<ZeroVariant>> defaults =
+      ParseZeroVariants(ZeroFlags{}.variants);
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_TRUE(std::any_of(
+      defaults->begin(), defaults->end(),
+      [](const ZeroVariant& v) { return v.name == "torch-fsdp2"; }));
+}
+
+TEST(ZeroCommand, TorchFsdp2RunsTheDdpScriptWithFsdp2AndTheRecipe) {
+  ZeroFlags f;
+  f.precision = "fp16";  // the peer refuses it itself on a torch without it
+  const std::vector<std::string> c = ZeroCommand(
+      f, Variant("torch-fsdp2"), "resnet18", 4, Tools(), "/tmp/f.json");
+  ASSERT_GE(c.size(), 2u);
+  EXPECT_EQ(c[0], "/venv/bin/python");
+  EXPECT_EQ(c[1], "/share/torch_ddp.py");
+  EXPECT_TRUE(HasFlag(c, "--np", "4"));
+  EXPECT_EQ(c.back(), "--fsdp2");
+  EXPECT_FALSE(Has(c, "--zero"));
+  EXPECT_TRUE(HasFlag(c, "--optimizer", "adam"));
+  EXPECT_TRUE(HasFlag(c, "--precision", "fp16"));
 }
 
 TEST(TrainCommand, RecipeReachesBothProgramsAndConfigOnlyKoloTrain) {
@@ -191,6 +219,17 @@ TEST(ZeroRead, AJobsFiguresPerRank) {
   EXPECT_THAT(m->gradient_bytes, ElementsAre(50, 70));
   EXPECT_THAT(m->master_weight_bytes, ElementsAre(0, 0));
   EXPECT_THAT(m->peak_rss_bytes, ElementsAre(1048576000, 1073741824));
+}
+
+TEST(ZeroRead, Fsdp2MustHaveRunStageThree) {
+  // torch_ddp.py --fsdp2's record says zero_stage 3; a script without
+  // --fsdp2 would have run plain DDP (stage 0).
+  EXPECT_TRUE(
+      ReadZeroMeasurement(JobJson(3), "", Variant("torch-fsdp2"), 2).ok());
+  StatusOr<ZeroMeasurement> m =
+      ReadZeroMeasurement(JobJson(0), "", Variant("torch-fsdp2"), 2);
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(m.status().message(), HasSubstr("it ran ZeRO stage 0, not 3"));
 }
 
 TEST(ZeroRead, MissingMemoryIsAnErrorQuotingTheJob) {
