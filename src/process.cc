@@ -14,6 +14,7 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/reduce.h"
+#include "kolo/build_info.h"
 #include "metrics/exporter.h"
 #include "metrics/process_arena.h"
 #include "net/interfaces.h"
@@ -232,15 +233,12 @@ StatusOr<std::unique_ptr<PointToPoint>> StartPointToPoint(
   return PointToPoint::Start(p2p_options, *std::move(link), news_store);
 }
 
-// The engines this build has, for kolo_info.
+// The engines this build has, for kolo_info: "shm,tcp,gloo,mpi".
 std::string BuiltEngines() {
-  std::string engines = "shm,tcp";
-#ifdef KOLO_WITH_GLOO
-  engines += ",gloo";
-#endif
-#ifdef KOLO_WITH_MPI
-  engines += ",mpi";
-#endif
+  std::string engines;
+  for (const std::string& engine : BuildInfo().engines) {
+    engines += (engines.empty() ? "" : ",") + engine;
+  }
   return engines;
 }
 
@@ -253,7 +251,7 @@ StatusOr<std::unique_ptr<metrics::MetricsExporter>> StartMetrics(
   metrics::SetProcessPhase(metrics::RankPhase::kRunning);
   static const metrics::Gauge info = metrics::KoloGauge(
       "kolo_info", "kolo's version and the engines this build has; always 1.",
-      {{"version", KOLO_VERSION_STRING}, {"engines", BuiltEngines()}});
+      {{"version", BuildInfo().version}, {"engines", BuiltEngines()}});
   info.Set(1);
   KOLO_ASSIGN_OR_RETURN(MetricsEnvironment env,
                         ReadMetricsEnvironment(ProcessEnvironment()));

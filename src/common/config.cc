@@ -280,9 +280,7 @@ StatusOr<InitOptions> ReadInitOptions(const EnvLookup& env) {
   if (engine.backend == BackendKind::kGloo) engine.backend = BackendKind::kTcp;
 #endif
 #ifndef KOLO_WITH_MPI
-  if (engine.backend == BackendKind::kMpi && !env(env::kBackend)) {
-    engine.backend = BackendKind::kTcp;
-  }
+  if (engine.backend == BackendKind::kMpi) engine.backend = BackendKind::kTcp;
 #endif
 
   KOLO_ASSIGN_OR_RETURN(int64_t timeout_s,

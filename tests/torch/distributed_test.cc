@@ -7,9 +7,9 @@
 #include <regex>
 #include <string>
 
-#include "kolo/build_info.h"
 #include "kolo/torch.h"
 #include "testing/child_process.h"
+#include "testing/engines.h"
 
 namespace kolo {
 namespace {
@@ -39,8 +39,8 @@ TEST(TorchTypesTest, EveryKoloTypeMapsAndOthersAreRefused) {
 }
 
 TEST(TorchCollectivesTest, EveryCollectiveAndTypeOnEveryBackend) {
-  for (const char* backend : {"gloo", "mpi", "shm", "tcp"}) {
-    if (!BuildInfo().HasEngine(backend)) continue;  // built without it
+  for (const char* backend :
+       testing::BuiltEngines({"gloo", "mpi", "shm", "tcp"})) {
     RunResult r = RunWorker(3, backend, {"tensors"});
     ASSERT_EQ(r.exit_code, 0) << backend << "\n" << Describe(r);
     EXPECT_THAT(r.out,
@@ -134,20 +134,14 @@ TEST_P(OptimizerStateTest, BroadcastMakesEveryRankStepAlike) {
 INSTANTIATE_TEST_SUITE_P(Optimizers, OptimizerStateTest,
                          ::testing::Values("sgd", "adam", "adamw"));
 
-// Gloo, or kolo's tcp engine where Gloo was not built: an engine whose
-// ranks talk over sockets, as across hosts.
-const char* NetworkEngine() {
-  return BuildInfo().HasEngine("gloo") ? "gloo" : "tcp";
-}
-
 TEST(DistributedOptimizerTest, GradientsAreEnqueuedWhileBackwardRuns) {
-  RunResult r = RunWorker(2, NetworkEngine(), {"overlap"});
+  RunResult r = RunWorker(2, testing::NetworkEngineName(), {"overlap"});
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   EXPECT_THAT(r.out, HasSubstr("first gradient enqueued at")) << Describe(r);
 }
 
 TEST(DistributedOptimizerTest, UnusedBranchesDoNotHangTheStep) {
-  RunResult r = RunWorker(2, NetworkEngine(), {"unused"});
+  RunResult r = RunWorker(2, testing::NetworkEngineName(), {"unused"});
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   EXPECT_THAT(r.out, HasSubstr("rank 1: unused branches reduced as zeros"));
 }
