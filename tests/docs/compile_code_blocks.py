@@ -2,7 +2,8 @@
 """Compiles every C++ example of kolo's documentation, so none can go stale.
 
 The examples are:
-  * every ```cpp block of README.md;
+  * every ```cpp block of README.md and of every page under docs/
+    (docs/**/*.md);
   * in each public header (include/kolo/*.h), the lines of its opening
     comment (before the include guard) indented by at least three spaces
     after the "//": the usage sketch that opens the file.
@@ -83,11 +84,18 @@ TORCH_CONTEXT = """  torch::Tensor images = torch::zeros({8, 3, 32, 32});
 """
 
 
-def readme_blocks(path):
+def markdown_blocks(path, source):
+    """Every ```cpp block of the page at `path`, named by its path under `source`."""
     text = path.read_text()
+    name = path.relative_to(source).as_posix()
     for match in re.finditer(r"^```cpp\n(.*?)^```", text, re.S | re.M):
         line = text.count("\n", 0, match.start()) + 1
-        yield f"{path.name}:{line}", match.group(1)
+        yield f"{name}:{line}", match.group(1)
+
+
+def markdown_pages(source):
+    """README.md, then every page under docs/, in a stable order."""
+    return [source / "README.md"] + sorted((source / "docs").rglob("*.md"))
 
 
 def header_blocks(path):
@@ -127,7 +135,7 @@ def unit(fragments, torch):
     parts = [head]
     for number, (where, code) in enumerate(fragments):
         name, line = where.rsplit(":", 1)
-        # A README block's code starts on the line after its ```cpp fence; a
+        # A Markdown block's code starts on the line after its ```cpp fence; a
         # header's on the block's first line.
         first = int(line) + 1 if name.endswith(".md") else int(line)
         parts.append(f"\nkolo::Status Example{number}() {{\n{context}  {{\n"
@@ -145,7 +153,9 @@ def main():
                         help="LibTorch's flags, space-separated; empty: skip torch blocks")
     args = parser.parse_args()
     source = pathlib.Path(args.source_dir)
-    blocks = list(readme_blocks(source / "README.md"))
+    blocks = []
+    for page in markdown_pages(source):
+        blocks.extend(markdown_blocks(page, source))
     for header in sorted((source / "include" / "kolo").glob("*.h")):
         blocks.extend(header_blocks(header))
     flags = shlex.split(args.flags)
