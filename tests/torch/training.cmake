@@ -1,0 +1,10 @@
+# kolo::torch::Trainer: hooks in one process, and the data-parallel
+# equivalence on real ranks under kolorun.
+add_executable(trainer_worker ${CMAKE_CURRENT_SOURCE_DIR}/training/trainer_worker.cc)
+target_include_directories(trainer_worker PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+target_link_libraries(trainer_worker PRIVATE kolo_torch)
+kolo_torch_test(trainer_test ${CMAKE_CURRENT_SOURCE_DIR}/training/trainer_test.cc)
+target_compile_definitions(trainer_test PRIVATE
+  KOLORUN_PATH="$<TARGET_FILE:kolorun>"
+  TRAINER_WORKER_PATH="$<TARGET_FILE:trainer_worker>")
+add_dependencies(trainer_test kolorun trainer_worker)
