@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,22 @@ TEST_F(TrainerHooksTest, ARunResumedAfterItsLastEpochOnlyEvaluates) {
   ASSERT_TRUE(fit.ok()) << fit.status().ToString();
   EXPECT_FALSE(stepped);
   EXPECT_EQ(fit->eval.total, testing::kTrainingRows);
+}
+
+// Moved here with EpochSeed from kolo-train.
+TEST(EpochSeed, DiffersAcrossEpochsRanksAndSeeds) {
+  std::set<uint64_t> seen;
+  for (uint64_t seed : {0u, 1u, 42u}) {
+    for (int64_t epoch = 0; epoch < 20; ++epoch) {
+      for (int32_t rank = 0; rank < 20; ++rank) {
+        const uint64_t s = torch::EpochSeed(seed, epoch, rank);
+        EXPECT_EQ(s, torch::EpochSeed(seed, epoch, rank));
+        EXPECT_LT(s, uint64_t{1} << 63);
+        seen.insert(s);
+      }
+    }
+  }
+  EXPECT_EQ(seen.size(), 3u * 20u * 20u);
 }
 
 // N ranks of batch b against one process of batch N·b, on each engine.
