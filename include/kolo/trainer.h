@@ -2,18 +2,23 @@
 // program. Every rank builds the same model, picks a strategy (how gradients
 // meet across ranks) and hands both to a Trainer:
 //
-//   kolo::Init();
-//   auto model = kolo::models::LeNet();
-//   torch::optim::SGD sgd(model->parameters(), /*lr=*/0.05);
-//   kolo::torch::DataParallelStrategy strategy(sgd, *model);
-//   kolo::torch::TrainerOptions options;
-//   options.epochs = 3;
-//   options.batch_size = 64;  // per rank: the global batch is 64 · Size()
-//   kolo::torch::Trainer trainer(*model, strategy, options);
-//   trainer.hooks().on_epoch = [](const kolo::torch::EpochReport& e) {
-//     if (kolo::Rank() == 0) std::printf("accuracy %f\n", e.eval.accuracy());
-//   };
-//   kolo::StatusOr<kolo::torch::FitResult> fit = trainer.Fit(train, test);
+//   #include "kolo/trainer.h"
+//   int main() {
+//     kolo::Init();
+//     kolo::data::Dataset train, test;  // yours: images and labels
+//     auto model = kolo::models::LeNet();
+//     torch::optim::SGD sgd(model->parameters(), /*lr=*/0.05);
+//     kolo::torch::DataParallelStrategy strategy(sgd, *model);
+//     kolo::torch::TrainerOptions options;
+//     options.epochs = 3;
+//     options.batch_size = 64;  // per rank: the global batch is 64 * Size()
+//     kolo::torch::Trainer trainer(*model, strategy, options);
+//     trainer.hooks().on_epoch = [](const kolo::torch::EpochReport& e) {
+//       if (kolo::Rank() == 0) std::printf("%f\n", e.eval.accuracy());
+//     };
+//     kolo::StatusOr<kolo::torch::FitResult> fit = trainer.Fit(train, test);
+//     return fit.ok() && kolo::Shutdown().ok() ? 0 : 1;
+//   }
 //
 // Fit() makes the ranks identical (the strategy's Start: rank 0's weights
 // and optimizer state), then per epoch trains on this rank's shard of a
@@ -157,10 +162,10 @@ struct StepReport {
   int64_t epoch = 0;  // 0-based
   int64_t batch = 0;  // 0-based, within the epoch
   int64_t batches_per_epoch = 0;
-  double loss = 0;          // this rank's, of this batch
-  double mean_loss = 0;     // this rank's, over the epoch so far
-  int64_t images_seen = 0;  // this rank's, in the epoch so far
-  double lr = 0;
+  double loss = 0;           // this rank's, of this batch
+  double mean_loss = 0;      // this rank's, over the epoch so far
+  int64_t images_seen = 0;   // this rank's, in the epoch so far
+  double lr = 0;             // the learning_rate hook's; 0 without it
   double epoch_seconds = 0;  // since the epoch started
   StepOutcome outcome;
   int64_t steps_taken = 0;
