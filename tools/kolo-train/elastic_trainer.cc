@@ -218,7 +218,8 @@ class ElasticTraining {
       KOLO_RETURN_IF_ERROR(kolo::torch::BroadcastParameters(model_, 0));
     }
     KOLO_ASSIGN_OR_RETURN(Evaluation eval,
-                          Evaluate(model_, setup_.data.test, rank, size));
+                          kolo::torch::Evaluate(model_, setup_.data.test,
+                                                kEvalBatchSize, "kolo-train"));
     json history = json::parse(history_text_, nullptr, false);
     if (!history.is_array()) history = json::array();
     const double loss =

@@ -17,7 +17,10 @@ std::vector<std::string> DatasetChoices() {
   return {"fashion-mnist", "mnist", "cifar10", "synthetic"};
 }
 
-void AddFlags(CLI::App& app, Flags* f) {
+namespace {
+
+// What trains on what: the model, the data, the epochs and batches.
+void AddDataAndModelFlags(CLI::App& app, Flags* f) {
   app.add_option("--model", f->model, "network to train")
       ->check(CLI::IsMember(ModelChoices()))
       ->capture_default_str();
@@ -31,6 +34,10 @@ void AddFlags(CLI::App& app, Flags* f) {
       ->capture_default_str();
   app.add_option("--batch-size", f->batch_size, "batch size per worker")
       ->capture_default_str();
+}
+
+// The optimizer and its learning rate; LibTorch threads and the seed.
+void AddOptimizerFlags(CLI::App& app, Flags* f) {
   app.add_option("--lr", f->lr, "learning rate of one worker")
       ->capture_default_str();
   app.add_flag("--no-lr-scaling", f->no_lr_scaling,
@@ -59,6 +66,10 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--seed", f->seed,
                  "seed of the weights, the shuffle and the dropout masks")
       ->capture_default_str();
+}
+
+// Communication, checkpoints, subsets, output and the benchmark mode.
+void AddRunFlags(CLI::App& app, Flags* f) {
   app.add_option("--compression", f->compression,
                  "how gradients travel: none, fp16 or bf16")
       ->check(CLI::IsMember({"none", "fp16", "bf16"}))
@@ -92,6 +103,10 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_flag("--no-kolo", f->no_kolo,
                "train in this one process with plain LibTorch (its own "
                "optimizer, no kolo runtime): the baseline for kolo's cost");
+}
+
+// ZeRO, mixed precision and elastic training.
+void AddZeroAndElasticFlags(CLI::App& app, Flags* f) {
   app.add_option("--config", f->config_path,
                  "a DeepSpeed-style JSON configuration (train_batch_size, "
                  "optimizer, scheduler, gradient_clipping, fp16, bf16, "
@@ -121,6 +136,10 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--kill-rank-at-step", f->kill_rank_at_step,
                  "--elastic, for fault-injection tests: R:S makes rank R of "
                  "the first round kill itself at global step S");
+}
+
+// Pipeline and parameter-server training.
+void AddModelParallelFlags(CLI::App& app, Flags* f) {
   app.add_option("--pipeline-stages", f->pipeline_stages,
                  "pipeline parallelism: cut the model into this many stages, "
                  "one per rank; the world is stages x replicas (0: none)")
@@ -150,6 +169,17 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "--ps-mode stale: steps a worker may run ahead of the "
                  "slowest")
       ->capture_default_str();
+}
+
+}  // namespace
+
+// The flags in the order --help lists them.
+void AddFlags(CLI::App& app, Flags* f) {
+  AddDataAndModelFlags(app, f);
+  AddOptimizerFlags(app, f);
+  AddRunFlags(app, f);
+  AddZeroAndElasticFlags(app, f);
+  AddModelParallelFlags(app, f);
 }
 
 namespace {

@@ -490,14 +490,10 @@ StatusOr<Evaluation> EvaluatePipeline(kolo::torch::Pipeline& pipeline,
                        test.size());
 }
 
-Status RunPipeline(const Flags& f, int32_t rank, int32_t size, int32_t threads,
-                   const Data& d) {
-  // The same seed as Prepare's model: the same initial weights.
-  ::torch::manual_seed(f.seed);
-  KOLO_ASSIGN_OR_RETURN(
-      ::torch::nn::Sequential sequence,
-      models::CreateSequentialModel(f.model, d.train.num_classes,
-                                    d.train.images.size(1)));
+// The pipeline --pipeline-stages, --micro-batches, --schedule and --balance
+// ask for, over `sequence`.
+StatusOr<std::unique_ptr<kolo::torch::Pipeline>> CreatePipeline(
+    const Flags& f, const Data& d, ::torch::nn::Sequential& sequence) {
   kolo::torch::PipelineOptions options;
   options.stages = f.pipeline_stages;
   options.micro_batches = f.micro_batches;
@@ -519,6 +515,48 @@ Status RunPipeline(const Flags& f, int32_t rank, int32_t size, int32_t threads,
         fmt::format("--pipeline-stages {} of --model {} ({} layers)",
                     f.pipeline_stages, f.model, sequence->size()));
   }
+  return created;
+}
+
+// Per rank (kolo-bench pipeline reads one figure per stage): the stage's
+// time, its peak activations and what its parameters and optimizer hold.
+StatusOr<json> PipelineStatisticsJson(kolo::torch::Pipeline& pipeline,
+                                      ::torch::optim::Optimizer* optimizer,
+                                      Peers& peers) {
+  const kolo::torch::PipelineStatistics& s = pipeline.statistics();
+  int64_t parameter_bytes = 0;
+  for (const ::torch::Tensor& t : pipeline.parameters())
+    parameter_bytes += t.numel() * t.element_size();
+  const int64_t state_bytes =
+      optimizer ? kolo::torch::OptimizerStateBytes(*optimizer) : 0;
+  KOLO_ASSIGN_OR_RETURN(std::vector<double> busy,
+                        peers.Gather(s.total_busy_seconds));
+  KOLO_ASSIGN_OR_RETURN(std::vector<double> idle,
+                        peers.Gather(s.total_idle_seconds));
+  KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> peaks,
+                        peers.Gather<int64_t>(s.max_peak_activations));
+  KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> parameters,
+                        peers.Gather(parameter_bytes));
+  KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> states, peers.Gather(state_bytes));
+  return json{{"bubble_fraction", s.BubbleFraction()},
+              {"max_peak_activations", peaks},
+              {"busy_seconds", busy},
+              {"idle_seconds", idle},
+              {"parameter_bytes", parameters},
+              {"optimizer_state_bytes", states}};
+}
+
+Status RunPipeline(const Flags& f, int32_t rank, int32_t size, int32_t threads,
+                   const Data& d) {
+  // The same seed as Prepare's model: the same initial weights.
+  ::torch::manual_seed(f.seed);
+  KOLO_ASSIGN_OR_RETURN(
+      ::torch::nn::Sequential sequence,
+      models::CreateSequentialModel(f.model, d.train.num_classes,
+                                    d.train.images.size(1)));
+  StatusOr<std::unique_ptr<kolo::torch::Pipeline>> created =
+      CreatePipeline(f, d, sequence);
+  if (!created.ok()) return created.status();
   std::shared_ptr<kolo::torch::Pipeline> pipeline = *std::move(created);
   std::vector<::torch::Tensor> parameters = pipeline->parameters();
   std::shared_ptr<::torch::optim::Optimizer> optimizer;
@@ -585,29 +623,8 @@ Status RunPipeline(const Flags& f, int32_t rank, int32_t size, int32_t threads,
   };
   // Per rank (kolo-bench pipeline reads one figure per stage): the stage's
   // time, its peak activations and what its parameters and optimizer hold.
-  mode.statistics = [pipeline, optimizer, peers]() -> StatusOr<json> {
-    const kolo::torch::PipelineStatistics& s = pipeline->statistics();
-    int64_t parameter_bytes = 0;
-    for (const ::torch::Tensor& t : pipeline->parameters())
-      parameter_bytes += t.numel() * t.element_size();
-    const int64_t state_bytes =
-        optimizer ? kolo::torch::OptimizerStateBytes(*optimizer) : 0;
-    KOLO_ASSIGN_OR_RETURN(std::vector<double> busy,
-                          peers->Gather(s.total_busy_seconds));
-    KOLO_ASSIGN_OR_RETURN(std::vector<double> idle,
-                          peers->Gather(s.total_idle_seconds));
-    KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> peaks,
-                          peers->Gather<int64_t>(s.max_peak_activations));
-    KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> parameters,
-                          peers->Gather(parameter_bytes));
-    KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> states,
-                          peers->Gather(state_bytes));
-    return json{{"bubble_fraction", s.BubbleFraction()},
-                {"max_peak_activations", peaks},
-                {"busy_seconds", busy},
-                {"idle_seconds", idle},
-                {"parameter_bytes", parameters},
-                {"optimizer_state_bytes", states}};
+  mode.statistics = [pipeline, optimizer, peers]() {
+    return PipelineStatisticsJson(*pipeline, optimizer.get(), *peers);
   };
   mode.summary = [pipeline]() {
     const kolo::torch::PipelineStatistics& s = pipeline->statistics();
@@ -655,6 +672,24 @@ kolo::torch::ParameterServerMode PsMode(const std::string& name) {
     return kolo::torch::ParameterServerMode::kBoundedStaleness;
   }
   return kolo::torch::ParameterServerMode::kSynchronous;
+}
+
+// A worker's parameter-server figures, for the JSON and rank 0's line.
+json ParameterServerJson(const kolo::torch::ParameterServerStatistics& st) {
+  return json{{"steps", st.steps},
+              {"max_staleness", st.max_staleness},
+              {"bytes_sent", st.bytes_sent},
+              {"bytes_received", st.bytes_received},
+              {"wait_seconds", st.wait_seconds}};
+}
+
+std::string ParameterServerSummary(
+    const kolo::torch::ParameterServerStatistics& st) {
+  return fmt::format(
+      "parameter servers: worker 0 took {} steps, waited {:.2f} s for the "
+      "servers, pushed {:.1f} MiB, pulled {:.1f} MiB, staleness at most {}",
+      st.steps, st.wait_seconds, st.bytes_sent / 1048576.0,
+      st.bytes_received / 1048576.0, st.max_staleness);
 }
 
 Status RunParameterServers(const Flags& f, int32_t rank, int32_t size,
@@ -737,21 +772,9 @@ Status RunParameterServers(const Flags& f, int32_t rank, int32_t size,
   mode.set_training = [model](bool train) { model->train(train); };
   mode.waiting_seconds = [ps]() { return ps->statistics().wait_seconds; };
   mode.statistics = [ps]() -> StatusOr<json> {
-    const kolo::torch::ParameterServerStatistics st = ps->statistics();
-    return json{{"steps", st.steps},
-                {"max_staleness", st.max_staleness},
-                {"bytes_sent", st.bytes_sent},
-                {"bytes_received", st.bytes_received},
-                {"wait_seconds", st.wait_seconds}};
+    return ParameterServerJson(ps->statistics());
   };
-  mode.summary = [ps]() {
-    const kolo::torch::ParameterServerStatistics st = ps->statistics();
-    return fmt::format(
-        "parameter servers: worker 0 took {} steps, waited {:.2f} s for the "
-        "servers, pushed {:.1f} MiB, pulled {:.1f} MiB, staleness at most {}",
-        st.steps, st.wait_seconds, st.bytes_sent / 1048576.0,
-        st.bytes_received / 1048576.0, st.max_staleness);
-  };
+  mode.summary = [ps]() { return ParameterServerSummary(ps->statistics()); };
   Status trained = f.benchmark_steps > 0
                        ? Benchmark(f, rank, size, s.data, mode)
                        : TrainEpochs(f, rank, size, Clock::now(), s.data, mode);

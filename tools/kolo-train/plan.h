@@ -1,6 +1,6 @@
 // The arithmetic of a kolo-train run, kept free of LibTorch so that it can be
-// tested alone: the learning rate at each iteration, the rows of the test set
-// each rank evaluates, and the seeds that make a run a function of its flags.
+// tested alone: the learning rate at each iteration and the rows of the test
+// set each rank evaluates.
 //
 // Learning rate. Data-parallel training on W workers with a per-worker batch
 // b takes steps over W·b samples, so it scales the single-worker rate by W
@@ -59,13 +59,6 @@ double LearningRate(const LrPlan& plan, int64_t iteration);
 // makes every test image count once across the ranks.
 int64_t UnpaddedShardSize(int64_t dataset_size, int32_t rank,
                           int32_t world_size);
-
-// The seed of LibTorch's generator for one rank's epoch (dropout masks):
-// a function of (seed, epoch, rank) alone, so an epoch draws the same masks
-// whether the run was interrupted before it or not. The three are mixed by a
-// hash rather than a linear formula so that no two (epoch, rank) pairs of a
-// run share a seed however many ranks there are.
-uint64_t EpochSeed(uint64_t seed, int64_t epoch, int32_t rank);
 
 }  // namespace kolo::train
 

@@ -116,52 +116,6 @@ Status Prepare(const Flags& f, int32_t rank, Setup* s) {
   return Status::Ok();
 }
 
-StatusOr<Evaluation> Evaluate(models::Model& model, const data::Dataset& test,
-                              int32_t rank, int32_t size) {
-  data::DistributedSampler::Options options;
-  options.rank = rank;
-  options.world_size = size;
-  options.shuffle = false;
-  KOLO_ASSIGN_OR_RETURN(data::DistributedSampler sampler,
-                        data::DistributedSampler::Create(test.size(), options));
-  std::vector<int64_t> rows = sampler.Indices(0);
-  rows.resize(static_cast<size_t>(UnpaddedShardSize(test.size(), rank, size)));
-  const int64_t local_total = static_cast<int64_t>(rows.size());
-
-  ::torch::NoGradGuard no_grad;
-  model.eval();
-  int64_t correct = 0;
-  if (!rows.empty()) {
-    data::LoaderOptions loader_options;
-    loader_options.batch_size = kEvalBatchSize;
-    loader_options.num_workers = kLoaderWorkers;
-    KOLO_ASSIGN_OR_RETURN(
-        std::unique_ptr<data::DataLoader> loader,
-        data::DataLoader::Create(test, std::move(rows), loader_options));
-    while (true) {
-      KOLO_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, loader->Next());
-      if (!batch) break;
-      ::torch::Tensor predicted =
-          model.forward(ModelInput(model, batch->images)).argmax(1);
-      correct += predicted.eq(batch->labels).sum().item<int64_t>();
-    }
-  }
-  ::torch::Tensor counts =
-      ::torch::tensor({correct, local_total}, ::torch::kInt64);
-  KOLO_ASSIGN_OR_RETURN(
-      ::torch::Tensor sums,
-      kolo::torch::Allreduce(counts, "kolo-train.eval", ReduceOp::kSum));
-  Evaluation result;
-  result.correct = sums[0].item<int64_t>();
-  result.total = sums[1].item<int64_t>();
-  if (result.total != test.size()) {
-    return Internal(fmt::format(
-        "evaluation counted {} test images across the ranks, not {}",
-        result.total, test.size()));
-  }
-  return result;
-}
-
 json EpochRecord(const EpochFigures& e) {
   return {{"epoch", e.epoch},
           {"lr", e.lr},
@@ -191,13 +145,6 @@ CheckpointInfo CheckpointInfoAfter(const Flags& f, int64_t epochs_done,
   info.optimizer = CheckpointOptimizerName(f);
   info.history_json = history_json;
   return info;
-}
-
-::torch::Tensor ModelInput(models::Model& model,
-                           const ::torch::Tensor& images) {
-  const auto parameters = model.parameters();
-  if (parameters.empty()) return images;
-  return images.to(parameters.front().scalar_type());
 }
 
 std::string CheckpointOptimizerName(const Flags& f) {

@@ -1,7 +1,6 @@
 // What a kolo-train run builds before it trains, shared by the plain and the
 // elastic training loops: the data, the model and optimizer (from --seed,
-// and from the checkpoint with --resume), and the evaluation on the test
-// set.
+// and from the checkpoint with --resume).
 #ifndef KOLO_TOOLS_KOLO_TRAIN_SETUP_H_
 #define KOLO_TOOLS_KOLO_TRAIN_SETUP_H_
 
@@ -18,6 +17,7 @@
 #include "kolo/models.h"
 #include "kolo/status.h"
 #include "kolo/torch.h"
+#include "kolo/trainer.h"
 
 namespace kolo::train {
 
@@ -50,19 +50,10 @@ StatusOr<Data> LoadData(const Flags& f);
 // --resume, `rank` 0 also loads the checkpoint.
 Status Prepare(const Flags& f, int32_t rank, Setup* s);
 
-struct Evaluation {
-  int64_t correct = 0;
-  int64_t total = 0;
-  double accuracy() const {
-    return total > 0 ? static_cast<double>(correct) / total : 0.0;
-  }
-};
-
-// Each rank classifies the real rows of its unshuffled DistributedSampler
-// shard (UnpaddedShardSize: the padding would count some images twice); the
-// counts are summed across ranks, and their total must be the test set.
-StatusOr<Evaluation> Evaluate(models::Model& model, const data::Dataset& test,
-                              int32_t rank, int32_t size);
+// The test-set evaluation every mode reports (kolo/trainer.h).
+using Evaluation = kolo::torch::Evaluation;
+using kolo::torch::EpochSeed;
+using kolo::torch::ModelInput;
 
 // One finished epoch as the training loops report it: a record of the
 // JSON history and rank 0's line, the same in every mode.
@@ -82,10 +73,6 @@ std::string EpochLine(const EpochFigures& e);
 // tensors: the flags a resume must match, and the history so far.
 CheckpointInfo CheckpointInfoAfter(const Flags& f, int64_t epochs_done,
                                    const std::string& history_json);
-
-// `images` in the dtype of the model's parameters (a bfloat16 model under
-// --precision bf16 takes bfloat16 input).
-::torch::Tensor ModelInput(models::Model& model, const ::torch::Tensor& images);
 
 // The optimizer's name in checkpoints: a ZeroOptimizer's state lives in
 // its own shard files, so a checkpoint of one cannot resume the other.

@@ -53,10 +53,6 @@ json RuntimeTraffic() {
           {"fused_batches", stats.fused_batches}};
 }
 
-// The message of an error that another rank has printed already (see
-// AgreeAcrossRanks); RunTraining exits with it silently.
-constexpr char kReportedByAnotherRank[] = "reported by another rank";
-
 void PrintError(const Status& status) {
   std::string message = status.message();
   if (message.empty()) message = status.ToString();
@@ -64,42 +60,7 @@ void PrintError(const Status& status) {
   std::fflush(stderr);
 }
 
-// Every rank learns whether `status` failed on any rank, so that no rank
-// goes on into a collective that a failed rank will never join. The first
-// failed rank gets its own error back and prints it; the other ranks, failed
-// or not, get kReportedByAnotherRank: under the same flags on one host the
-// ranks fail alike, and one line says it.
-Status AgreeAcrossRanks(const Status& status, int32_t rank, int32_t size) {
-  if (size == 1) return status;
-  const int32_t failed = status.ok() ? 0 : 1;
-  std::vector<int32_t> all(static_cast<size_t>(size), 0);
-  Status gathered = Allgather(&failed, all.data(), 1, DataType::kInt32);
-  if (!gathered.ok()) {
-    return status.ok() ? gathered.WithContext("agreeing on setup") : status;
-  }
-  const auto first = std::find(all.begin(), all.end(), 1);
-  if (first == all.end()) return Status::Ok();
-  if (first - all.begin() == rank) return status;
-  return Aborted(kReportedByAnotherRank);
-}
-
 // ---------------------------------------------------------------- summary
-
-// FNV-1a over the bytes of every parameter, in named_parameters() order:
-// equal on two ranks (or two runs) only when the weights are bit-identical.
-uint64_t ParameterChecksum(models::Model& model) {
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  for (const auto& item : model.named_parameters()) {
-    ::torch::Tensor t = item.value().detach().contiguous();
-    const auto* bytes = static_cast<const unsigned char*>(t.data_ptr());
-    const size_t n = static_cast<size_t>(t.numel()) * t.element_size();
-    for (size_t i = 0; i < n; ++i) {
-      hash ^= bytes[i];
-      hash *= 0x100000001b3ULL;
-    }
-  }
-  return hash;
-}
 
 bench::Table::Column Column(const char* title, const char* unit, int width) {
   bench::Table::Column column;
@@ -110,9 +71,9 @@ bench::Table::Column Column(const char* title, const char* unit, int width) {
 }
 
 // Every rank's optimizer memory, on every rank.
-StatusOr<std::vector<EngineMemory>> GatherMemory(const Engine& engine,
-                                                 int32_t size) {
-  const EngineMemory mine = engine.Memory();
+StatusOr<std::vector<EngineMemory>> GatherMemory(
+    const kolo::torch::TrainingStrategy& strategy, int32_t size) {
+  const EngineMemory mine = strategy.Memory();
   const int64_t local[3] = {mine.optimizer_state_bytes, mine.gradient_bytes,
                             mine.master_weight_bytes};
   std::vector<int64_t> all(static_cast<size_t>(3 * size));
@@ -284,328 +245,366 @@ data::LoaderOptions TrainLoaderOptions(const Flags& f, const Data& d) {
   return options;
 }
 
+// The rate of one step: the --config file's schedule, which counts optimizer
+// steps, or plan.h's, which counts batches. A --config file's rate is the
+// global batch's (config_file.h), so it is never scaled.
+struct RunLearningRate {
+  bool from_file = false;
+  LrPlan plan;
+  int64_t warmup_epochs = 0;  // 0 when no warm-up runs
+
+  double At(const Flags& f, const kolo::torch::StepPosition& p) const {
+    if (from_file)
+      return LearningRateAt(f.config->scheduler, f.lr, p.steps_taken);
+    return LearningRate(plan, p.iteration);
+  }
+};
+
+RunLearningRate MakeLearningRate(const Flags& f, int32_t size,
+                                 int64_t batches_per_epoch) {
+  RunLearningRate rate;
+  rate.from_file = FileDrivesLearningRate(f);
+  rate.plan.base_lr = f.lr;
+  rate.plan.scaled_lr = f.no_lr_scaling || rate.from_file ? f.lr : f.lr * size;
+  rate.plan.warmup_iterations =
+      rate.plan.scaled_lr == f.lr ? 0 : f.warmup_epochs * batches_per_epoch;
+  rate.plan.total_iterations = f.epochs * batches_per_epoch;
+  rate.plan.schedule =
+      f.lr_schedule == "constant" ? LrSchedule::kConstant : LrSchedule::kCosine;
+  rate.warmup_epochs = rate.plan.warmup_iterations > 0 ? f.warmup_epochs : 0;
+  return rate;
+}
+
+// The optimizer and its rate, as rank 0's second line says them.
+std::string LearningRateText(const Flags& f, const RunLearningRate& rate,
+                             bool zero) {
+  std::string text = fmt::format("{} lr {}", f.optimizer, f.lr);
+  if (rate.plan.scaled_lr != f.lr)
+    text += fmt::format(" scaled to {}", rate.plan.scaled_lr);
+  if (rate.warmup_epochs > 0) {
+    text += fmt::format(" with {} warm-up epoch{}", f.warmup_epochs,
+                        f.warmup_epochs == 1 ? "" : "s");
+  }
+  text += rate.from_file ? ", the --config file's schedule"
+                         : fmt::format(", {} schedule", f.lr_schedule);
+  if (zero) {
+    text += fmt::format("; ZeRO stage {}, {}", f.zero_stage, f.precision);
+    if (f.gradient_clipping > 0)
+      text +=
+          fmt::format(", gradients clipped to norm {}", f.gradient_clipping);
+  }
+  return text;
+}
+
+// What the epoch loop's hooks share on one rank.
+struct TrainState {
+  TrainState(const Flags& flags, const Setup& setup, int32_t rank_,
+             int32_t size_, int32_t threads_)
+      : f(flags),
+        s(setup),
+        rank(rank_),
+        size(size_),
+        threads(threads_),
+        progress(stdout, {rank_ == 0 && bench::DrawsInPlace(stdout)}) {}
+
+  const Flags& f;
+  const Setup& s;
+  int32_t rank = 0;
+  int32_t size = 1;
+  int32_t threads = 1;
+  RunStrategy strategy;
+  RunLearningRate rate;
+  int64_t batches_per_epoch = 0;
+  int64_t epochs_done = 0;  // when the run started
+  // Rank 0's epoch in flight, redrawn in place on a terminal (kolorun gives
+  // rank 0 one when its own output is a terminal); elsewhere, only the line
+  // per epoch.
+  ProgressLine progress;
+  json history;
+  int64_t skipped_steps = 0;
+};
+
+// Rank 0's lines before the first epoch: the model and data, the job's
+// shape and rate, a resume, and a checkpoint that cannot resume exactly.
+void PrintHeader(const TrainState& t) {
+  const Flags& f = t.f;
+  fmt::print(
+      "kolo-train: {} ({} parameters) on {} ({}: {} training, {} test "
+      "images)\n",
+      f.model, models::CountParameters(*t.s.model), f.dataset, t.s.data.source,
+      t.s.data.train.size(), t.s.data.test.size());
+  const int64_t steps = t.batches_per_epoch / f.backward_passes_per_step;
+  fmt::print(
+      "kolo-train: {} workers x batch {} (global {}), {} LibTorch "
+      "thread{} per worker; {}; {} step{} per epoch\n",
+      t.size, f.batch_size, f.batch_size * t.size * f.backward_passes_per_step,
+      t.threads, t.threads == 1 ? "" : "s",
+      LearningRateText(f, t.rate, t.strategy.zero != nullptr), steps,
+      steps == 1 ? "" : "s");
+  if (!t.s.resumed_from.empty()) {
+    fmt::print("kolo-train: resumed from {} after epoch {}\n", t.s.resumed_from,
+               t.epochs_done);
+  }
+  if (!f.checkpoint_dir.empty() &&
+      t.batches_per_epoch % f.backward_passes_per_step != 0) {
+    fmt::print(
+        "kolo-train: warning: {} batches per epoch do not divide by "
+        "--backward-passes-per-step {}; a resumed run will not match an "
+        "uninterrupted one exactly\n",
+        t.batches_per_epoch, f.backward_passes_per_step);
+  }
+  std::fflush(stdout);
+}
+
 // Rank 0's lines about single steps: a float16 overflow at the minimum loss
 // scale (the step was skipped; training may be diverging), and, with a
 // --config file, DeepSpeed's progress line every steps_per_print steps.
 // Both go above the progress line.
-void ReportStep(const Flags& f, const Engine& engine,
-                const kolo::torch::StepOutcome& outcome, double loss, double lr,
-                ProgressLine* progress) {
+void ReportStep(TrainState& t, const kolo::torch::StepReport& r) {
+  const Flags& f = t.f;
+  const kolo::torch::StepOutcome& outcome = r.outcome;
   if (outcome.overflow_at_minimum_scale) {
-    progress->Print(fmt::format(
+    t.progress.Print(fmt::format(
         "kolo-train: warning: step {} overflowed at the minimum loss scale "
         "{}; skipped",
-        engine.steps_taken() + engine.skipped_steps(), outcome.loss_scale));
+        r.steps_taken + r.skipped_steps, outcome.loss_scale));
   }
   if (!f.config || !outcome.stepped || f.config->steps_per_print <= 0 ||
-      engine.steps_taken() % f.config->steps_per_print != 0) {
+      r.steps_taken % f.config->steps_per_print != 0) {
     return;
   }
   std::string line = fmt::format("kolo-train: step {}  loss {:.4f}  lr {:.4g}",
-                                 engine.steps_taken(), loss, lr);
+                                 r.steps_taken, r.loss, r.lr);
   if (outcome.gradient_norm > 0)
     line += fmt::format("  grad norm {:.4g}", outcome.gradient_norm);
   if (f.precision == "fp16")
     line += fmt::format("  loss scale {}  skipped {}", outcome.loss_scale,
-                        engine.skipped_steps());
-  progress->Print(line);
+                        r.skipped_steps);
+  t.progress.Print(line);
 }
 
+// Rank 0's progress line of the epoch in flight.
+void ShowProgress(TrainState& t, const kolo::torch::StepReport& r) {
+  const double rate =
+      static_cast<double>(r.images_seen) * t.size / r.epoch_seconds;
+  const int64_t done = r.batch + 1;
+  const double per_batch = r.epoch_seconds / static_cast<double>(done);
+  const int64_t left = (r.batches_per_epoch - done) +
+                       (t.f.epochs - r.epoch - 1) * r.batches_per_epoch;
+  t.progress.Update(
+      fmt::format(
+          "epoch {}/{}  step {}/{}  loss {:.4f}  {:.0f} images/s  ETA {}",
+          r.epoch + 1, t.f.epochs, done, r.batches_per_epoch, r.mean_loss, rate,
+          FormatDuration(per_batch * static_cast<double>(left))),
+      /*force=*/done == r.batches_per_epoch);
+}
+
+void RecordEpoch(TrainState& t, const kolo::torch::EpochReport& e) {
+  EpochFigures figures;
+  figures.epoch = e.epoch;
+  figures.epochs = t.f.epochs;
+  figures.lr = e.lr;
+  figures.train_loss = e.train_loss;
+  figures.eval = e.eval;
+  figures.seconds = e.seconds;
+  figures.images_per_second = static_cast<double>(e.images) / e.seconds;
+  t.history.push_back(EpochRecord(figures));
+  if (t.rank == 0) t.progress.Finish(EpochLine(figures));
+}
+
+// Every rank takes rank 0's epoch count; ZeroOptimizer's shards load at
+// any number of workers.
+StatusOr<int64_t> Resume(TrainState& t) {
+  KOLO_RETURN_IF_ERROR(
+      Broadcast(&t.epochs_done, &t.epochs_done, 1, DataType::kInt64, 0));
+  if (t.strategy.zero == nullptr || !t.f.resume) return t.epochs_done;
+  Status loaded = t.strategy.zero->zero()->Load(t.f.checkpoint_dir + "/zero");
+  if (loaded.code() == StatusCode::kNotFound && t.epochs_done > 0) {
+    return InvalidArgument("--resume: " + CheckpointPath(t.f.checkpoint_dir) +
+                           " holds " + std::to_string(t.epochs_done) +
+                           " epochs but " + loaded.message());
+  }
+  if (!loaded.ok() && loaded.code() != StatusCode::kNotFound) return loaded;
+  return t.epochs_done;
+}
+
+// Rank 0 alone writes the checkpoint, and the others must not train on if
+// it failed; then every rank writes its own shard of a ZeroOptimizer.
+Status Checkpoint(TrainState& t, int64_t epochs_done) {
+  Status saved;
+  if (t.rank == 0) {
+    saved =
+        SaveCheckpoint(t.f.checkpoint_dir, *t.s.model, *t.s.optimizer,
+                       CheckpointInfoAfter(t.f, epochs_done, t.history.dump()));
+  }
+  KOLO_RETURN_IF_ERROR(kolo::torch::AgreeAcrossRanks(saved));
+  if (t.strategy.zero == nullptr) return Status::Ok();
+  return t.strategy.zero->zero()->Save(t.f.checkpoint_dir + "/zero");
+}
+
+void SetHooks(TrainState& t, kolo::torch::TrainerHooks& hooks) {
+  hooks.learning_rate = [&t](const kolo::torch::StepPosition& p) {
+    return t.rate.At(t.f, p);
+  };
+  if (t.rate.from_file) {
+    hooks.momentum = [&t](const kolo::torch::StepPosition& p) {
+      return MomentumAt(t.f.config->scheduler, p.steps_taken);
+    };
+  }
+  hooks.resume = [&t] { return Resume(t); };
+  hooks.on_start = [&t](int64_t start, int64_t) {
+    t.epochs_done = start;
+    if (t.rank == 0) PrintHeader(t);
+  };
+  hooks.on_step = [&t](const kolo::torch::StepReport& r) {
+    t.skipped_steps = r.skipped_steps;
+    if (t.rank != 0) return;
+    ReportStep(t, r);
+    ShowProgress(t, r);
+  };
+  hooks.on_epoch = [&t](const kolo::torch::EpochReport& e) {
+    RecordEpoch(t, e);
+  };
+  if (!t.f.checkpoint_dir.empty()) {
+    hooks.checkpoint = [&t](int64_t done) { return Checkpoint(t, done); };
+  }
+}
+
+kolo::torch::TrainerOptions RunTrainerOptions(const Flags& f, const Data& d) {
+  kolo::torch::TrainerOptions options;
+  options.epochs = f.epochs;
+  options.batch_size = f.batch_size;
+  options.seed = f.seed;
+  options.backward_passes_per_step = f.backward_passes_per_step;
+  options.loader_workers = kLoaderWorkers;
+  options.augmentation = d.augmentation;
+  options.eval_batch_size = kEvalBatchSize;
+  options.name = "kolo-train";
+  return options;
+}
+
+// What the report needs besides the Trainer's result: gathered from every
+// rank, kept on rank 0.
+Status FillOutcome(const TrainState& t, const kolo::torch::FitResult& fit,
+                   Outcome& o) {
+  const int64_t peak_rss = PeakRssBytes();
+  o.peak_rss_bytes.resize(static_cast<size_t>(t.size));
+  KOLO_RETURN_IF_ERROR(
+      Allgather(&peak_rss, o.peak_rss_bytes.data(), 1, DataType::kInt64));
+  KOLO_ASSIGN_OR_RETURN(o.memory, GatherMemory(*t.strategy.strategy, t.size));
+  o.resumed_after_epoch = fit.start_epoch;
+  o.threads = t.threads;
+  o.scaled_lr = t.rate.plan.scaled_lr;
+  o.warmup_epochs = t.rate.warmup_epochs;
+  o.history = t.history;
+  o.evaluation = fit.eval;
+  o.train_loss =
+      fit.epochs.empty()
+          ? (t.history.empty() ? 0.0
+                               : t.history.back().value("train_loss", 0.0))
+          : fit.epochs.back().train_loss;
+  o.train_seconds = fit.train_seconds;
+  o.images_trained = fit.images_trained;
+  o.checksum = fit.parameter_checksum;
+  o.skipped_steps = t.skipped_steps;
+  if (t.strategy.zero != nullptr)
+    o.loss_scale = t.strategy.zero->zero()->loss_scaler().scale();
+  return Status::Ok();
+}
+
+// The epochs on the library's Trainer; the flags become its options and
+// hooks, and rank 0 reports.
 Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
              Clock::time_point start, Setup& s) {
-  models::Model& model = *s.model;
-  ::torch::optim::Optimizer& inner = *s.optimizer;
-  const data::Dataset& train = s.data.train;
-  const data::Dataset& test = s.data.test;
-
-  // Every rank starts from rank 0's weights, optimizer state and epoch.
-  if (f.precision == "bf16") model.to(::torch::kBFloat16);
-  KOLO_RETURN_IF_ERROR(kolo::torch::BroadcastParameters(model, 0));
-  KOLO_RETURN_IF_ERROR(kolo::torch::BroadcastOptimizerState(inner, 0));
-  int64_t epochs_done = s.epochs_done;
-  KOLO_RETURN_IF_ERROR(
-      Broadcast(&epochs_done, &epochs_done, 1, DataType::kInt64, 0));
-
-  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
-                        Engine::Create(f, model, inner));
-  const std::string zero_dir = f.checkpoint_dir + "/zero";
-  if (engine->zero() != nullptr && f.resume) {
-    // ZeroOptimizer's shards load at any number of workers.
-    Status loaded = engine->zero()->Load(zero_dir);
-    if (loaded.code() == StatusCode::kNotFound && epochs_done > 0) {
-      return InvalidArgument("--resume: " + CheckpointPath(f.checkpoint_dir) +
-                             " holds " + std::to_string(epochs_done) +
-                             " epochs but " + loaded.message());
-    }
-    if (!loaded.ok() && loaded.code() != StatusCode::kNotFound) return loaded;
-  }
-  const bool file_lr = FileDrivesLearningRate(f);
+  if (f.precision == "bf16") s.model->to(::torch::kBFloat16);
+  TrainState t(f, s, rank, size, threads);
+  t.strategy = MakeStrategy(f, *s.model, *s.optimizer);
+  t.epochs_done = s.epochs_done;
+  t.history = s.history;
   KOLO_ASSIGN_OR_RETURN(data::DistributedSampler sampler,
                         TrainSampler(f, s.data, rank, size));
-  const data::LoaderOptions loader_options = TrainLoaderOptions(f, s.data);
-  const int64_t batches_per_epoch =
+  t.batches_per_epoch =
       (sampler.num_samples() + f.batch_size - 1) / f.batch_size;
-  const int64_t images_per_epoch = sampler.num_samples() * size;
-
-  // A --config file's rate is the global batch's (config_file.h).
-  const double scaled_lr = f.no_lr_scaling || file_lr ? f.lr : f.lr * size;
-  const int64_t warmup_iterations =
-      scaled_lr == f.lr ? 0 : f.warmup_epochs * batches_per_epoch;
-  LrPlan lr_plan;
-  lr_plan.base_lr = f.lr;
-  lr_plan.scaled_lr = scaled_lr;
-  lr_plan.warmup_iterations = warmup_iterations;
-  lr_plan.total_iterations = f.epochs * batches_per_epoch;
-  lr_plan.schedule =
-      f.lr_schedule == "constant" ? LrSchedule::kConstant : LrSchedule::kCosine;
-  const bool has_buffers = !model.buffers().empty();
-
-  if (rank == 0) {
-    fmt::print(
-        "kolo-train: {} ({} parameters) on {} ({}: {} training, {} test "
-        "images)\n",
-        f.model, models::CountParameters(model), f.dataset, s.data.source,
-        train.size(), test.size());
-    std::string lr_text = fmt::format("{} lr {}", f.optimizer, f.lr);
-    if (scaled_lr != f.lr) lr_text += fmt::format(" scaled to {}", scaled_lr);
-    if (warmup_iterations > 0) {
-      lr_text += fmt::format(" with {} warm-up epoch{}", f.warmup_epochs,
-                             f.warmup_epochs == 1 ? "" : "s");
-    }
-    lr_text += file_lr ? ", the --config file's schedule"
-                       : fmt::format(", {} schedule", f.lr_schedule);
-    if (engine->zero() != nullptr) {
-      lr_text += fmt::format("; ZeRO stage {}, {}", f.zero_stage, f.precision);
-      if (f.gradient_clipping > 0)
-        lr_text +=
-            fmt::format(", gradients clipped to norm {}", f.gradient_clipping);
-    }
-    const int64_t steps = batches_per_epoch / f.backward_passes_per_step;
-    fmt::print(
-        "kolo-train: {} workers x batch {} (global {}), {} LibTorch "
-        "thread{} per worker; {}; {} step{} per epoch\n",
-        size, f.batch_size, f.batch_size * size * f.backward_passes_per_step,
-        threads, threads == 1 ? "" : "s", lr_text, steps,
-        steps == 1 ? "" : "s");
-    if (!s.resumed_from.empty()) {
-      fmt::print("kolo-train: resumed from {} after epoch {}\n", s.resumed_from,
-                 epochs_done);
-    }
-    if (!f.checkpoint_dir.empty() &&
-        batches_per_epoch % f.backward_passes_per_step != 0) {
-      fmt::print(
-          "kolo-train: warning: {} batches per epoch do not divide by "
-          "--backward-passes-per-step {}; a resumed run will not match an "
-          "uninterrupted one exactly\n",
-          batches_per_epoch, f.backward_passes_per_step);
-    }
-    std::fflush(stdout);
-  }
-
-  // Rank 0's epoch in flight, redrawn in place on a terminal (kolorun gives
-  // rank 0 one when its own output is a terminal); elsewhere, only the line
-  // per epoch.
-  ProgressLine progress(stdout, {rank == 0 && bench::DrawsInPlace(stdout)});
-  json history = s.history;
-  double train_seconds = 0;
-  int64_t images_trained = 0;
-  int64_t passes = 0;  // backward passes in this process
-  std::optional<Evaluation> last_eval;
-  double last_loss =
-      history.empty() ? 0.0 : history.back().value("train_loss", 0.0);
-
-  for (int64_t epoch = epochs_done; epoch < f.epochs; ++epoch) {
-    ::torch::manual_seed(EpochSeed(f.seed, epoch, rank));
-    model.train();
-    kolo::metrics::SetEpoch(epoch + 1);
-    KOLO_ASSIGN_OR_RETURN(
-        std::unique_ptr<data::DataLoader> loader,
-        data::DataLoader::Create(train, sampler, epoch, loader_options));
-    const Clock::time_point epoch_start = Clock::now();
-    double loss_sum = 0;
-    int64_t seen = 0;
-    double lr = f.lr;
-    while (true) {
-      KOLO_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, loader->Next());
-      if (!batch) break;
-      const Clock::time_point step_start = Clock::now();
-      const int64_t iteration = epoch * batches_per_epoch + batch->number;
-      if (file_lr) {
-        const LrScheduleConfig& schedule = f.config->scheduler;
-        lr = LearningRateAt(schedule, f.lr, engine->steps_taken());
-        if (std::optional<double> momentum =
-                MomentumAt(schedule, engine->steps_taken())) {
-          engine->SetMomentum(*momentum);
-        }
-      } else {
-        lr = LearningRate(lr_plan, iteration);
-      }
-      engine->SetLearningRate(lr);
-      if (passes % f.backward_passes_per_step == 0) engine->ZeroGrad();
-      ::torch::Tensor loss = ::torch::nn::functional::cross_entropy(
-          model.forward(ModelInput(model, batch->images)).to(::torch::kFloat32),
-          batch->labels);
-      engine->Backward(loss);
-      ++passes;
-      StatusOr<kolo::torch::StepOutcome> outcome = engine->Step();
-      if (!outcome.ok()) {
-        return outcome.status().WithContext(
-            fmt::format("epoch {} batch {}", epoch + 1, batch->number + 1));
-      }
-      const double step_loss = loss.item<double>();
-      const int64_t n = batch->labels.size(0);
-      kolo::metrics::RecordTrainingStep(n, step_loss,
-                                        Seconds(Clock::now() - step_start));
-      kolo::metrics::SetLearningRate(lr);
-      if (rank == 0) ReportStep(f, *engine, *outcome, step_loss, lr, &progress);
-      loss_sum += step_loss * static_cast<double>(n);
-      seen += n;
-
-      if (rank == 0) {
-        const double elapsed = Seconds(Clock::now() - epoch_start);
-        const double rate = static_cast<double>(seen) * size / elapsed;
-        const int64_t done = batch->number + 1;
-        const double per_batch = elapsed / static_cast<double>(done);
-        const int64_t left = (batches_per_epoch - done) +
-                             (f.epochs - epoch - 1) * batches_per_epoch;
-        progress.Update(
-            fmt::format(
-                "epoch {}/{}  step {}/{}  loss {:.4f}  {:.0f} images/s  ETA {}",
-                epoch + 1, f.epochs, done, batches_per_epoch,
-                loss_sum / static_cast<double>(seen), rate,
-                FormatDuration(per_batch * static_cast<double>(left))),
-            /*force=*/done == batches_per_epoch);
-      }
-    }
-    const double epoch_seconds = Seconds(Clock::now() - epoch_start);
-    train_seconds += epoch_seconds;
-    images_trained += images_per_epoch;
-
-    // Batch-norm statistics follow each rank's own batches; rank 0's become
-    // everyone's, so that every rank evaluates (and a resumed run continues
-    // from) the model rank 0 checkpoints.
-    if (has_buffers) {
-      KOLO_RETURN_IF_ERROR(kolo::torch::BroadcastParameters(model, 0));
-    }
-    KOLO_ASSIGN_OR_RETURN(Evaluation eval, Evaluate(model, test, rank, size));
-    kolo::metrics::SetTestAccuracy(eval.accuracy());
-    KOLO_ASSIGN_OR_RETURN(
-        last_loss,
-        kolo::torch::AverageMetric(
-            loss_sum / static_cast<double>(std::max<int64_t>(seen, 1)),
-            "kolo-train.train_loss"));
-    last_eval = eval;
-    const double rate = static_cast<double>(images_per_epoch) / epoch_seconds;
-    EpochFigures figures;
-    figures.epoch = epoch + 1;
-    figures.epochs = f.epochs;
-    figures.lr = lr;
-    figures.train_loss = last_loss;
-    figures.eval = eval;
-    figures.seconds = epoch_seconds;
-    figures.images_per_second = rate;
-    history.push_back(EpochRecord(figures));
-    if (rank == 0) progress.Finish(EpochLine(figures));
-
-    Status saved;
-    if (rank == 0 && !f.checkpoint_dir.empty()) {
-      saved = SaveCheckpoint(f.checkpoint_dir, model, inner,
-                             CheckpointInfoAfter(f, epoch + 1, history.dump()));
-    }
-    // Rank 0 alone writes; the others must not train on if it failed.
-    if (!f.checkpoint_dir.empty()) {
-      KOLO_RETURN_IF_ERROR(AgreeAcrossRanks(saved, rank, size));
-      // Every rank writes its own shard of a ZeroOptimizer's state.
-      if (engine->zero() != nullptr)
-        KOLO_RETURN_IF_ERROR(engine->zero()->Save(zero_dir));
-    }
-  }
-  if (!last_eval) {
-    // The checkpoint already held every epoch: report the model it holds.
-    KOLO_ASSIGN_OR_RETURN(Evaluation eval, Evaluate(model, test, rank, size));
-    last_eval = eval;
-  }
-  const double wall_seconds = Seconds(Clock::now() - start);
-
-  // Bit-identical parameters on every rank is what data parallelism
-  // promises; check it rather than assume it.
-  const uint64_t checksum = ParameterChecksum(model);
-  std::vector<uint64_t> checksums(static_cast<size_t>(size));
-  KOLO_RETURN_IF_ERROR(
-      Allgather(&checksum, checksums.data(), 1, DataType::kInt64));
-  const int64_t peak_rss = PeakRssBytes();
-  std::vector<int64_t> peak_rss_all(static_cast<size_t>(size));
-  KOLO_RETURN_IF_ERROR(
-      Allgather(&peak_rss, peak_rss_all.data(), 1, DataType::kInt64));
-  KOLO_ASSIGN_OR_RETURN(std::vector<EngineMemory> memory,
-                        GatherMemory(*engine, size));
-  for (int32_t r = 1; r < size; ++r) {
-    if (checksums[r] != checksums[0]) {
-      return Internal(
-          fmt::format("the ranks ended with different parameters: rank 0 "
-                      "checksum {:#018x}, rank {} {:#018x}",
-                      checksums[0], r, checksums[r]));
-    }
-  }
-  if (rank != 0) return Status::Ok();
-
+  t.rate = MakeLearningRate(f, size, t.batches_per_epoch);
+  kolo::torch::Trainer trainer(*s.model, *t.strategy.strategy,
+                               RunTrainerOptions(f, s.data));
+  SetHooks(t, trainer.hooks());
+  KOLO_ASSIGN_OR_RETURN(kolo::torch::FitResult fit,
+                        trainer.Fit(s.data.train, s.data.test));
   Outcome outcome;
-  outcome.resumed_after_epoch = epochs_done;
-  outcome.threads = threads;
-  outcome.scaled_lr = scaled_lr;
-  outcome.warmup_epochs = warmup_iterations > 0 ? f.warmup_epochs : 0;
-  outcome.history = std::move(history);
-  outcome.evaluation = *last_eval;
-  outcome.train_loss = last_loss;
-  outcome.wall_seconds = wall_seconds;
-  outcome.train_seconds = train_seconds;
-  outcome.images_trained = images_trained;
-  outcome.peak_rss_bytes = std::move(peak_rss_all);
-  outcome.checksum = checksum;
-  outcome.memory = std::move(memory);
-  outcome.skipped_steps = engine->skipped_steps();
-  if (engine->zero() != nullptr)
-    outcome.loss_scale = engine->zero()->loss_scaler().scale();
+  outcome.wall_seconds = Seconds(Clock::now() - start);
+  KOLO_RETURN_IF_ERROR(FillOutcome(t, fit, outcome));
+  if (rank != 0) return Status::Ok();
   return Report(f, s, size, outcome);
 }
 
 // ------------------------------------------------------------- benchmark
 
-// --benchmark-steps: the throughput of the training loop alone. Every rank
-// runs --benchmark-warmup untimed steps (allocator, caches, the runtime's
-// response cache), meets the others at a barrier, runs the timed steps and
-// meets them again, so all ranks time the same window. With --no-kolo the
-// same loop runs on the bare optimizer in one process.
-Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
-                 Setup& s) {
-  const bool distributed = !f.no_kolo;
-  models::Model& model = *s.model;
-  ::torch::optim::Optimizer& inner = *s.optimizer;
-  std::unique_ptr<Engine> engine;
-  if (f.precision == "bf16") model.to(::torch::kBFloat16);
-  if (distributed) {
-    KOLO_RETURN_IF_ERROR(kolo::torch::BroadcastParameters(model, 0));
-    KOLO_ASSIGN_OR_RETURN(engine, Engine::Create(f, model, inner));
+// --no-kolo's strategy: the bare optimizer in one process, nothing shared.
+class BareOptimizer : public kolo::torch::TrainingStrategy {
+ public:
+  explicit BareOptimizer(::torch::optim::Optimizer& optimizer)
+      : optimizer_(optimizer) {}
+  Status Start() override { return Status::Ok(); }
+  void ZeroGrad() override { optimizer_.zero_grad(); }
+  void Backward(const ::torch::Tensor& loss) override { loss.backward(); }
+  StatusOr<kolo::torch::StepOutcome> Step() override {
+    optimizer_.step();
+    kolo::torch::StepOutcome outcome;
+    outcome.stepped = true;
+    return outcome;
   }
-  const double lr =
-      f.no_lr_scaling || FileDrivesLearningRate(f) ? f.lr : f.lr * size;
-  for (auto& group : inner.param_groups()) group.options().set_lr(lr);
-  if (engine) engine->SetLearningRate(lr);
+  void SetLearningRate(double) override {}
+  void SetMomentum(double) override {}
+  EngineMemory Memory() const override {
+    EngineMemory memory;
+    memory.optimizer_state_bytes = kolo::torch::OptimizerStateBytes(optimizer_);
+    return memory;
+  }
+  void ResetPeakMemory() override {}
 
-  KOLO_ASSIGN_OR_RETURN(data::DistributedSampler sampler,
-                        TrainSampler(f, s.data, rank, size));
-  const data::LoaderOptions loader_options = TrainLoaderOptions(f, s.data);
+ private:
+  ::torch::optim::Optimizer& optimizer_;
+};
 
-  const int64_t total = f.benchmark_warmup + f.benchmark_steps;
-  int64_t steps = 0;
+// What the timed steps measured on this rank.
+struct BenchmarkOutcome {
   int64_t timed_images = 0;
-  double loss_value = 0;
-  Clock::time_point timed_start = Clock::now();
-  RuntimeStats stats_before;
-  double wait_before = 0;
+  double loss = 0;  // of the last step
+  double seconds = 0;
+  RuntimeStats stats_before, stats;
+  double wait_before = 0, wait = 0;
   // Seconds per phase over the timed steps: where a step's time goes.
   double data_s = 0, forward_s = 0, backward_s = 0, step_s = 0;
-  model.train();
+  std::vector<int64_t> peak_rss_all, images_all;
+  std::vector<EngineMemory> memory;
+};
+
+// At the end of the warm-up: every rank starts the clock together, and the
+// counters restart.
+Status StartTiming(bool distributed, kolo::torch::TrainingStrategy& strategy,
+                   BenchmarkOutcome& o) {
+  if (distributed) {
+    KOLO_RETURN_IF_ERROR(Barrier());
+    o.stats_before = GetRuntimeStats();
+    o.wait_before = strategy.wait_seconds();
+    strategy.ResetPeakMemory();
+  }
+  return Status::Ok();
+}
+
+// --benchmark-warmup untimed steps, then --benchmark-steps timed ones,
+// epoch after epoch as long as it takes.
+Status RunBenchmarkSteps(const Flags& f, int32_t rank, Setup& s,
+                         const data::DistributedSampler& sampler,
+                         kolo::torch::TrainingStrategy& strategy,
+                         BenchmarkOutcome& o) {
+  const bool distributed = !f.no_kolo;
+  const int64_t total = f.benchmark_warmup + f.benchmark_steps;
+  const data::LoaderOptions loader_options = TrainLoaderOptions(f, s.data);
+  int64_t steps = 0;
+  Clock::time_point timed_start = Clock::now();
+  s.model->train();
   for (int64_t epoch = 0; steps < total; ++epoch) {
     ::torch::manual_seed(EpochSeed(f.seed, epoch, rank));
     KOLO_ASSIGN_OR_RETURN(
@@ -613,83 +612,78 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
         data::DataLoader::Create(s.data.train, sampler, epoch, loader_options));
     while (steps < total) {
       if (steps == f.benchmark_warmup) {
-        if (distributed) {
-          KOLO_RETURN_IF_ERROR(Barrier());
-          stats_before = GetRuntimeStats();
-          wait_before = engine->wait_seconds();
-          engine->ResetPeakMemory();
-        }
+        KOLO_RETURN_IF_ERROR(StartTiming(distributed, strategy, o));
         timed_start = Clock::now();
       }
       const Clock::time_point t0 = Clock::now();
       KOLO_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, loader->Next());
       if (!batch) break;
-      if (distributed) {
-        engine->ZeroGrad();
-      } else {
-        inner.zero_grad();
-      }
+      strategy.ZeroGrad();
       const Clock::time_point t1 = Clock::now();
       ::torch::Tensor loss = ::torch::nn::functional::cross_entropy(
-          model.forward(ModelInput(model, batch->images)).to(::torch::kFloat32),
+          s.model->forward(ModelInput(*s.model, batch->images))
+              .to(::torch::kFloat32),
           batch->labels);
       const Clock::time_point t2 = Clock::now();
-      if (distributed) {
-        engine->Backward(loss);
-      } else {
-        loss.backward();
-      }
+      strategy.Backward(loss);
       const Clock::time_point t3 = Clock::now();
-      if (distributed) {
-        StatusOr<kolo::torch::StepOutcome> outcome = engine->Step();
-        if (!outcome.ok()) {
-          return outcome.status().WithContext(
-              fmt::format("benchmark step {}", steps + 1));
-        }
-      } else {
-        inner.step();
+      StatusOr<kolo::torch::StepOutcome> outcome = strategy.Step();
+      if (!outcome.ok()) {
+        return outcome.status().WithContext(
+            fmt::format("benchmark step {}", steps + 1));
       }
       if (steps >= f.benchmark_warmup) {
-        timed_images += batch->labels.size(0);
-        data_s += Seconds(t1 - t0);
-        forward_s += Seconds(t2 - t1);
-        backward_s += Seconds(t3 - t2);
-        step_s += Seconds(Clock::now() - t3);
+        o.timed_images += batch->labels.size(0);
+        o.data_s += Seconds(t1 - t0);
+        o.forward_s += Seconds(t2 - t1);
+        o.backward_s += Seconds(t3 - t2);
+        o.step_s += Seconds(Clock::now() - t3);
       }
       ++steps;
-      loss_value = loss.item<double>();
+      o.loss = loss.item<double>();
     }
   }
   if (distributed) KOLO_RETURN_IF_ERROR(Barrier());
-  const double seconds = Seconds(Clock::now() - timed_start);
-  RuntimeStats stats = distributed ? GetRuntimeStats() : RuntimeStats{};
+  o.seconds = Seconds(Clock::now() - timed_start);
+  return Status::Ok();
+}
 
+// Every rank's images, peak RSS and memory, on rank 0.
+Status GatherBenchmark(bool distributed, int32_t size,
+                       const kolo::torch::TrainingStrategy& strategy,
+                       BenchmarkOutcome& o) {
+  o.stats = distributed ? GetRuntimeStats() : RuntimeStats{};
+  o.wait = distributed ? strategy.wait_seconds() - o.wait_before : 0.0;
   const int64_t peak_rss = PeakRssBytes();
-  std::vector<int64_t> peak_rss_all(static_cast<size_t>(size), peak_rss);
-  std::vector<int64_t> images_all(static_cast<size_t>(size), timed_images);
-  std::vector<EngineMemory> memory(static_cast<size_t>(size));
-  if (distributed) {
-    KOLO_RETURN_IF_ERROR(
-        Allgather(&peak_rss, peak_rss_all.data(), 1, DataType::kInt64));
-    KOLO_RETURN_IF_ERROR(
-        Allgather(&timed_images, images_all.data(), 1, DataType::kInt64));
-    KOLO_ASSIGN_OR_RETURN(memory, GatherMemory(*engine, size));
-  } else {
-    memory[0].optimizer_state_bytes = kolo::torch::OptimizerStateBytes(inner);
+  o.peak_rss_all.assign(static_cast<size_t>(size), peak_rss);
+  o.images_all.assign(static_cast<size_t>(size), o.timed_images);
+  if (!distributed) {
+    o.memory = {strategy.Memory()};
+    return Status::Ok();
   }
-  if (rank != 0) return Status::Ok();
+  KOLO_RETURN_IF_ERROR(
+      Allgather(&peak_rss, o.peak_rss_all.data(), 1, DataType::kInt64));
+  KOLO_RETURN_IF_ERROR(
+      Allgather(&o.timed_images, o.images_all.data(), 1, DataType::kInt64));
+  KOLO_ASSIGN_OR_RETURN(o.memory, GatherMemory(strategy, size));
+  return Status::Ok();
+}
+
+// Rank 0's benchmark lines and --json file.
+Status ReportBenchmark(const Flags& f, const Setup& s, int32_t size,
+                       int32_t threads, const BenchmarkOutcome& o) {
+  const bool distributed = !f.no_kolo;
   int64_t images = 0;
-  for (int64_t n : images_all) images += n;
-  const double rate = static_cast<double>(images) / seconds;
+  for (int64_t n : o.images_all) images += n;
+  const double rate = static_cast<double>(images) / o.seconds;
   const double step_ms =
-      1000.0 * seconds /
+      1000.0 * o.seconds /
       static_cast<double>(std::max<int64_t>(f.benchmark_steps, 1));
   const double communication =
-      stats.collective_seconds - stats_before.collective_seconds;
+      o.stats.collective_seconds - o.stats_before.collective_seconds;
   const double negotiation =
-      stats.negotiation_seconds - stats_before.negotiation_seconds;
-  const double waiting =
-      distributed ? engine->wait_seconds() - wait_before : 0.0;
+      o.stats.negotiation_seconds - o.stats_before.negotiation_seconds;
+  const double waiting = o.wait;
   const double per_step_ms =
       1000.0 / static_cast<double>(std::max<int64_t>(f.benchmark_steps, 1));
   fmt::print(
@@ -698,21 +692,22 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
       "worker)\n",
       f.model, f.dataset, size,
       distributed ? "kolo workers" : "plain LibTorch process", f.batch_size,
-      threads, threads == 1 ? "" : "s", f.benchmark_steps, seconds, step_ms,
+      threads, threads == 1 ? "" : "s", f.benchmark_steps, o.seconds, step_ms,
       rate, rate / size);
   fmt::print(
       "kolo-train benchmark: rank 0 per step: data {:.2f} ms, forward {:.2f} "
       "ms, "
       "backward {:.2f} ms, step {:.2f} ms (of which waiting for allreduces "
       "{:.2f} ms)\n",
-      data_s * per_step_ms, forward_s * per_step_ms, backward_s * per_step_ms,
-      step_s * per_step_ms, waiting * per_step_ms);
+      o.data_s * per_step_ms, o.forward_s * per_step_ms,
+      o.backward_s * per_step_ms, o.step_s * per_step_ms,
+      waiting * per_step_ms);
   fmt::print(
       "kolo-train benchmark: rank 0 holds {:.2f} MiB of optimizer state, "
       "{:.2f} MiB of gradients at most, {:.2f} MiB of master weights\n",
-      memory[0].optimizer_state_bytes / 1048576.0,
-      memory[0].gradient_bytes / 1048576.0,
-      memory[0].master_weight_bytes / 1048576.0);
+      o.memory[0].optimizer_state_bytes / 1048576.0,
+      o.memory[0].gradient_bytes / 1048576.0,
+      o.memory[0].master_weight_bytes / 1048576.0);
   std::fflush(stdout);
   if (f.json_path.empty()) return Status::Ok();
   json out;
@@ -722,7 +717,7 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
       {"framework", distributed ? "kolo" : "libtorch"},
       {"backend", distributed ? BackendName(ActiveBackend()) : "none"},
       {"model", f.model},
-      {"parameters", models::CountParameters(model)},
+      {"parameters", models::CountParameters(*s.model)},
       {"dataset", f.dataset},
       {"workers", size},
       {"batch_size", f.batch_size},
@@ -739,7 +734,7 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
       {"seed", f.seed}};
   out["result"] = {{"images_per_second", rate},
                    {"images_per_second_per_worker", rate / size},
-                   {"seconds", seconds},
+                   {"seconds", o.seconds},
                    {"step_ms", step_ms},
                    {"communication_seconds", communication},
                    {"negotiation_seconds", negotiation},
@@ -747,15 +742,43 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
                    {"waiting_seconds", waiting},
                    // Rank 0's mean per timed step; "step" includes the waiting.
                    {"phase_ms",
-                    {{"data", data_s * per_step_ms},
-                     {"forward", forward_s * per_step_ms},
-                     {"backward", backward_s * per_step_ms},
-                     {"step", step_s * per_step_ms}}},
-                   {"final_loss", loss_value},
-                   {"peak_rss_bytes", peak_rss_all},
-                   {"memory", MemoryJson(memory)}};
+                    {{"data", o.data_s * per_step_ms},
+                     {"forward", o.forward_s * per_step_ms},
+                     {"backward", o.backward_s * per_step_ms},
+                     {"step", o.step_s * per_step_ms}}},
+                   {"final_loss", o.loss},
+                   {"peak_rss_bytes", o.peak_rss_all},
+                   {"memory", MemoryJson(o.memory)}};
   out["runtime"] = RuntimeTraffic();
   return bench::WriteJsonFile(f.json_path, out);
+}
+
+// --benchmark-steps: the throughput of the training loop alone. Every rank
+// runs --benchmark-warmup untimed steps (allocator, caches, the runtime's
+// response cache), meets the others at a barrier, runs the timed steps and
+// meets them again, so all ranks time the same window. With --no-kolo the
+// same loop runs on the bare optimizer in one process.
+Status Benchmark(const Flags& f, int32_t rank, int32_t size, int32_t threads,
+                 Setup& s) {
+  const bool distributed = !f.no_kolo;
+  ::torch::optim::Optimizer& inner = *s.optimizer;
+  if (f.precision == "bf16") s.model->to(::torch::kBFloat16);
+  std::unique_ptr<kolo::torch::TrainingStrategy> strategy =
+      distributed ? MakeStrategy(f, *s.model, inner).strategy
+                  : std::make_unique<BareOptimizer>(inner);
+  KOLO_RETURN_IF_ERROR(strategy->Start());
+  const double lr =
+      f.no_lr_scaling || FileDrivesLearningRate(f) ? f.lr : f.lr * size;
+  for (auto& group : inner.param_groups()) group.options().set_lr(lr);
+  strategy->SetLearningRate(lr);
+  KOLO_ASSIGN_OR_RETURN(data::DistributedSampler sampler,
+                        TrainSampler(f, s.data, rank, size));
+  BenchmarkOutcome outcome;
+  KOLO_RETURN_IF_ERROR(
+      RunBenchmarkSteps(f, rank, s, sampler, *strategy, outcome));
+  KOLO_RETURN_IF_ERROR(GatherBenchmark(distributed, size, *strategy, outcome));
+  if (rank != 0) return Status::Ok();
+  return ReportBenchmark(f, s, size, threads, outcome);
 }
 
 }  // namespace
@@ -776,7 +799,7 @@ int RunTraining(const Flags& f) {
   // The job's shape against the flags first: every rank sees the same
   // world, so rank 0 alone says what is wrong.
   Status status =
-      AgreeAcrossRanks(CheckModelParallelWorld(f, size), rank, size);
+      kolo::torch::AgreeAcrossRanks(CheckModelParallelWorld(f, size));
   if (status.ok()) {
     Status prepared;
     try {
@@ -786,7 +809,7 @@ int RunTraining(const Flags& f) {
       std::string message = e.what();
       prepared = Internal(message.substr(0, message.find('\n')));
     }
-    status = AgreeAcrossRanks(prepared, rank, size);
+    status = kolo::torch::AgreeAcrossRanks(prepared);
   }
   if (status.ok()) {
     if (UsesModelParallelism(f)) {
@@ -799,7 +822,7 @@ int RunTraining(const Flags& f) {
   }
   if (status.ok()) return 0;
   if (status.code() != StatusCode::kAborted ||
-      status.message() != kReportedByAnotherRank) {
+      status.message() != kolo::torch::kReportedByAnotherRank) {
     PrintError(status);
   }
   return 1;

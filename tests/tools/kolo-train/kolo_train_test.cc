@@ -112,21 +112,6 @@ TEST(UnpaddedShardSize, ShardsCoverTheDatasetOnce) {
   }
 }
 
-TEST(EpochSeed, DiffersAcrossEpochsRanksAndSeeds) {
-  std::set<uint64_t> seen;
-  for (uint64_t seed : {0u, 1u, 42u}) {
-    for (int64_t epoch = 0; epoch < 20; ++epoch) {
-      for (int32_t rank = 0; rank < 20; ++rank) {
-        const uint64_t s = kolo::train::EpochSeed(seed, epoch, rank);
-        EXPECT_EQ(s, kolo::train::EpochSeed(seed, epoch, rank));
-        EXPECT_LT(s, uint64_t{1} << 63);
-        seen.insert(s);
-      }
-    }
-  }
-  EXPECT_EQ(seen.size(), 3u * 20u * 20u);
-}
-
 // ------------------------------------------------------------ end to end
 
 bool HaveFashionMnist() {
