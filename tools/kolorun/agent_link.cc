@@ -14,7 +14,6 @@ namespace kolo {
 namespace kolorun {
 namespace {
 
-using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 void Say(const std::string& text) {
@@ -100,7 +99,7 @@ bool Exchange(std::vector<AgentLink>* links,
               const std::vector<std::string>& requests,
               Clock::time_point deadline, const std::string& type,
               SignalWatcher* signals,
-              std::vector<std::optional<Json>>* answers) {
+              std::vector<std::optional<std::string>>* answers) {
   answers->assign(links->size(), std::nullopt);
   std::vector<bool> waiting(links->size(), false);
   for (size_t i = 0; i < links->size(); ++i) {
@@ -119,9 +118,8 @@ bool Exchange(std::vector<AgentLink>* links,
       if (newline != std::string::npos) {
         std::string line = link.out.substr(0, newline);
         link.out.erase(0, newline + 1);
-        Json answer = Json::parse(line, nullptr, false);
-        if (answer.is_object() && answer.value("type", "") == type) {
-          (*answers)[i] = std::move(answer);
+        if (IsMessageOfType(line, type)) {
+          (*answers)[i] = std::move(line);
         } else {
           link.problems.push_back("answered '" + line.substr(0, 120) +
                                   "' instead of the agent's " + type);
@@ -221,6 +219,14 @@ void StopAgents(std::vector<AgentLink>* links) {
 std::string CurrentDirectory() {
   char path[4096];
   return getcwd(path, sizeof(path)) != nullptr ? path : ".";
+}
+
+PreflightRequest PreflightRequestFor(const LaunchOptions& options) {
+  PreflightRequest request;
+  request.program = options.command[0];
+  request.cwd = CurrentDirectory();
+  request.network_interface = options.network_interface;
+  return request;
 }
 
 }  // namespace kolorun

@@ -216,6 +216,10 @@ class Driver {
   // A worker on another host, through an agent of its own (agent.h): the
   // preflight and the launch, under --start-timeout. Returns the agent.
   StatusOr<Child> StartRemote(const Worker& worker, EnvList settings);
+  // Where a remote worker's engine listens: its host's address in the
+  // store's subnet, else its first one.
+  std::string AddressNearStore(
+      const std::vector<AgentAddress>& addresses) const;
   // What every worker is told, besides where it runs.
   EnvList WorkerSettings(const Worker& worker) const;
   void CheckHeartbeats(Clock::time_point now);
@@ -379,7 +383,6 @@ StatusOr<Child> Driver::StartLocal(const Worker& worker, RelayFormat* format) {
 }
 
 StatusOr<Child> Driver::StartRemote(const Worker& worker, EnvList settings) {
-  using Json = nlohmann::json;
   std::vector<AgentLink> links;
   links.push_back(StartAgent(options_, worker.host, self_, signals_));
   AgentLink& link = links.front();
@@ -392,59 +395,49 @@ StatusOr<Child> Driver::StartRemote(const Worker& worker, EnvList settings) {
   };
   if (!link.problems.empty()) return failed("");
   const auto deadline = Clock::now() + seconds(options_.start_timeout_seconds);
-  std::vector<std::optional<Json>> answers;
-  const Json preflight = {{"type", "preflight"},
-                          {"program", options_.command[0]},
-                          {"cwd", CurrentDirectory()},
-                          {"network_interface", options_.network_interface}};
-  if (!Exchange(&links, {preflight.dump()}, deadline, "preflight", signals_,
-                &answers) ||
-      !answers[0]) {
+  std::vector<std::optional<PreflightReply>> preflight;
+  if (!ExchangeTyped(&links, {SerializeMessage(PreflightRequestFor(options_))},
+                     deadline, signals_, &preflight) ||
+      !preflight[0]) {
     return failed("no preflight answer");
   }
-  if (answers[0]->contains("error"))
-    return failed((*answers[0])["error"].get<std::string>());
-  // Its engine listens on its address in the store's subnet, else on its
-  // first one.
-  std::string address;
-  for (const Json& candidate : (*answers[0])["addresses"]) {
-    const std::string here = candidate.value("address", "");
-    if (address.empty()) address = here;
-    StatusOr<bool> near = AddressInSubnet(
-        store_host_,
-        here + "/" + std::to_string(candidate.value("prefix", 32)));
-    if (near.ok() && *near) {
-      address = here;
-      break;
-    }
-  }
-  settings.emplace_back(env::kGlooHostname, address);
-  const Json probe = {
-      {"type", "probe"}, {"targets", Json::array()}, {"timeout_ms", 1000}};
-  if (!Exchange(&links, {probe.dump()}, deadline, "probe", signals_,
-                &answers) ||
-      !answers[0]) {
+  if (!preflight[0]->error.empty()) return failed(preflight[0]->error);
+  settings.emplace_back(env::kGlooHostname,
+                        AddressNearStore(preflight[0]->addresses));
+  ProbeRequest probe;
+  probe.timeout_ms = 1000;
+  std::vector<std::optional<ProbeReply>> probed;
+  if (!ExchangeTyped(&links, {SerializeMessage(probe)}, deadline, signals_,
+                     &probed) ||
+      !probed[0]) {
     return failed("no probe answer");
   }
-  Json pairs = Json::array();
-  for (const auto& [name, value] : settings) pairs.push_back({name, value});
-  const Json launch = {{"type", "launch"},
-                       {"host", worker.host},
-                       {"ranks",
-                        {{"first_rank", 0},
-                         {"local_size", 1},
-                         {"size", 1},
-                         {"cross_rank", 0},
-                         {"cross_size", 1}}},
-                       {"command", options_.command},
-                       {"settings", pairs},
-                       {"bind_to", "none"},
-                       {"verbose", options_.verbose},
-                       {"tag", "w" + std::to_string(worker.id)},
-                       {"name", "worker " + std::to_string(worker.id)}};
-  WriteAll(link.child.stdin_fd, launch.dump() + "\n");
+  LaunchRequest launch;
+  launch.ranks.host = worker.host;
+  launch.ranks.local_size = 1;
+  launch.ranks.size = 1;
+  launch.command = options_.command;
+  launch.settings = std::move(settings);
+  launch.bind_to = BindTo::kNone;
+  launch.verbose = options_.verbose;
+  launch.tag = "w" + std::to_string(worker.id);
+  launch.name = "worker " + std::to_string(worker.id);
+  WriteAll(link.child.stdin_fd, SerializeMessage(launch) + "\n");
   if (!Trim(link.err).empty()) Say(worker.host + ": " + Trim(link.err));
   return link.child;
+}
+
+std::string Driver::AddressNearStore(
+    const std::vector<AgentAddress>& addresses) const {
+  std::string address;
+  for (const AgentAddress& candidate : addresses) {
+    if (address.empty()) address = candidate.address;
+    StatusOr<bool> near =
+        AddressInSubnet(store_host_, candidate.address + "/" +
+                                         std::to_string(candidate.prefix));
+    if (near.ok() && *near) return candidate.address;
+  }
+  return address;
 }
 
 std::optional<int32_t> Driver::RankOf(int64_t worker) const {
