@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,65 +61,62 @@ bool AllHostsAreThisOne(const std::vector<HostSlots>& hosts) {
   return true;
 }
 
-int Main(int argc, char** argv) {
-  EnsureStandardDescriptors();
-  std::vector<std::string> args(argv, argv + argc);
-  StatusOr<LaunchOptions> parsed = ParseOptions(args, ProcessEnvironment());
-  if (!parsed.ok()) {
-    PrintError(parsed.status().message());
-    return kUsageExitCode;
+// Readies kolorun to watch its children: a closed stdout must not kill it
+// while they still run, and its signals arrive on a descriptor (before any
+// thread starts; see SignalWatcher). Nullopt, said why, on failure.
+std::optional<SignalWatcher> WatchSignals() {
+  signal(SIGPIPE, SIG_IGN);
+  StatusOr<SignalWatcher> signals = SignalWatcher::Create();
+  if (!signals.ok()) {
+    PrintError(signals.status().message());
+    return std::nullopt;
   }
-  const LaunchOptions& options = *parsed;
-  if (options.help) {
-    WriteAll(STDOUT_FILENO, Usage());
-    return 0;
-  }
-  if (options.version) {
-    WriteAll(STDOUT_FILENO, kolo::VersionText("kolorun") + "\n");
-    return 0;
-  }
-  if (options.elastic) {
-    StatusOr<std::string> program = FindExecutable(options.command[0]);
-    if (!program.ok()) {
-      PrintError(program.status().message());
-      return 127;
-    }
-    signal(SIGPIPE, SIG_IGN);
-    StatusOr<SignalWatcher> signals = SignalWatcher::Create();
-    if (!signals.ok()) {
-      PrintError(signals.status().message());
-      return 1;
-    }
-    return RunElastic(options, *program, &*signals);
-  }
-  // -H localhost:4 is a one-host job like any other.
-  const bool beyond_this_host =
-      options.agent || options.nnodes > 0 ||
-      (!options.hosts.empty() && !AllHostsAreThisOne(options.hosts));
-  if (beyond_this_host) {
-    // A closed stdout must not kill kolorun while its workers still run.
-    signal(SIGPIPE, SIG_IGN);
-    StatusOr<SignalWatcher> signals = SignalWatcher::Create();
-    if (!signals.ok()) {
-      PrintError(signals.status().message());
-      return 1;
-    }
-    try {
-      if (options.agent) return RunAgent(&*signals);
-      if (options.nnodes > 0) return RunNode(options, &*signals);
-      return RunCluster(options, &*signals);
-    } catch (const std::exception& e) {
-      // The agents' messages are JSON; one that is malformed ends up here.
-      PrintError(std::string("internal error: ") + e.what());
-      return 1;
-    }
-  }
+  return *std::move(signals);
+}
 
-  StatusOr<std::string> program = FindExecutable(options.command[0]);
-  if (!program.ok()) {
-    PrintError(program.status().message());
-    return 127;
+// The program's path, or nullopt, said why.
+std::optional<std::string> FindProgram(const std::string& program) {
+  StatusOr<std::string> path = FindExecutable(program);
+  if (!path.ok()) {
+    PrintError(path.status().message());
+    return std::nullopt;
   }
+  return *path;
+}
+
+// An agent, a node of the per-node form, or the driver of many hosts.
+int RunBeyondThisHost(const LaunchOptions& options) {
+  std::optional<SignalWatcher> signals = WatchSignals();
+  if (!signals) return 1;
+  try {
+    if (options.agent) return RunAgent(&*signals);
+    if (options.nnodes > 0) return RunNode(options, &*signals);
+    return RunCluster(options, &*signals);
+  } catch (const std::exception& e) {
+    // Nothing here throws by design; if something does, say what.
+    PrintError(std::string("internal error: ") + e.what());
+    return 1;
+  }
+}
+
+void WarnIfOversubscribed(int32_t num_ranks,
+                          const std::vector<int>& usable_cores) {
+  int cores = static_cast<int>(usable_cores.size());
+  if (cores == 0) {
+    const unsigned int counted = std::thread::hardware_concurrency();
+    cores = counted > 0 ? static_cast<int>(counted) : 1;
+  }
+  if (num_ranks > cores) {
+    PrintError("-np " + std::to_string(num_ranks) + " oversubscribes " +
+               std::to_string(cores) + (cores == 1 ? " core" : " cores"));
+  }
+}
+
+// The job on this host: its store, its ranks (or mpirun), their
+// supervision.
+int RunOnThisHost(const LaunchOptions& options) {
+  std::optional<std::string> program = FindProgram(options.command[0]);
+  if (!program) return 127;
   std::string mpirun;
   if (options.launcher == LauncherKind::kMpirun) {
     StatusOr<std::string> found = FindExecutable("mpirun");
@@ -132,27 +130,11 @@ int Main(int argc, char** argv) {
     }
     mpirun = *found;
   }
-
   const std::vector<int> usable_cores = UsableCores();
-  int cores = static_cast<int>(usable_cores.size());
-  if (cores == 0) {
-    const unsigned int counted = std::thread::hardware_concurrency();
-    cores = counted > 0 ? static_cast<int>(counted) : 1;
-  }
-  if (options.num_ranks > cores) {
-    PrintError("-np " + std::to_string(options.num_ranks) + " oversubscribes " +
-               std::to_string(cores) + (cores == 1 ? " core" : " cores"));
-  }
+  WarnIfOversubscribed(options.num_ranks, usable_cores);
 
-  // A closed stdout must not kill kolorun while its workers still run.
-  signal(SIGPIPE, SIG_IGN);
-  // Before the store starts its threads; see SignalWatcher.
-  StatusOr<SignalWatcher> signals = SignalWatcher::Create();
-  if (!signals.ok()) {
-    PrintError(signals.status().message());
-    return 1;
-  }
-
+  std::optional<SignalWatcher> signals = WatchSignals();
+  if (!signals) return 1;
   StatusOr<std::string> secret = NewJobSecret();
   if (!secret.ok()) {
     PrintError(secret.status().message());
@@ -172,8 +154,6 @@ int Main(int argc, char** argv) {
                BackendName(options.backend) + ", launcher " +
                LauncherName(options.launcher));
   }
-
-  std::vector<ProcessSpec> specs;
   std::vector<std::string> base_env = CurrentEnvironment();
   std::unique_ptr<MetricsService> metrics;
   if (options.metrics_port) {
@@ -189,6 +169,7 @@ int Main(int argc, char** argv) {
     }
     metrics = *std::move(started);
   }
+  std::vector<ProcessSpec> specs;
   if (options.launcher == LauncherKind::kMpirun) {
     specs.push_back(
         BuildMpiJob(options, mpirun, geteuid() == 0, store, base_env));
@@ -204,6 +185,38 @@ int Main(int argc, char** argv) {
   if (options.verbose)
     PrintError("exiting with code " + std::to_string(exit_code));
   return exit_code;
+}
+
+int Main(int argc, char** argv) {
+  EnsureStandardDescriptors();
+  std::vector<std::string> args(argv, argv + argc);
+  StatusOr<LaunchOptions> parsed = ParseOptions(args, ProcessEnvironment());
+  if (!parsed.ok()) {
+    PrintError(parsed.status().message());
+    return kUsageExitCode;
+  }
+  const LaunchOptions& options = *parsed;
+  if (options.help) {
+    WriteAll(STDOUT_FILENO, Usage());
+    return 0;
+  }
+  if (options.version) {
+    WriteAll(STDOUT_FILENO, kolo::VersionText("kolorun") + "\n");
+    return 0;
+  }
+  if (options.elastic) {
+    std::optional<std::string> program = FindProgram(options.command[0]);
+    if (!program) return 127;
+    std::optional<SignalWatcher> signals = WatchSignals();
+    if (!signals) return 1;
+    return RunElastic(options, *program, &*signals);
+  }
+  // -H localhost:4 is a one-host job like any other.
+  if (options.agent || options.nnodes > 0 ||
+      (!options.hosts.empty() && !AllHostsAreThisOne(options.hosts))) {
+    return RunBeyondThisHost(options);
+  }
+  return RunOnThisHost(options);
 }
 
 }  // namespace
