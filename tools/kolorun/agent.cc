@@ -55,7 +55,7 @@ void Send(const Message& message) {
   WriteAll(STDOUT_FILENO, SerializeMessage(message) + "\n");
 }
 
-void Say(const std::string& text) {
+void SayAsAgent(const std::string& text) {
   WriteAll(STDERR_FILENO, "kolorun agent: " + text + "\n");
 }
 
@@ -66,15 +66,15 @@ std::optional<Message> NextMessage(StdinLines* in) {
   std::optional<std::string> line = in->Next();
   if (!line) return std::nullopt;
   if (!IsMessageOfType(*line, Message::kType)) {
-    Say(std::string("expected a '") + Message::kType +
-        "' message from the launching kolorun, got '" + line->substr(0, 80) +
-        "'");
+    SayAsAgent(std::string("expected a '") + Message::kType +
+               "' message from the launching kolorun, got '" +
+               line->substr(0, 80) + "'");
     return std::nullopt;
   }
   StatusOr<Message> message =
       ParseMessage<Message>(*line, "the launching kolorun");
   if (!message.ok()) {
-    Say(message.status().message());
+    SayAsAgent(message.status().message());
     return std::nullopt;
   }
   return *std::move(message);
@@ -213,7 +213,7 @@ int Launch(const LaunchRequest& launch, const std::string& program_path,
         launch.metrics->port, launch.metrics->address, launch.metrics->job,
         ranks.host, &base_env, &launcher_options);
     if (!started.ok()) {
-      Say(ranks.host + ": " + started.status().message());
+      SayAsAgent(ranks.host + ": " + started.status().message());
       return 1;
     }
     metrics = *std::move(started);

@@ -16,10 +16,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void Say(const std::string& text) {
-  WriteAll(STDERR_FILENO, "kolorun: " + text + "\n");
-}
-
 // Why an agent gave no answer: what its remote shell said, and how it
 // ended.
 std::string Silence(const AgentLink& link) {

@@ -256,6 +256,32 @@ void ReadFields(Reader& in, LaunchRequest* message) {
   }
 }
 
+Json ToJson(const AgentAddress& address) {
+  return {{"interface", address.interface},
+          {"address", address.address},
+          {"prefix", address.prefix},
+          {"port", address.port}};
+}
+
+Json ToJson(const ProbeTarget& target) {
+  return {{"host", target.host},
+          {"address", target.address},
+          {"port", target.port}};
+}
+
+Json ToJson(const ProbeResult& result) {
+  return {{"host", result.host},
+          {"address", result.address},
+          {"error", result.error}};
+}
+
+template <typename T>
+Json ArrayOf(const std::vector<T>& items) {
+  Json array = Json::array();
+  for (const T& item : items) array.push_back(ToJson(item));
+  return array;
+}
+
 // The "type" of a message, empty when it has none or not as a string.
 std::string TypeOf(const Json& message) {
   auto type = message.find("type");
@@ -277,37 +303,21 @@ std::string SerializeMessage(const PreflightReply& message) {
   Json json = Typed(PreflightReply::kType);
   json["hostname"] = message.hostname;
   if (!message.program.empty()) json["program"] = message.program;
-  json["addresses"] = Json::array();
-  for (const AgentAddress& address : message.addresses) {
-    json["addresses"].push_back({{"interface", address.interface},
-                                 {"address", address.address},
-                                 {"prefix", address.prefix},
-                                 {"port", address.port}});
-  }
+  json["addresses"] = ArrayOf(message.addresses);
   if (!message.error.empty()) json["error"] = message.error;
   return json.dump();
 }
 
 std::string SerializeMessage(const ProbeRequest& message) {
   Json json = Typed(ProbeRequest::kType);
-  json["targets"] = Json::array();
-  for (const ProbeTarget& target : message.targets) {
-    json["targets"].push_back({{"host", target.host},
-                               {"address", target.address},
-                               {"port", target.port}});
-  }
+  json["targets"] = ArrayOf(message.targets);
   json["timeout_ms"] = message.timeout_ms;
   return json.dump();
 }
 
 std::string SerializeMessage(const ProbeReply& message) {
   Json json = Typed(ProbeReply::kType);
-  json["results"] = Json::array();
-  for (const ProbeResult& result : message.results) {
-    json["results"].push_back({{"host", result.host},
-                               {"address", result.address},
-                               {"error", result.error}});
-  }
+  json["results"] = ArrayOf(message.results);
   return json.dump();
 }
 

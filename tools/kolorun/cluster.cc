@@ -33,10 +33,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void Say(const std::string& text) {
-  WriteAll(STDERR_FILENO, "kolorun: " + text + "\n");
-}
-
 bool ReportProblems(const std::vector<AgentLink>& links) {
   bool any = false;
   for (const AgentLink& link : links) any = any || !link.problems.empty();

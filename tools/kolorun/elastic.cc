@@ -54,10 +54,6 @@ constexpr milliseconds kTermGrace{2000};
 // after this; members get as long as they need.
 constexpr milliseconds kFinishGrace{1000};
 
-void Say(const std::string& text) {
-  WriteAll(STDERR_FILENO, "kolorun: " + text + "\n");
-}
-
 std::string Seconds1(milliseconds duration) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1f s", duration.count() / 1000.0);

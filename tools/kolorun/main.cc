@@ -34,10 +34,6 @@ namespace {
 
 constexpr const char* kStoreHost = "127.0.0.1";
 
-void PrintError(const std::string& text) {
-  WriteAll(STDERR_FILENO, "kolorun: " + text + "\n");
-}
-
 // A descriptor kolorun opens must never land on 0, 1 or 2 when its parent
 // closed them, or a pipe meant for a worker would double as kolorun's stdout.
 void EnsureStandardDescriptors() {
@@ -68,7 +64,7 @@ std::optional<SignalWatcher> WatchSignals() {
   signal(SIGPIPE, SIG_IGN);
   StatusOr<SignalWatcher> signals = SignalWatcher::Create();
   if (!signals.ok()) {
-    PrintError(signals.status().message());
+    Say(signals.status().message());
     return std::nullopt;
   }
   return *std::move(signals);
@@ -78,7 +74,7 @@ std::optional<SignalWatcher> WatchSignals() {
 std::optional<std::string> FindProgram(const std::string& program) {
   StatusOr<std::string> path = FindExecutable(program);
   if (!path.ok()) {
-    PrintError(path.status().message());
+    Say(path.status().message());
     return std::nullopt;
   }
   return *path;
@@ -94,7 +90,7 @@ int RunBeyondThisHost(const LaunchOptions& options) {
     return RunCluster(options, &*signals);
   } catch (const std::exception& e) {
     // Nothing here throws by design; if something does, say what.
-    PrintError(std::string("internal error: ") + e.what());
+    Say(std::string("internal error: ") + e.what());
     return 1;
   }
 }
@@ -107,8 +103,8 @@ void WarnIfOversubscribed(int32_t num_ranks,
     cores = counted > 0 ? static_cast<int>(counted) : 1;
   }
   if (num_ranks > cores) {
-    PrintError("-np " + std::to_string(num_ranks) + " oversubscribes " +
-               std::to_string(cores) + (cores == 1 ? " core" : " cores"));
+    Say("-np " + std::to_string(num_ranks) + " oversubscribes " +
+        std::to_string(cores) + (cores == 1 ? " core" : " cores"));
   }
 }
 
@@ -121,11 +117,11 @@ int RunOnThisHost(const LaunchOptions& options) {
   if (options.launcher == LauncherKind::kMpirun) {
     StatusOr<std::string> found = FindExecutable("mpirun");
     if (!found.ok()) {
-      PrintError(options.backend == BackendKind::kMpi
-                     ? "mpirun not found on PATH; --backend mpi starts the "
-                       "job through it"
-                     : "mpirun not found on PATH; --launcher mpirun starts "
-                       "the job through it");
+      Say(options.backend == BackendKind::kMpi
+              ? "mpirun not found on PATH; --backend mpi starts the "
+                "job through it"
+              : "mpirun not found on PATH; --launcher mpirun starts "
+                "the job through it");
       return 127;
     }
     mpirun = *found;
@@ -137,12 +133,12 @@ int RunOnThisHost(const LaunchOptions& options) {
   if (!signals) return 1;
   StatusOr<std::string> secret = NewJobSecret();
   if (!secret.ok()) {
-    PrintError(secret.status().message());
+    Say(secret.status().message());
     return 1;
   }
   StatusOr<HostedStore> hosted = StartJobStore(kStoreHost, *secret);
   if (!hosted.ok()) {
-    PrintError(hosted.status().ToString());
+    Say(hosted.status().ToString());
     return 1;
   }
   const StoreInfo& store = hosted->info;
@@ -150,9 +146,9 @@ int RunOnThisHost(const LaunchOptions& options) {
   LauncherOptions launcher_options;
   launcher_options.verbose = options.verbose;
   if (options.verbose) {
-    PrintError("store listening on " + store.address + ", backend " +
-               BackendName(options.backend) + ", launcher " +
-               LauncherName(options.launcher));
+    Say("store listening on " + store.address + ", backend " +
+        BackendName(options.backend) + ", launcher " +
+        LauncherName(options.launcher));
   }
   std::vector<std::string> base_env = CurrentEnvironment();
   std::unique_ptr<MetricsService> metrics;
@@ -164,7 +160,7 @@ int RunOnThisHost(const LaunchOptions& options) {
         here.ok() ? here->host : std::string("localhost"), &base_env,
         &launcher_options);
     if (!started.ok()) {
-      PrintError(started.status().message());
+      Say(started.status().message());
       return 1;
     }
     metrics = *std::move(started);
@@ -182,8 +178,7 @@ int RunOnThisHost(const LaunchOptions& options) {
   Launcher launcher(launcher_options, &*signals);
   int exit_code = launcher.Run(specs);
   hosted->server->Stop();
-  if (options.verbose)
-    PrintError("exiting with code " + std::to_string(exit_code));
+  if (options.verbose) Say("exiting with code " + std::to_string(exit_code));
   return exit_code;
 }
 
@@ -192,7 +187,7 @@ int Main(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
   StatusOr<LaunchOptions> parsed = ParseOptions(args, ProcessEnvironment());
   if (!parsed.ok()) {
-    PrintError(parsed.status().message());
+    Say(parsed.status().message());
     return kUsageExitCode;
   }
   const LaunchOptions& options = *parsed;

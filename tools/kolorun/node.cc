@@ -22,10 +22,6 @@ namespace kolo {
 namespace kolorun {
 namespace {
 
-void Say(const std::string& text) {
-  WriteAll(STDERR_FILENO, "kolorun: " + text + "\n");
-}
-
 // The address this node's ranks listen on for Gloo.
 StatusOr<std::string> NodeAddress(const LaunchOptions& options,
                                   const std::string& rendezvous_host) {

@@ -712,21 +712,6 @@ std::string Usage() {
          UsagePerNodeOptions() + UsageElasticOptions();
 }
 
-std::vector<std::string> SplitOnWhitespace(const std::string& text) {
-  std::vector<std::string> pieces;
-  std::string current;
-  for (char c : text) {
-    if (c == ' ' || c == '\t' || c == '\n') {
-      if (!current.empty()) pieces.push_back(std::move(current));
-      current.clear();
-    } else {
-      current.push_back(c);
-    }
-  }
-  if (!current.empty()) pieces.push_back(std::move(current));
-  return pieces;
-}
-
 StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
                                      const EnvLookup& env) {
   LaunchOptions options;
