@@ -54,6 +54,36 @@ void Reap(AgentLink* link) {
   if (pid != 0) link->exited = true;
 }
 
+// Whether the wait for `link`'s answer is over: a whole line came (into
+// `answer` when it is a message of `type`), or none can come any more. A
+// link without an answer gets a problem saying why.
+bool AnswerSettled(AgentLink* link, const std::string& type,
+                   std::optional<std::string>* answer) {
+  size_t newline = link->out.find('\n');
+  if (newline != std::string::npos) {
+    std::string line = link->out.substr(0, newline);
+    link->out.erase(0, newline + 1);
+    if (IsMessageOfType(line, type)) {
+      *answer = std::move(line);
+    } else {
+      link->problems.push_back("answered '" + line.substr(0, 120) +
+                               "' instead of the agent's " + type);
+    }
+    return true;
+  }
+  if (link->out_open) return false;
+  // Its stderr may still hold the reason; give it a moment.
+  if (link->err_open)
+    ReadInto(&link->child.stderr_fd, &link->err, &link->err_open);
+  Reap(link);
+  if (!link->exited) {
+    usleep(20000);
+    Reap(link);
+  }
+  link->problems.push_back(Silence(*link));
+  return true;
+}
+
 }  // namespace
 
 std::string Trim(const std::string& text) {
@@ -110,29 +140,7 @@ bool Exchange(std::vector<AgentLink>* links,
     for (size_t i = 0; i < links->size(); ++i) {
       AgentLink& link = (*links)[i];
       if (!waiting[i]) continue;
-      size_t newline = link.out.find('\n');
-      if (newline != std::string::npos) {
-        std::string line = link.out.substr(0, newline);
-        link.out.erase(0, newline + 1);
-        if (IsMessageOfType(line, type)) {
-          (*answers)[i] = std::move(line);
-        } else {
-          link.problems.push_back("answered '" + line.substr(0, 120) +
-                                  "' instead of the agent's " + type);
-        }
-        waiting[i] = false;
-        continue;
-      }
-      if (!link.out_open) {
-        // Its stderr may still hold the reason; give it a moment.
-        if (link.err_open)
-          ReadInto(&link.child.stderr_fd, &link.err, &link.err_open);
-        Reap(&link);
-        if (!link.exited) {
-          usleep(20000);
-          Reap(&link);
-        }
-        link.problems.push_back(Silence(link));
+      if (AnswerSettled(&link, type, &(*answers)[i])) {
         waiting[i] = false;
         continue;
       }
