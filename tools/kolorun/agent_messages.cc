@@ -78,21 +78,22 @@ class Reader {
       out->push_back(item.get<std::string>());
     }
   }
-  // An array of objects, each read by `read_one(Reader&, T*)`.
-  template <typename T, typename ReadOne>
-  void ReadObjects(const char* key, std::vector<T>* out, ReadOne read_one) {
+  // An array of objects, each read by its ReadFields(Reader&, T*) (found
+  // where the template is used).
+  template <typename T>
+  void ReadObjects(const char* key, std::vector<T>* out) {
     const Json* list = Find(key, false, Json::value_t::array);
     if (list == nullptr) return;
     out->assign(list->size(), T());
     for (size_t i = 0; i < list->size() && error_->empty(); ++i)
       ReadObject(Key(key) + "[" + std::to_string(i) + "]", (*list)[i],
-                 &(*out)[i], read_one);
+                 &(*out)[i]);
   }
-  // An object under `key`, read by `read_one(Reader&, T*)`.
-  template <typename T, typename ReadOne>
-  void ReadObject(const char* key, T* out, ReadOne read_one) {
+  // An object under `key`, read by its ReadFields(Reader&, T*).
+  template <typename T>
+  void ReadObject(const char* key, T* out) {
     if (const Json* value = Find(key, false, Json::value_t::object))
-      ReadObject(Key(key), *value, out, read_one);
+      ReadObject(Key(key), *value, out);
   }
   bool Has(const char* key) const { return object_.contains(key); }
   // The value under `key` if it is there with the JSON type `kind`; else
@@ -128,15 +129,14 @@ class Reader {
   }
 
   // `path` (unquoted) names `value`, and prefixes the keys inside it.
-  template <typename T, typename ReadOne>
-  void ReadObject(const std::string& path, const Json& value, T* out,
-                  ReadOne read_one) {
+  template <typename T>
+  void ReadObject(const std::string& path, const Json& value, T* out) {
     if (!value.is_object()) {
       Fail("'" + path + "' should be an object, not " + KindOf(value));
       return;
     }
     Reader inner(value, path, error_);
-    read_one(inner, out);
+    ReadFields(inner, out);
   }
 
   const Json& object_;
@@ -164,9 +164,7 @@ void ReadFields(Reader& in, AgentAddress* address) {
 void ReadFields(Reader& in, PreflightReply* message) {
   in.Read("hostname", &message->hostname);
   in.Read("program", &message->program, /*optional=*/true);
-  in.ReadObjects(
-      "addresses", &message->addresses,
-      [](Reader& item, AgentAddress* address) { ReadFields(item, address); });
+  in.ReadObjects("addresses", &message->addresses);
   in.Read("error", &message->error, /*optional=*/true);
 }
 
@@ -177,9 +175,7 @@ void ReadFields(Reader& in, ProbeTarget* target) {
 }
 
 void ReadFields(Reader& in, ProbeRequest* message) {
-  in.ReadObjects(
-      "targets", &message->targets,
-      [](Reader& item, ProbeTarget* target) { ReadFields(item, target); });
+  in.ReadObjects("targets", &message->targets);
   in.Read("timeout_ms", &message->timeout_ms, 0,
           std::numeric_limits<int64_t>::max());
 }
@@ -191,9 +187,7 @@ void ReadFields(Reader& in, ProbeResult* result) {
 }
 
 void ReadFields(Reader& in, ProbeReply* message) {
-  in.ReadObjects(
-      "results", &message->results,
-      [](Reader& item, ProbeResult* result) { ReadFields(item, result); });
+  in.ReadObjects("results", &message->results);
 }
 
 void ReadFields(Reader& in, HostRanks* ranks) {
@@ -229,9 +223,7 @@ void ReadSettings(Reader& in, EnvList* settings) {
 
 void ReadFields(Reader& in, LaunchRequest* message) {
   in.Read("host", &message->ranks.host);
-  in.ReadObject("ranks", &message->ranks, [](Reader& place, HostRanks* ranks) {
-    ReadFields(place, ranks);
-  });
+  in.ReadObject("ranks", &message->ranks);
   in.Read("command", &message->command);
   ReadSettings(in, &message->settings);
   std::string bind_to;
@@ -249,10 +241,7 @@ void ReadFields(Reader& in, LaunchRequest* message) {
   in.Read("name", &message->name, /*optional=*/true);
   if (in.Has("metrics")) {
     message->metrics.emplace();
-    in.ReadObject("metrics", &*message->metrics,
-                  [](Reader& metrics, LaunchMetrics* wanted) {
-                    ReadFields(metrics, wanted);
-                  });
+    in.ReadObject("metrics", &*message->metrics);
   }
 }
 
