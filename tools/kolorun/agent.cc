@@ -8,11 +8,11 @@
 
 #include <chrono>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "agent_messages.h"
 #include "hosts.h"
 #include "job.h"
 #include "kolo_internal/net.h"
@@ -23,8 +23,6 @@
 namespace kolo {
 namespace kolorun {
 namespace {
-
-using Json = nlohmann::json;
 
 // Reads stdin a line at a time; blocking is right here, since the driver
 // either writes or closes the pipe (ssh closes it when the connection
@@ -52,24 +50,34 @@ class StdinLines {
   std::string buffer_;
 };
 
-void Send(const Json& message) {
-  WriteAll(STDOUT_FILENO, message.dump() + "\n");
+template <typename Message>
+void Send(const Message& message) {
+  WriteAll(STDOUT_FILENO, SerializeMessage(message) + "\n");
 }
 
-void Say(const std::string& text) {
+void SayAsAgent(const std::string& text) {
   WriteAll(STDERR_FILENO, "kolorun agent: " + text + "\n");
 }
 
-std::optional<Json> NextMessage(StdinLines* in, const std::string& type) {
+// The next message, which must be a `Message`; nullopt, said why, for
+// anything else or the end of stdin.
+template <typename Message>
+std::optional<Message> NextMessage(StdinLines* in) {
   std::optional<std::string> line = in->Next();
   if (!line) return std::nullopt;
-  Json message = Json::parse(*line, nullptr, /*allow_exceptions=*/false);
-  if (!message.is_object() || message.value("type", "") != type) {
-    Say("expected a '" + type + "' message from the launching kolorun, got '" +
-        line->substr(0, 80) + "'");
+  if (!IsMessageOfType(*line, Message::kType)) {
+    SayAsAgent(std::string("expected a '") + Message::kType +
+               "' message from the launching kolorun, got '" +
+               line->substr(0, 80) + "'");
     return std::nullopt;
   }
-  return message;
+  StatusOr<Message> message =
+      ParseMessage<Message>(*line, "the launching kolorun");
+  if (!message.ok()) {
+    SayAsAgent(message.status().message());
+    return std::nullopt;
+  }
+  return *std::move(message);
 }
 
 // A socket listening on `address`, port chosen by the OS, that nobody
@@ -115,31 +123,31 @@ std::string Describe(const std::vector<InterfaceAddress>& addresses) {
 }
 
 // Step 1. Fills `listeners` and `program_path`; the reply says what failed.
-Json Preflight(const Json& request, std::vector<Listener>* listeners,
-               std::string* program_path) {
-  Json reply = {{"type", "preflight"}, {"hostname", ThisHostName("?")}};
-  reply["addresses"] = Json::array();
-  const std::string cwd = request.value("cwd", "");
+PreflightReply Preflight(const PreflightRequest& request,
+                         std::vector<Listener>* listeners,
+                         std::string* program_path) {
+  PreflightReply reply;
+  reply.hostname = ThisHostName("?");
+  const std::string& cwd = request.cwd;
   if (!cwd.empty() && chdir(cwd.c_str()) != 0) {
-    reply["error"] = "working directory " + cwd + " is not there (" +
-                     std::strerror(errno) + ")";
+    reply.error = "working directory " + cwd + " is not there (" +
+                  std::strerror(errno) + ")";
     return reply;
   }
-  StatusOr<std::string> program =
-      FindExecutable(request.value("program", std::string()));
+  StatusOr<std::string> program = FindExecutable(request.program);
   if (!program.ok()) {
-    reply["error"] = program.status().message() + " (in " + cwd + ")";
+    reply.error = program.status().message() + " (in " + cwd + ")";
     return reply;
   }
   *program_path = *program;
-  reply["program"] = *program;
+  reply.program = *program;
 
-  const std::string spec_text = request.value("network_interface", "");
+  const std::string& spec_text = request.network_interface;
   StatusOr<InterfaceSpec> spec =
       InterfaceSpec::Parse(spec_text, "--network-interface");
   StatusOr<std::vector<InterfaceAddress>> all = ListInterfaceAddresses();
   if (!spec.ok() || !all.ok()) {
-    reply["error"] = (!spec.ok() ? spec.status() : all.status()).message();
+    reply.error = (!spec.ok() ? spec.status() : all.status()).message();
     return reply;
   }
   std::vector<InterfaceAddress> candidates =
@@ -150,13 +158,11 @@ Json Preflight(const Json& request, std::vector<Listener>* listeners,
     StatusOr<Listener> listener = Listen(candidate.address);
     if (!listener.ok()) continue;
     listeners->push_back(*listener);
-    reply["addresses"].push_back({{"interface", candidate.interface},
-                                  {"address", candidate.address},
-                                  {"prefix", candidate.prefix_length},
-                                  {"port", listener->port}});
+    reply.addresses.push_back({candidate.interface, candidate.address,
+                               candidate.prefix_length, listener->port});
   }
-  if (reply["addresses"].empty()) {
-    reply["error"] =
+  if (reply.addresses.empty()) {
+    reply.error =
         spec_text.empty()
             ? "no interface up with an IPv4 address other than loopback "
               "(it has: " +
@@ -169,17 +175,15 @@ Json Preflight(const Json& request, std::vector<Listener>* listeners,
 
 // Step 2: every target at once, so that unreachable ones cost one timeout
 // in all, not one each.
-Json Probe(const Json& request) {
-  const std::chrono::milliseconds timeout(
-      request.value("timeout_ms", int64_t{5000}));
-  const Json& targets = request["targets"];
+ProbeReply Probe(const ProbeRequest& request) {
+  const std::chrono::milliseconds timeout(request.timeout_ms);
+  const std::vector<ProbeTarget>& targets = request.targets;
   std::vector<std::string> errors(targets.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < targets.size(); ++i) {
     threads.emplace_back([&, i] {
-      const std::string address = targets[i].value("address", "");
-      Status reached =
-          ProbeTcp("", address, targets[i].value("port", 0), timeout);
+      const std::string& address = targets[i].address;
+      Status reached = ProbeTcp("", address, targets[i].port, timeout);
       if (reached.ok()) return;
       errors[i] = reached.message();
       // Name the interface the kernel would send through, which is what a
@@ -189,17 +193,52 @@ Json Probe(const Json& request) {
     });
   }
   for (std::thread& thread : threads) thread.join();
-  Json reply = {{"type", "probe"}, {"results", Json::array()}};
-  for (size_t i = 0; i < targets.size(); ++i) {
-    reply["results"].push_back({{"host", targets[i].value("host", "")},
-                                {"address", targets[i].value("address", "")},
-                                {"error", errors[i]}});
-  }
+  ProbeReply reply;
+  for (size_t i = 0; i < targets.size(); ++i)
+    reply.results.push_back({targets[i].host, targets[i].address, errors[i]});
   return reply;
 }
 
-BindTo ParseBindTo(const std::string& text) {
-  return text == "core" ? BindTo::kCore : BindTo::kNone;
+// Step 3: starts the ranks and supervises them to the end; returns the
+// agent's exit status.
+int Launch(const LaunchRequest& launch, const std::string& program_path,
+           SignalWatcher* signals) {
+  const HostRanks& ranks = launch.ranks;
+  LauncherOptions launcher_options;
+  std::vector<std::string> base_env = CurrentEnvironment();
+  // `kolorun --metrics-port`: each host serves its own ranks.
+  std::unique_ptr<MetricsService> metrics;
+  if (launch.metrics) {
+    StatusOr<std::unique_ptr<MetricsService>> started = StartHostMetrics(
+        launch.metrics->port, launch.metrics->address, launch.metrics->job,
+        ranks.host, &base_env, &launcher_options);
+    if (!started.ok()) {
+      SayAsAgent(ranks.host + ": " + started.status().message());
+      return 1;
+    }
+    metrics = *std::move(started);
+  }
+  std::vector<ProcessSpec> specs = BuildHostRanks(
+      ranks, program_path, launch.command, launch.settings, base_env,
+      CoreBlocks(UsableCores(), ranks.local_size, launch.bind_to));
+  // An elastic worker's agent runs one rank, which the driver names by
+  // its worker id ("worker 5", "[w5]") since its rank changes.
+  if (!launch.tag.empty()) {
+    for (ProcessSpec& spec : specs) {
+      spec.name = (launch.name.empty() ? launch.tag : launch.name) + " on " +
+                  ranks.host;
+      spec.stdout_prefix = "[" + launch.tag + "]<stdout>: ";
+      spec.stderr_prefix = "[" + launch.tag + "]<stderr>: ";
+    }
+  }
+  launcher_options.verbose = launch.verbose;
+  launcher_options.stop_fd = STDIN_FILENO;
+  launcher_options.host = ranks.host;
+  launcher_options.stop_message = "the launching kolorun is gone (" +
+                                  ranks.host +
+                                  " lost its connection); stopping the ranks";
+  Launcher launcher(launcher_options, signals);
+  return launcher.Run(specs);
 }
 
 }  // namespace
@@ -212,77 +251,25 @@ int RunAgent(SignalWatcher* signals) {
     listeners.clear();
   };
   std::string program_path;
-  std::optional<Json> preflight = NextMessage(&in, "preflight");
+  std::optional<PreflightRequest> preflight =
+      NextMessage<PreflightRequest>(&in);
   if (!preflight) return 1;
-  Json reply = Preflight(*preflight, &listeners, &program_path);
+  const PreflightReply reply = Preflight(*preflight, &listeners, &program_path);
   Send(reply);
-  if (reply.contains("error")) {
+  if (!reply.error.empty()) {
     close_listeners();
     return 1;
   }
-  std::optional<Json> probe = NextMessage(&in, "probe");
+  std::optional<ProbeRequest> probe = NextMessage<ProbeRequest>(&in);
   if (!probe) {
     close_listeners();
     return 1;
   }
   Send(Probe(*probe));
-  std::optional<Json> launch = NextMessage(&in, "launch");
+  std::optional<LaunchRequest> launch = NextMessage<LaunchRequest>(&in);
   close_listeners();
   if (!launch) return 1;
-
-  HostRanks ranks;
-  ranks.host = launch->value("host", "");
-  const Json& place = (*launch)["ranks"];
-  ranks.first_rank = place.value("first_rank", 0);
-  ranks.local_size = place.value("local_size", 0);
-  ranks.size = place.value("size", 0);
-  ranks.cross_rank = place.value("cross_rank", 0);
-  ranks.cross_size = place.value("cross_size", 1);
-  EnvList settings;
-  for (const Json& pair : (*launch)["settings"]) {
-    settings.emplace_back(pair.at(0).get<std::string>(),
-                          pair.at(1).get<std::string>());
-  }
-  const std::vector<std::string> command =
-      (*launch)["command"].get<std::vector<std::string>>();
-  const BindTo bind_to = ParseBindTo(launch->value("bind_to", "none"));
-
-  LauncherOptions launcher_options;
-  std::vector<std::string> base_env = CurrentEnvironment();
-  // `kolorun --metrics-port`: each host serves its own ranks.
-  std::unique_ptr<MetricsService> metrics;
-  if (launch->contains("metrics")) {
-    const Json& wanted = (*launch)["metrics"];
-    StatusOr<std::unique_ptr<MetricsService>> started = StartHostMetrics(
-        wanted.value("port", 0), wanted.value("address", "127.0.0.1"),
-        wanted.value("job", "kolo"), ranks.host, &base_env, &launcher_options);
-    if (!started.ok()) {
-      Say(ranks.host + ": " + started.status().message());
-      return 1;
-    }
-    metrics = *std::move(started);
-  }
-  std::vector<ProcessSpec> specs =
-      BuildHostRanks(ranks, program_path, command, settings, base_env,
-                     CoreBlocks(UsableCores(), ranks.local_size, bind_to));
-  // An elastic worker's agent runs one rank, which the driver names by
-  // its worker id ("worker 5", "[w5]") since its rank changes.
-  const std::string tag = launch->value("tag", "");
-  if (!tag.empty()) {
-    for (ProcessSpec& spec : specs) {
-      spec.name = launch->value("name", tag) + " on " + ranks.host;
-      spec.stdout_prefix = "[" + tag + "]<stdout>: ";
-      spec.stderr_prefix = "[" + tag + "]<stderr>: ";
-    }
-  }
-  launcher_options.verbose = launch->value("verbose", false);
-  launcher_options.stop_fd = STDIN_FILENO;
-  launcher_options.host = ranks.host;
-  launcher_options.stop_message = "the launching kolorun is gone (" +
-                                  ranks.host +
-                                  " lost its connection); stopping the ranks";
-  Launcher launcher(launcher_options, signals);
-  return launcher.Run(specs);
+  return Launch(*launch, program_path, signals);
 }
 
 }  // namespace kolorun

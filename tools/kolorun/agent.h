@@ -2,8 +2,10 @@
 // the launching kolorun (the driver) through ssh or --remote-shell.
 //
 // Protocol. The driver and its agents talk in JSON objects, one per line,
-// over the agent's stdin (driver to agent) and stdout (agent to driver).
-// Each message has a "type"; the agent answers the first two in kind:
+// over the agent's stdin (driver to agent) and stdout (agent to driver);
+// agent_messages.h holds one struct per message and their one serializer
+// and parser. Each message has a "type"; the agent answers the first two in
+// kind:
 //
 //   1. preflight  {program, cwd, network_interface}
 //        The agent moves to `cwd`, finds `program` there, lists its own

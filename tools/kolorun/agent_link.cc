@@ -14,12 +14,7 @@ namespace kolo {
 namespace kolorun {
 namespace {
 
-using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-void Say(const std::string& text) {
-  WriteAll(STDERR_FILENO, "kolorun: " + text + "\n");
-}
 
 // Why an agent gave no answer: what its remote shell said, and how it
 // ended.
@@ -57,6 +52,36 @@ void Reap(AgentLink* link) {
     pid = waitpid(link->child.pid, &link->wait_status, WNOHANG);
   } while (pid < 0 && errno == EINTR);
   if (pid != 0) link->exited = true;
+}
+
+// Whether the wait for `link`'s answer is over: a whole line came (into
+// `answer` when it is a message of `type`), or none can come any more. A
+// link without an answer gets a problem saying why.
+bool AnswerSettled(AgentLink* link, const std::string& type,
+                   std::optional<std::string>* answer) {
+  size_t newline = link->out.find('\n');
+  if (newline != std::string::npos) {
+    std::string line = link->out.substr(0, newline);
+    link->out.erase(0, newline + 1);
+    if (IsMessageOfType(line, type)) {
+      *answer = std::move(line);
+    } else {
+      link->problems.push_back("answered '" + line.substr(0, 120) +
+                               "' instead of the agent's " + type);
+    }
+    return true;
+  }
+  if (link->out_open) return false;
+  // Its stderr may still hold the reason; give it a moment.
+  if (link->err_open)
+    ReadInto(&link->child.stderr_fd, &link->err, &link->err_open);
+  Reap(link);
+  if (!link->exited) {
+    usleep(20000);
+    Reap(link);
+  }
+  link->problems.push_back(Silence(*link));
+  return true;
 }
 
 }  // namespace
@@ -100,7 +125,7 @@ bool Exchange(std::vector<AgentLink>* links,
               const std::vector<std::string>& requests,
               Clock::time_point deadline, const std::string& type,
               SignalWatcher* signals,
-              std::vector<std::optional<Json>>* answers) {
+              std::vector<std::optional<std::string>>* answers) {
   answers->assign(links->size(), std::nullopt);
   std::vector<bool> waiting(links->size(), false);
   for (size_t i = 0; i < links->size(); ++i) {
@@ -115,30 +140,7 @@ bool Exchange(std::vector<AgentLink>* links,
     for (size_t i = 0; i < links->size(); ++i) {
       AgentLink& link = (*links)[i];
       if (!waiting[i]) continue;
-      size_t newline = link.out.find('\n');
-      if (newline != std::string::npos) {
-        std::string line = link.out.substr(0, newline);
-        link.out.erase(0, newline + 1);
-        Json answer = Json::parse(line, nullptr, false);
-        if (answer.is_object() && answer.value("type", "") == type) {
-          (*answers)[i] = std::move(answer);
-        } else {
-          link.problems.push_back("answered '" + line.substr(0, 120) +
-                                  "' instead of the agent's " + type);
-        }
-        waiting[i] = false;
-        continue;
-      }
-      if (!link.out_open) {
-        // Its stderr may still hold the reason; give it a moment.
-        if (link.err_open)
-          ReadInto(&link.child.stderr_fd, &link.err, &link.err_open);
-        Reap(&link);
-        if (!link.exited) {
-          usleep(20000);
-          Reap(&link);
-        }
-        link.problems.push_back(Silence(link));
+      if (AnswerSettled(&link, type, &(*answers)[i])) {
         waiting[i] = false;
         continue;
       }
@@ -221,6 +223,14 @@ void StopAgents(std::vector<AgentLink>* links) {
 std::string CurrentDirectory() {
   char path[4096];
   return getcwd(path, sizeof(path)) != nullptr ? path : ".";
+}
+
+PreflightRequest PreflightRequestFor(const LaunchOptions& options) {
+  PreflightRequest request;
+  request.program = options.command[0];
+  request.cwd = CurrentDirectory();
+  request.network_interface = options.network_interface;
+  return request;
 }
 
 }  // namespace kolorun

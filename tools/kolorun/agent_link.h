@@ -6,11 +6,11 @@
 #define KOLO_TOOLS_KOLORUN_AGENT_LINK_H_
 
 #include <chrono>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "agent_messages.h"
 #include "hosts.h"
 #include "options.h"
 #include "process.h"
@@ -28,7 +28,7 @@ struct AgentLink {
   bool err_open = true;
   bool exited = false;
   int wait_status = 0;
-  nlohmann::json preflight;  // its answer to step 1
+  PreflightReply preflight;  // its answer to step 1
   std::vector<std::string> problems;
 };
 
@@ -38,20 +38,49 @@ AgentLink StartAgent(const LaunchOptions& options, const std::string& host,
                      const std::string& self, SignalWatcher* signals);
 
 // Sends requests[i] (a line) to every agent that has one and waits, until
-// `deadline`, for one line back from each. Returns, per agent, its answer;
-// an agent without one gets a problem saying why. A signal to kolorun
-// (Ctrl-C) ends the wait at once and returns false.
+// `deadline`, for one line back from each, a message of `type`
+// (agent_messages.h). Returns, per agent, its answer; an agent without one
+// gets a problem saying why. A signal to kolorun (Ctrl-C) ends the wait at
+// once and returns false.
 bool Exchange(std::vector<AgentLink>* links,
               const std::vector<std::string>& requests,
               std::chrono::steady_clock::time_point deadline,
               const std::string& type, SignalWatcher* signals,
-              std::vector<std::optional<nlohmann::json>>* answers);
+              std::vector<std::optional<std::string>>* answers);
+
+// Exchange() with one message type, parsed: an answer that does not parse
+// becomes its agent's problem instead.
+template <typename Reply>
+bool ExchangeTyped(std::vector<AgentLink>* links,
+                   const std::vector<std::string>& requests,
+                   std::chrono::steady_clock::time_point deadline,
+                   SignalWatcher* signals,
+                   std::vector<std::optional<Reply>>* replies) {
+  std::vector<std::optional<std::string>> lines;
+  if (!Exchange(links, requests, deadline, Reply::kType, signals, &lines))
+    return false;
+  replies->assign(links->size(), std::nullopt);
+  for (size_t i = 0; i < links->size(); ++i) {
+    if (!lines[i]) continue;
+    StatusOr<Reply> reply = ParseMessage<Reply>(
+        *lines[i], "the agent on " + (*links)[i].place.host);
+    if (reply.ok()) {
+      (*replies)[i] = *std::move(reply);
+    } else {
+      (*links)[i].problems.push_back(reply.status().message());
+    }
+  }
+  return true;
+}
 
 // Closes the agents' stdin (which ends them), then makes sure they are
 // gone.
 void StopAgents(std::vector<AgentLink>* links);
 
 std::string CurrentDirectory();
+
+// Step 1's question for the job `options` describes, asked from here.
+PreflightRequest PreflightRequestFor(const LaunchOptions& options);
 
 // `text` without leading and trailing white space.
 std::string Trim(const std::string& text);

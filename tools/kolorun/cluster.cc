@@ -9,7 +9,6 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "agent_link.h"
+#include "agent_messages.h"
 #include "hosts.h"
 #include "job.h"
 #include "kolo_internal/config.h"
@@ -31,12 +31,7 @@ namespace kolo {
 namespace kolorun {
 namespace {
 
-using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-void Say(const std::string& text) {
-  WriteAll(STDERR_FILENO, "kolorun: " + text + "\n");
-}
 
 bool ReportProblems(const std::vector<AgentLink>& links) {
   bool any = false;
@@ -70,10 +65,219 @@ EnvList ForwardedKoloSettings() {
   return settings;
 }
 
+// The address chosen for a host: Gloo's pairs listen there.
 struct Choice {
   std::string interface;
   std::string address;
 };
+
+// An address of one host that the others, and the driver, probe.
+struct Target {
+  size_t host;  // its index in the links
+  std::string address;
+  int32_t port;
+};
+
+// Who could not reach an address, and why, by address.
+using ProbeFailures = std::map<std::string, std::vector<std::string>>;
+
+bool AnyProblem(const std::vector<AgentLink>& links) {
+  return std::any_of(links.begin(), links.end(), [](const AgentLink& link) {
+    return !link.problems.empty();
+  });
+}
+
+// Every agent starts at once; each may take seconds to connect.
+std::vector<AgentLink> StartAgents(const LaunchOptions& options,
+                                   const std::vector<HostAssignment>& placed,
+                                   const std::string& self,
+                                   SignalWatcher* signals) {
+  std::vector<AgentLink> links;
+  for (const HostAssignment& place : placed) {
+    AgentLink link = StartAgent(options, place.host, self, signals);
+    link.place = place;
+    links.push_back(std::move(link));
+  }
+  return links;
+}
+
+// Step 1: who is there, and what may each use. Returns false when kolorun
+// was signalled.
+bool AskPreflight(const LaunchOptions& options, Clock::time_point deadline,
+                  SignalWatcher* signals, std::vector<AgentLink>* links) {
+  const std::string request = SerializeMessage(PreflightRequestFor(options));
+  std::vector<std::string> requests(links->size());
+  for (size_t i = 0; i < links->size(); ++i) {
+    if ((*links)[i].problems.empty()) requests[i] = request;
+  }
+  std::vector<std::optional<PreflightReply>> replies;
+  if (!ExchangeTyped(links, requests, deadline, signals, &replies))
+    return false;
+  for (size_t i = 0; i < links->size(); ++i) {
+    if (!replies[i]) continue;
+    AgentLink& link = (*links)[i];
+    link.preflight = *std::move(replies[i]);
+    if (!link.preflight.error.empty())
+      link.problems.push_back(link.preflight.error);
+  }
+  return true;
+}
+
+// How many hosts have each address: one on more than one host identifies
+// none of them.
+std::map<std::string, int> AddressHolders(const std::vector<AgentLink>& links) {
+  std::map<std::string, int> holders;
+  for (const AgentLink& link : links) {
+    for (const AgentAddress& address : link.preflight.addresses)
+      ++holders[address.address];
+  }
+  return holders;
+}
+
+std::vector<Target> ProbeTargets(const std::vector<AgentLink>& links,
+                                 const std::map<std::string, int>& holders) {
+  std::vector<Target> targets;
+  for (size_t i = 0; i < links.size(); ++i) {
+    for (const AgentAddress& address : links[i].preflight.addresses) {
+      if (holders.at(address.address) > 1) continue;
+      targets.push_back({i, address.address, address.port});
+    }
+  }
+  return targets;
+}
+
+// Step 2: every host, and the driver, tries every other host's addresses,
+// all at once. Returns false when kolorun was signalled.
+bool ProbeAll(const std::vector<Target>& targets, Clock::time_point deadline,
+              SignalWatcher* signals, std::vector<AgentLink>* links,
+              ProbeFailures* failures) {
+  ProbeRequest request;
+  request.timeout_ms = std::max<int64_t>(
+      100, std::min<int64_t>(
+               5000, std::chrono::duration_cast<std::chrono::milliseconds>(
+                         deadline - Clock::now())
+                             .count() -
+                         500));
+  std::vector<std::string> requests(links->size());
+  for (size_t i = 0; i < links->size(); ++i) {
+    request.targets.clear();
+    for (const Target& target : targets) {
+      if (target.host == i) continue;
+      request.targets.push_back(
+          {(*links)[target.host].place.host, target.address, target.port});
+    }
+    requests[i] = SerializeMessage(request);
+  }
+  std::vector<std::string> driver_errors(targets.size());
+  std::vector<std::thread> driver_probes;
+  for (size_t t = 0; t < targets.size(); ++t) {
+    driver_probes.emplace_back([&, t] {
+      Status reached = ProbeTcp("", targets[t].address, targets[t].port,
+                                std::chrono::milliseconds(request.timeout_ms));
+      if (!reached.ok()) driver_errors[t] = reached.message();
+    });
+  }
+  std::vector<std::optional<ProbeReply>> replies;
+  const bool exchanged =
+      ExchangeTyped(links, requests, deadline, signals, &replies);
+  for (std::thread& probe : driver_probes) probe.join();
+  if (!exchanged) return false;
+
+  for (size_t i = 0; i < links->size(); ++i) {
+    if (!replies[i]) continue;
+    for (const ProbeResult& result : replies[i]->results) {
+      if (result.error.empty()) continue;
+      (*failures)[result.address].push_back(
+          (*links)[i].place.host + " cannot reach it: " + result.error);
+    }
+  }
+  for (size_t t = 0; t < targets.size(); ++t) {
+    if (driver_errors[t].empty()) continue;
+    (*failures)[targets[t].address].push_back(
+        "kolorun cannot reach it from here: " + driver_errors[t]);
+  }
+  return true;
+}
+
+// For each host, its first address that nobody failed to reach; a host
+// without one gets a problem listing why each address is out.
+std::vector<Choice> ChooseAddresses(const std::map<std::string, int>& holders,
+                                    const ProbeFailures& failures,
+                                    std::vector<AgentLink>* links) {
+  std::vector<Choice> choices(links->size());
+  for (size_t i = 0; i < links->size(); ++i) {
+    std::vector<std::string> reasons;
+    for (const AgentAddress& address : (*links)[i].preflight.addresses) {
+      const std::string where = address.interface + " " + address.address;
+      if (holders.at(address.address) > 1) {
+        reasons.push_back(where + " is an address of another host too");
+        continue;
+      }
+      auto failed = failures.find(address.address);
+      if (failed == failures.end()) {
+        choices[i] = {address.interface, address.address};
+        break;
+      }
+      for (const std::string& why : failed->second)
+        reasons.push_back(where + ": " + why);
+    }
+    if (choices[i].address.empty()) {
+      std::string text = "no address that every host reaches";
+      for (const std::string& reason : reasons) text += "; " + reason;
+      (*links)[i].problems.push_back(text);
+    }
+  }
+  return choices;
+}
+
+void SayChoice(const std::vector<AgentLink>& links,
+               const std::vector<Choice>& choices,
+               const InterfaceAddress& store_route, const StoreInfo& store) {
+  std::string chosen;
+  for (size_t i = 0; i < links.size(); ++i) {
+    chosen += (i == 0 ? "" : ", ") + links[i].place.host + " " +
+              choices[i].interface + " " + choices[i].address;
+  }
+  Say("network: " + chosen + "; store on " + store_route.interface + " " +
+      store.address);
+}
+
+// Step 3: tells the agent of `link` its ranks and the job's settings;
+// returns the agent as the Launcher supervises it.
+ProcessSpec LaunchOn(const LaunchOptions& options, const AgentLink& link,
+                     const Choice& choice, const EnvList& common,
+                     int32_t cross_size) {
+  const HostAssignment& place = link.place;
+  LaunchRequest launch;
+  launch.ranks.host = place.host;
+  launch.ranks.first_rank = place.first_rank;
+  launch.ranks.local_size = place.num_ranks;
+  launch.ranks.size = options.num_ranks;
+  launch.ranks.cross_rank = place.cross_rank;
+  launch.ranks.cross_size = cross_size;
+  launch.command = options.command;
+  launch.settings = {{env::kHostId, place.host},
+                     {env::kGlooHostname, choice.address}};
+  launch.settings.insert(launch.settings.end(), common.begin(), common.end());
+  launch.bind_to = options.bind_to;
+  launch.verbose = options.verbose;
+  if (options.metrics_port) {
+    launch.metrics = LaunchMetrics{*options.metrics_port,
+                                   MetricsAddress(options, choice.address),
+                                   JobName(options)};
+  }
+  WriteAll(link.child.stdin_fd, SerializeMessage(launch) + "\n");
+
+  ProcessSpec spec;
+  spec.name = "the agent on " + place.host;
+  spec.started = link.child;
+  spec.format = LineFormat::kPrefix;  // the agent tags its ranks' lines
+  // What its remote shell said before (a warning from ssh, say).
+  if (!Trim(link.err).empty()) Say(place.host + ": " + Trim(link.err));
+  // The buffered rest of its stdout is empty: it says nothing between
+  // its probe answer and the launch.
+  return spec;
+}
 
 }  // namespace
 
@@ -94,139 +298,23 @@ int RunCluster(const LaunchOptions& options, SignalWatcher* signals) {
   }
   const auto deadline =
       Clock::now() + std::chrono::seconds(options.start_timeout_seconds);
-
-  // Every agent starts at once; each may take seconds to connect.
-  std::vector<AgentLink> links;
-  for (const HostAssignment& place : *placed) {
-    AgentLink link = StartAgent(options, place.host, *self, signals);
-    link.place = place;
-    links.push_back(std::move(link));
-  }
+  std::vector<AgentLink> links = StartAgents(options, *placed, *self, signals);
   auto fail = [&](int code) {
     ReportProblems(links);
     StopAgents(&links);
     return code;
   };
 
-  // Step 1: who is there, and what may each use.
-  const std::string cwd = CurrentDirectory();
-  std::vector<std::string> requests(links.size());
-  for (size_t i = 0; i < links.size(); ++i) {
-    if (!links[i].problems.empty()) continue;
-    requests[i] = Json{{"type", "preflight"},
-                       {"program", options.command[0]},
-                       {"cwd", cwd},
-                       {"network_interface", options.network_interface}}
-                      .dump();
-  }
-  std::vector<std::optional<Json>> answers;
-  if (!Exchange(&links, requests, deadline, "preflight", signals, &answers))
+  if (!AskPreflight(options, deadline, signals, &links)) return fail(130);
+  if (AnyProblem(links)) return fail(1);
+  const std::map<std::string, int> holders = AddressHolders(links);
+  const std::vector<Target> targets = ProbeTargets(links, holders);
+  ProbeFailures failures;
+  if (!ProbeAll(targets, deadline, signals, &links, &failures))
     return fail(130);
-  for (size_t i = 0; i < links.size(); ++i) {
-    if (!answers[i]) continue;
-    links[i].preflight = *answers[i];
-    if (answers[i]->contains("error"))
-      links[i].problems.push_back((*answers[i])["error"].get<std::string>());
-  }
-  for (const AgentLink& link : links) {
-    if (!link.problems.empty()) return fail(1);
-  }
-
-  // An address on more than one host identifies none of them.
-  std::map<std::string, int> holders;
-  for (const AgentLink& link : links) {
-    for (const Json& address : link.preflight["addresses"])
-      ++holders[address.value("address", "")];
-  }
-  // Step 2: every host, and the driver, tries every other host's addresses.
-  struct Target {
-    size_t host;
-    std::string address;
-    int port;
-  };
-  std::vector<Target> targets;
-  for (size_t i = 0; i < links.size(); ++i) {
-    for (const Json& address : links[i].preflight["addresses"]) {
-      if (holders[address.value("address", "")] > 1) continue;
-      targets.push_back(
-          {i, address.value("address", ""), address.value("port", 0)});
-    }
-  }
-  const int64_t probe_ms = std::max<int64_t>(
-      100, std::min<int64_t>(
-               5000, std::chrono::duration_cast<std::chrono::milliseconds>(
-                         deadline - Clock::now())
-                             .count() -
-                         500));
-  for (size_t i = 0; i < links.size(); ++i) {
-    Json list = Json::array();
-    for (const Target& target : targets) {
-      if (target.host == i) continue;
-      list.push_back({{"host", links[target.host].place.host},
-                      {"address", target.address},
-                      {"port", target.port}});
-    }
-    requests[i] =
-        Json{{"type", "probe"}, {"targets", list}, {"timeout_ms", probe_ms}}
-            .dump();
-  }
-  std::vector<std::string> driver_errors(targets.size());
-  std::vector<std::thread> driver_probes;
-  for (size_t t = 0; t < targets.size(); ++t) {
-    driver_probes.emplace_back([&, t] {
-      Status reached = ProbeTcp("", targets[t].address, targets[t].port,
-                                std::chrono::milliseconds(probe_ms));
-      if (!reached.ok()) driver_errors[t] = reached.message();
-    });
-  }
-  bool exchanged =
-      Exchange(&links, requests, deadline, "probe", signals, &answers);
-  for (std::thread& probe : driver_probes) probe.join();
-  if (!exchanged) return fail(130);
-
-  // failures[address] = who could not reach it, and why.
-  std::map<std::string, std::vector<std::string>> failures;
-  for (size_t i = 0; i < links.size(); ++i) {
-    if (!answers[i]) continue;
-    for (const Json& result : (*answers[i])["results"]) {
-      std::string error = result.value("error", "");
-      if (error.empty()) continue;
-      failures[result.value("address", "")].push_back(
-          links[i].place.host + " cannot reach it: " + error);
-    }
-  }
-  for (size_t t = 0; t < targets.size(); ++t) {
-    if (driver_errors[t].empty()) continue;
-    failures[targets[t].address].push_back(
-        "kolorun cannot reach it from here: " + driver_errors[t]);
-  }
-  std::vector<Choice> choices(links.size());
-  for (size_t i = 0; i < links.size(); ++i) {
-    std::vector<std::string> reasons;
-    for (const Json& address : links[i].preflight["addresses"]) {
-      const std::string text = address.value("address", "");
-      const std::string where = address.value("interface", "") + " " + text;
-      if (holders[text] > 1) {
-        reasons.push_back(where + " is an address of another host too");
-        continue;
-      }
-      auto failed = failures.find(text);
-      if (failed == failures.end()) {
-        choices[i] = {address.value("interface", ""), text};
-        break;
-      }
-      for (const std::string& why : failed->second)
-        reasons.push_back(where + ": " + why);
-    }
-    if (choices[i].address.empty()) {
-      std::string text = "no address that every host reaches";
-      for (const std::string& reason : reasons) text += "; " + reason;
-      links[i].problems.push_back(text);
-    }
-  }
-  for (const AgentLink& link : links) {
-    if (!link.problems.empty()) return fail(1);
-  }
+  const std::vector<Choice> choices =
+      ChooseAddresses(holders, failures, &links);
+  if (AnyProblem(links)) return fail(1);
 
   StatusOr<InterfaceAddress> store_route = RouteTo(choices[0].address);
   if (!store_route.ok()) {
@@ -240,62 +328,17 @@ int RunCluster(const LaunchOptions& options, SignalWatcher* signals) {
     StopAgents(&links);
     return 1;
   }
-  const StoreInfo& store = hosted->info;
-  std::string chosen;
-  for (size_t i = 0; i < links.size(); ++i) {
-    chosen += (i == 0 ? "" : ", ") + links[i].place.host + " " +
-              choices[i].interface + " " + choices[i].address;
-  }
-  Say("network: " + chosen + "; store on " + store_route->interface + " " +
-      store.address);
+  SayChoice(links, choices, *store_route, hosted->info);
 
-  // Step 3. The settings common to all hosts, then each host's own.
+  // The settings common to all hosts, then each host's own.
   EnvList common = ForwardedKoloSettings();
-  for (auto& setting : JobSettings(options, store))
+  for (auto& setting : JobSettings(options, hosted->info))
     common.push_back(std::move(setting));
-  const int32_t cross_size = static_cast<int32_t>(links.size());
   std::vector<ProcessSpec> specs;
   for (size_t i = 0; i < links.size(); ++i) {
-    const HostAssignment& place = links[i].place;
-    EnvList settings = {{env::kHostId, place.host},
-                        {env::kGlooHostname, choices[i].address}};
-    settings.insert(settings.end(), common.begin(), common.end());
-    Json pairs = Json::array();
-    for (const auto& [name, value] : settings) pairs.push_back({name, value});
-    Json launch = {
-        {"type", "launch"},
-        {"host", place.host},
-        {"ranks",
-         {{"first_rank", place.first_rank},
-          {"local_size", place.num_ranks},
-          {"size", options.num_ranks},
-          {"cross_rank", place.cross_rank},
-          {"cross_size", cross_size}}},
-        {"command", options.command},
-        {"settings", pairs},
-        {"bind_to", options.bind_to == BindTo::kCore ? "core" : "none"},
-        {"verbose", options.verbose},
-    };
-    if (options.metrics_port) {
-      launch["metrics"] = {
-          {"port", *options.metrics_port},
-          {"address", MetricsAddress(options, choices[i].address)},
-          {"job", JobName(options)}};
-    }
-    WriteAll(links[i].child.stdin_fd, launch.dump() + "\n");
-
-    ProcessSpec spec;
-    spec.name = "the agent on " + place.host;
-    spec.started = links[i].child;
-    spec.format = LineFormat::kPrefix;  // the agent tags its ranks' lines
-    specs.push_back(std::move(spec));
-    // What its remote shell said before (a warning from ssh, say).
-    if (!Trim(links[i].err).empty())
-      Say(place.host + ": " + Trim(links[i].err));
-    // The buffered rest of its stdout is empty: it says nothing between
-    // its probe answer and the launch.
+    specs.push_back(LaunchOn(options, links[i], choices[i], common,
+                             static_cast<int32_t>(links.size())));
   }
-
   LauncherOptions launcher_options;
   launcher_options.verbose = options.verbose;
   launcher_options.failure_in_line = AgentReportedFailure;

@@ -16,11 +16,13 @@
 #include <utility>
 
 #include "agent_link.h"
+#include "child_watcher.h"
 #include "job.h"
 #include "kolo_internal/config.h"
 #include "kolo_internal/elastic.h"
 #include "kolo_internal/net.h"
 #include "kolo_internal/store.h"
+#include "launcher.h"
 #include "metrics_service.h"
 #include "output.h"
 #include "remote.h"
@@ -51,10 +53,6 @@ constexpr milliseconds kTermGrace{2000};
 // Workers still waiting to join when the job has succeeded are told to stop
 // after this; members get as long as they need.
 constexpr milliseconds kFinishGrace{1000};
-
-void Say(const std::string& text) {
-  WriteAll(STDERR_FILENO, "kolorun: " + text + "\n");
-}
 
 std::string Seconds1(milliseconds duration) {
   char text[32];
@@ -160,20 +158,12 @@ struct HostRecord {
   std::optional<Clock::time_point> blacklisted_until;
 };
 
-struct Stream {
-  int fd = -1;
-  int out_fd = -1;
-  std::optional<LineSplitter> splitter;
-};
-
 struct Worker {
   int64_t id = 0;
   std::string host;
-  pid_t pid = -1;
-  int stdin_fd = -1;  // a remote worker's agent: closing it stops the agent
-  bool running = false;
-  Stream out;
-  Stream err;
+  // Its number in the driver's ChildWatcher: the worker's process, or for
+  // a worker on another host its agent (closing whose stdin stops it).
+  size_t child = 0;
   // Heartbeats: the counter's last value and when it last changed.
   int64_t beats = 0;
   Clock::time_point last_beat{};
@@ -192,7 +182,10 @@ class Driver {
         self_(std::move(self)),
         signals_(signals),
         store_(server->local()),
-        store_info_(std::move(store)) {}
+        store_info_(std::move(store)),
+        watcher_(signals, [this](size_t child, int wait_status) {
+          OnExit(child, wait_status);
+        }) {}
 
   int Run();
   // Settings for every worker started on this host (NAME=VALUE).
@@ -212,16 +205,25 @@ class Driver {
   void Discover(Clock::time_point now);
   void FillSlots(Clock::time_point now);
   Worker* Spawn(const std::string& host);
+  // A worker on this host; fills `format` with its tags. Like rank 0 of a
+  // plain job, worker 0's stdout is a terminal when kolorun's is one
+  // (launcher.h), so that it may redraw a line in place.
+  StatusOr<Child> StartLocal(const Worker& worker, RelayFormat* format);
   // A worker on another host, through an agent of its own (agent.h): the
-  // preflight and the launch, under --start-timeout.
-  Status StartRemote(Worker* worker, EnvList settings);
+  // preflight and the launch, under --start-timeout. Returns the agent.
+  StatusOr<Child> StartRemote(const Worker& worker, EnvList settings);
+  // Where a remote worker's engine listens: its host's address in the
+  // store's subnet, else its first one.
+  std::string AddressNearStore(
+      const std::vector<AgentAddress>& addresses) const;
   // What every worker is told, besides where it runs.
   EnvList WorkerSettings(const Worker& worker) const;
   void CheckHeartbeats(Clock::time_point now);
   void CheckBrokenRound(Clock::time_point now);
   void MaybePublishRound(Clock::time_point now);
   void PublishRound(const std::vector<int64_t>& members);
-  void ReapExited();
+  // Told by watcher_ of a worker's exit, once its output is relayed.
+  void OnExit(size_t child, int wait_status);
   void OnExit(Worker* worker, int wait_status);
   void RecordDeathInNews(const Worker& worker);
   // Whether every member of the current round passed its gate.
@@ -232,15 +234,17 @@ class Driver {
   void CountHostFailure(const std::string& host, Clock::time_point now);
   void Fail(int exit_code, const std::string& why);
   void HandleSignals();
-  void Drain(Stream* stream);
-  void CloseStream(Stream* stream);
+  bool Running(const Worker& worker) const {
+    return watcher_.running(worker.child);
+  }
+  // Every message of the driver goes through watcher_, which keeps a line
+  // redrawn in place below it.
+  void Say(const std::string& text) const { watcher_.Message(text); }
   std::vector<int64_t> ReadyWorkers() const;
   std::optional<int32_t> RankOf(int64_t worker) const;
   std::string Describe(const Worker& worker) const;
   HostRecord* FindHost(const std::string& name);
   void AddHost(const HostSlots& host);
-  bool AnyRunning() const;
-  bool AnyStreamOpen() const;
   std::string ReadKey(const std::string& key) const;
 
   const LaunchOptions& options_;
@@ -253,6 +257,7 @@ class Driver {
   const std::string store_host_ =
       store_info_.address.substr(0, store_info_.address.rfind(':'));
   std::vector<std::string> base_env_ = CurrentEnvironment();
+  ChildWatcher watcher_;
 
   std::vector<HostRecord> hosts_;
   std::vector<std::unique_ptr<Worker>> workers_;
@@ -328,57 +333,54 @@ Worker* Driver::Spawn(const std::string& host) {
   worker->id = next_worker_id_++;
   worker->host = host;
   const std::string id = std::to_string(worker->id);
-  EnvList settings = WorkerSettings(*worker);
-  std::string prefix = "[w" + id + "]";
+  RelayFormat format;
+  StatusOr<Child> started = Internal("not started");
   if (IsLocalHost(host)) {
-    ChildSpec child;
-    child.path = program_path_;
-    child.argv = options_.command;
-    child.env = base_env_;
-    for (const char* name :
-         {env::kRank, env::kSize, env::kLocalRank, env::kLocalSize,
-          env::kCrossRank, env::kCrossSize}) {
-      UnsetEnv(&child.env, name);
-    }
-    // Its peers on other hosts reach it where they reach the store.
-    if (store_host_ != kStoreHost)
-      settings.emplace_back(env::kGlooHostname, store_host_);
-    for (const auto& [name, value] : settings) SetEnv(&child.env, name, value);
-    StatusOr<Child> started = SpawnChild(child, signals_->original_mask());
-    if (!started.ok()) {
-      Say("worker " + id + " on " + host + ": " + started.status().message());
-      return nullptr;
-    }
-    worker->pid = started->pid;
-    worker->out.fd = started->stdout_fd;
-    worker->err.fd = started->stderr_fd;
+    started = StartLocal(*worker, &format);
   } else {
-    Status started = StartRemote(worker.get(), std::move(settings));
-    if (!started.ok()) {
-      Say("worker " + id + " on " + host + ": " + started.message());
-      return nullptr;
-    }
-    prefix.clear();  // its agent tags the lines
+    // Its agent tags the lines.
+    started = StartRemote(*worker, WorkerSettings(*worker));
   }
-  worker->running = true;
-  worker->out.out_fd = STDOUT_FILENO;
-  worker->out.splitter.emplace(LineFormat::kPrefix,
-                               prefix.empty() ? "" : prefix + "<stdout>: ");
-  worker->err.out_fd = STDERR_FILENO;
-  worker->err.splitter.emplace(LineFormat::kPrefix,
-                               prefix.empty() ? "" : prefix + "<stderr>: ");
+  if (!started.ok()) {
+    Say("worker " + id + " on " + host + ": " + started.status().message());
+    return nullptr;
+  }
+  worker->child = watcher_.Add(*started, format);
   if (options_.verbose) {
     Say("worker " + id + " on " + host + ": pid " +
-        std::to_string(worker->pid));
+        std::to_string(started->pid));
   }
   workers_.push_back(std::move(worker));
   return workers_.back().get();
 }
 
-Status Driver::StartRemote(Worker* worker, EnvList settings) {
-  using Json = nlohmann::json;
+StatusOr<Child> Driver::StartLocal(const Worker& worker, RelayFormat* format) {
+  const std::string tag = "[w" + std::to_string(worker.id) + "]";
+  format->stdout_prefix = tag + "<stdout>: ";
+  format->stderr_prefix = tag + "<stderr>: ";
+  EnvList settings = WorkerSettings(worker);
+  ChildSpec child;
+  child.path = program_path_;
+  child.argv = options_.command;
+  child.env = base_env_;
+  for (const char* name : {env::kRank, env::kSize, env::kLocalRank,
+                           env::kLocalSize, env::kCrossRank, env::kCrossSize}) {
+    UnsetEnv(&child.env, name);
+  }
+  // Its peers on other hosts reach it where they reach the store.
+  if (store_host_ != kStoreHost)
+    settings.emplace_back(env::kGlooHostname, store_host_);
+  for (const auto& [name, value] : settings) SetEnv(&child.env, name, value);
+  if (worker.id == 0) {
+    DrawInPlaceThrough(STDOUT_FILENO, format->stdout_prefix.size(), &child);
+    format->stdout_in_place = child.stdout_terminal.has_value();
+  }
+  return SpawnChild(child, signals_->original_mask());
+}
+
+StatusOr<Child> Driver::StartRemote(const Worker& worker, EnvList settings) {
   std::vector<AgentLink> links;
-  links.push_back(StartAgent(options_, worker->host, self_, signals_));
+  links.push_back(StartAgent(options_, worker.host, self_, signals_));
   AgentLink& link = links.front();
   auto failed = [&](const std::string& why) {
     std::string problems;
@@ -389,63 +391,49 @@ Status Driver::StartRemote(Worker* worker, EnvList settings) {
   };
   if (!link.problems.empty()) return failed("");
   const auto deadline = Clock::now() + seconds(options_.start_timeout_seconds);
-  std::vector<std::optional<Json>> answers;
-  const Json preflight = {{"type", "preflight"},
-                          {"program", options_.command[0]},
-                          {"cwd", CurrentDirectory()},
-                          {"network_interface", options_.network_interface}};
-  if (!Exchange(&links, {preflight.dump()}, deadline, "preflight", signals_,
-                &answers) ||
-      !answers[0]) {
+  std::vector<std::optional<PreflightReply>> preflight;
+  if (!ExchangeTyped(&links, {SerializeMessage(PreflightRequestFor(options_))},
+                     deadline, signals_, &preflight) ||
+      !preflight[0]) {
     return failed("no preflight answer");
   }
-  if (answers[0]->contains("error"))
-    return failed((*answers[0])["error"].get<std::string>());
-  // Its engine listens on its address in the store's subnet, else on its
-  // first one.
-  std::string address;
-  for (const Json& candidate : (*answers[0])["addresses"]) {
-    const std::string here = candidate.value("address", "");
-    if (address.empty()) address = here;
-    StatusOr<bool> near = AddressInSubnet(
-        store_host_,
-        here + "/" + std::to_string(candidate.value("prefix", 32)));
-    if (near.ok() && *near) {
-      address = here;
-      break;
-    }
-  }
-  settings.emplace_back(env::kGlooHostname, address);
-  const Json probe = {
-      {"type", "probe"}, {"targets", Json::array()}, {"timeout_ms", 1000}};
-  if (!Exchange(&links, {probe.dump()}, deadline, "probe", signals_,
-                &answers) ||
-      !answers[0]) {
+  if (!preflight[0]->error.empty()) return failed(preflight[0]->error);
+  settings.emplace_back(env::kGlooHostname,
+                        AddressNearStore(preflight[0]->addresses));
+  ProbeRequest probe;
+  probe.timeout_ms = 1000;
+  std::vector<std::optional<ProbeReply>> probed;
+  if (!ExchangeTyped(&links, {SerializeMessage(probe)}, deadline, signals_,
+                     &probed) ||
+      !probed[0]) {
     return failed("no probe answer");
   }
-  Json pairs = Json::array();
-  for (const auto& [name, value] : settings) pairs.push_back({name, value});
-  const Json launch = {{"type", "launch"},
-                       {"host", worker->host},
-                       {"ranks",
-                        {{"first_rank", 0},
-                         {"local_size", 1},
-                         {"size", 1},
-                         {"cross_rank", 0},
-                         {"cross_size", 1}}},
-                       {"command", options_.command},
-                       {"settings", pairs},
-                       {"bind_to", "none"},
-                       {"verbose", options_.verbose},
-                       {"tag", "w" + std::to_string(worker->id)},
-                       {"name", "worker " + std::to_string(worker->id)}};
-  WriteAll(link.child.stdin_fd, launch.dump() + "\n");
-  worker->pid = link.child.pid;
-  worker->stdin_fd = link.child.stdin_fd;
-  worker->out.fd = link.child.stdout_fd;
-  worker->err.fd = link.child.stderr_fd;
-  if (!Trim(link.err).empty()) Say(worker->host + ": " + Trim(link.err));
-  return Status::Ok();
+  LaunchRequest launch;
+  launch.ranks.host = worker.host;
+  launch.ranks.local_size = 1;
+  launch.ranks.size = 1;
+  launch.command = options_.command;
+  launch.settings = std::move(settings);
+  launch.bind_to = BindTo::kNone;
+  launch.verbose = options_.verbose;
+  launch.tag = "w" + std::to_string(worker.id);
+  launch.name = "worker " + std::to_string(worker.id);
+  WriteAll(link.child.stdin_fd, SerializeMessage(launch) + "\n");
+  if (!Trim(link.err).empty()) Say(worker.host + ": " + Trim(link.err));
+  return link.child;
+}
+
+std::string Driver::AddressNearStore(
+    const std::vector<AgentAddress>& addresses) const {
+  std::string address;
+  for (const AgentAddress& candidate : addresses) {
+    if (address.empty()) address = candidate.address;
+    StatusOr<bool> near =
+        AddressInSubnet(store_host_, candidate.address + "/" +
+                                         std::to_string(candidate.prefix));
+    if (near.ok() && *near) return candidate.address;
+  }
+  return address;
 }
 
 std::optional<int32_t> Driver::RankOf(int64_t worker) const {
@@ -467,7 +455,7 @@ std::string Driver::Describe(const Worker& worker) const {
 std::vector<int64_t> Driver::ReadyWorkers() const {
   std::vector<int64_t> ready;
   for (const auto& worker : workers_) {
-    if (worker->running && worker->beats > 0 && !worker->evicted &&
+    if (Running(*worker) && worker->beats > 0 && !worker->evicted &&
         !worker->removed) {
       ready.push_back(worker->id);
     }
@@ -496,44 +484,18 @@ int Driver::Run() {
   }
   next_discovery_ = Clock::now() + kDiscoveryInterval;
 
-  std::vector<pollfd> fds;
-  std::vector<Stream*> polled;
   // While running, the job goes on without any worker too: hosts may come
   // back, and --elastic-timeout ends the wait.
-  while (phase_ == Phase::kRunning || AnyRunning() || AnyStreamOpen()) {
-    const Clock::time_point now = Clock::now();
-    Tick(now);
-    fds.clear();
-    polled.clear();
-    fds.push_back({signals_->fd(), POLLIN, 0});
-    for (auto& worker : workers_) {
-      for (Stream* stream : {&worker->out, &worker->err}) {
-        if (stream->fd < 0) continue;
-        fds.push_back({stream->fd, POLLIN, 0});
-        polled.push_back(stream);
-      }
-    }
-    const int ready =
-        poll(fds.data(), fds.size(), static_cast<int>(kTick.count()));
-    if (ready < 0 && errno != EINTR) {
-      Fail(1, std::string("poll failed: ") + std::strerror(errno));
-    }
-    if (ready > 0) {
-      for (size_t i = 1; i < fds.size(); ++i) {
-        if (fds[i].revents != 0) Drain(polled[i - 1]);
-      }
-      if (fds[0].revents != 0) HandleSignals();
-    }
-    if (!AnyRunning()) {
-      // Output of exited workers is complete once their pipes close; a
-      // grandchild holding one open must not keep kolorun alive.
-      for (auto& worker : workers_) {
-        Drain(&worker->out);
-        Drain(&worker->err);
-        CloseStream(&worker->out);
-        CloseStream(&worker->err);
-      }
-    }
+  while (phase_ == Phase::kRunning || watcher_.AnyRunning() ||
+         watcher_.AnyStreamOpen()) {
+    Tick(Clock::now());
+    const ChildWatcher::Ready ready =
+        watcher_.Poll(static_cast<int>(kTick.count()));
+    if (!ready.error.empty()) Fail(1, "poll failed: " + ready.error);
+    if (ready.signals) HandleSignals();
+    // Output of exited workers is complete once their pipes close; a
+    // grandchild holding one open must not keep kolorun alive.
+    if (!watcher_.AnyRunning()) watcher_.DrainAndCloseAll();
   }
   return exit_code_;
 }
@@ -542,7 +504,7 @@ void Driver::Tick(Clock::time_point now) {
   if (phase_ == Phase::kStopping) {
     if (!kill_sent_ && now >= kill_deadline_) {
       for (auto& worker : workers_) {
-        if (worker->running) SignalGroup(worker->pid, SIGKILL);
+        if (Running(*worker)) watcher_.Signal(worker->child, SIGKILL);
       }
       kill_sent_ = true;
     }
@@ -559,8 +521,8 @@ void Driver::Tick(Clock::time_point now) {
       if (!formed) CloseGate("the job finished");
       for (auto& worker : workers_) {
         const bool waiting = !RankOf(worker->id) || !formed;
-        if (worker->running && waiting && !worker->stop_sent) {
-          SignalGroup(worker->pid, SIGTERM);
+        if (Running(*worker) && waiting && !worker->stop_sent) {
+          watcher_.Signal(worker->child, SIGTERM);
           worker->stop_sent = true;
         }
       }
@@ -569,8 +531,8 @@ void Driver::Tick(Clock::time_point now) {
     }
     if (finish_kill_deadline_ && now >= *finish_kill_deadline_) {
       for (auto& worker : workers_) {
-        if (worker->running && worker->stop_sent)
-          SignalGroup(worker->pid, SIGKILL);
+        if (Running(*worker) && worker->stop_sent)
+          watcher_.Signal(worker->child, SIGKILL);
       }
       finish_kill_deadline_.reset();
     }
@@ -619,7 +581,7 @@ void Driver::Discover(Clock::time_point now) {
         " is gone from the discovery script; its "
         "workers leave at the next commit");
     for (auto& worker : workers_) {
-      if (worker->running && worker->host == host.name) worker->removed = true;
+      if (Running(*worker) && worker->host == host.name) worker->removed = true;
     }
     change_noticed_ = now;
   }
@@ -631,7 +593,7 @@ void Driver::FillSlots(Clock::time_point now) {
   int32_t alive = 0;
   std::map<std::string, int32_t> per_host;
   for (const auto& worker : workers_) {
-    if (!worker->running || worker->evicted || worker->removed) continue;
+    if (!Running(*worker) || worker->evicted || worker->removed) continue;
     ++alive;
     ++per_host[worker->host];
   }
@@ -656,7 +618,7 @@ void Driver::FillSlots(Clock::time_point now) {
 void Driver::CheckHeartbeats(Clock::time_point now) {
   const milliseconds limit = seconds(options_.heartbeat_timeout_seconds);
   for (auto& worker : workers_) {
-    if (!worker->running || worker->evicted) continue;
+    if (!Running(*worker) || worker->evicted) continue;
     StatusOr<int64_t> beats = store_.Add(elastic::BeatKey(worker->id), 0);
     if (!beats.ok()) continue;
     if (*beats != worker->beats) {
@@ -674,7 +636,7 @@ void Driver::CheckHeartbeats(Clock::time_point now) {
     worker->evicted = true;
     RecordDeathInNews(*worker);
     // SIGKILL reaches a stopped process too.
-    SignalGroup(worker->pid, SIGKILL);
+    watcher_.Signal(worker->child, SIGKILL);
     CountHostFailure(worker->host, now);
     change_noticed_ = now;
   }
@@ -701,7 +663,7 @@ void Driver::MaybePublishRound(Clock::time_point now) {
   if (round_ < 0) {
     // Round 0 waits for every first worker that still lives.
     for (const auto& worker : workers_) {
-      if (first_workers_.count(worker->id) && worker->running &&
+      if (first_workers_.count(worker->id) && Running(*worker) &&
           worker->beats == 0) {
         return;
       }
@@ -801,12 +763,13 @@ void Driver::CountHostFailure(const std::string& host, Clock::time_point now) {
       " s (--blacklist-cooldown)");
 }
 
+void Driver::OnExit(size_t child, int wait_status) {
+  for (auto& worker : workers_) {
+    if (worker->child == child) return OnExit(worker.get(), wait_status);
+  }
+}
+
 void Driver::OnExit(Worker* worker, int wait_status) {
-  worker->running = false;
-  if (worker->stdin_fd >= 0) close(worker->stdin_fd);
-  worker->stdin_fd = -1;
-  Drain(&worker->out);
-  Drain(&worker->err);
   const bool success = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
   const bool member = RankOf(worker->id).has_value();
   if (phase_ == Phase::kStopping) {
@@ -858,7 +821,7 @@ void Driver::Fail(int exit_code, const std::string& why) {
   exit_code_ = exit_code;
   phase_ = Phase::kStopping;
   for (auto& worker : workers_) {
-    if (worker->running) SignalGroup(worker->pid, SIGTERM);
+    if (Running(*worker)) watcher_.Signal(worker->child, SIGTERM);
   }
   kill_deadline_ = Clock::now() + kTermGrace;
 }
@@ -866,7 +829,7 @@ void Driver::Fail(int exit_code, const std::string& why) {
 void Driver::HandleSignals() {
   for (int signal : signals_->ReadPending()) {
     if (signal == SIGCHLD) {
-      ReapExited();
+      watcher_.ReapExited();
       continue;
     }
     if (phase_ == Phase::kStopping) {
@@ -877,56 +840,6 @@ void Driver::HandleSignals() {
     Fail(128 + signal, std::string("received ") + strsignal(signal) +
                            "; stopping every worker");
   }
-}
-
-void Driver::ReapExited() {
-  for (auto& worker : workers_) {
-    if (!worker->running) continue;
-    int wait_status = 0;
-    pid_t pid;
-    do {
-      pid = waitpid(worker->pid, &wait_status, WNOHANG);
-    } while (pid < 0 && errno == EINTR);
-    if (pid == 0) continue;
-    if (pid < 0) wait_status = 0;
-    OnExit(worker.get(), wait_status);
-  }
-}
-
-void Driver::Drain(Stream* stream) {
-  if (stream->fd < 0) return;
-  constexpr int kMaxReads = 4;
-  char buffer[65536];
-  for (int reads = 0; reads < kMaxReads; ++reads) {
-    const ssize_t n = read(stream->fd, buffer, sizeof(buffer));
-    if (n > 0) {
-      WriteAll(stream->out_fd,
-               stream->splitter->Append(buffer, static_cast<size_t>(n)));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    CloseStream(stream);
-    return;
-  }
-}
-
-void Driver::CloseStream(Stream* stream) {
-  if (stream->fd < 0) return;
-  WriteAll(stream->out_fd, stream->splitter->Finish());
-  close(stream->fd);
-  stream->fd = -1;
-}
-
-bool Driver::AnyRunning() const {
-  return std::any_of(workers_.begin(), workers_.end(),
-                     [](const auto& worker) { return worker->running; });
-}
-
-bool Driver::AnyStreamOpen() const {
-  return std::any_of(workers_.begin(), workers_.end(), [](const auto& worker) {
-    return worker->out.fd >= 0 || worker->err.fd >= 0;
-  });
 }
 
 }  // namespace

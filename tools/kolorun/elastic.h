@@ -39,7 +39,10 @@
 //    as in a plain job (exit 130/143).
 //
 // Every line a worker prints is relayed with the tag "[w<id>]", since its
-// rank changes from round to round.
+// rank changes from round to round, by the ChildWatcher a plain job's
+// Launcher uses too (child_watcher.h): when kolorun's stdout is a terminal,
+// worker 0's is one as well, and the line it redraws stays in place below
+// kolorun's messages, as rank 0's does in a plain job.
 //
 // Thread-safety: Run() from the thread that created the SignalWatcher.
 #ifndef KOLO_TOOLS_KOLORUN_ELASTIC_H_

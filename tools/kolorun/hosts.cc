@@ -185,19 +185,8 @@ std::vector<std::string> HostfileTokens(const std::string& line) {
       joined.push_back(c);
     }
   }
-  std::vector<std::string> tokens;
-  std::string current;
-  for (char c : joined) {
-    // '\r' counts as a space, so a file written on Windows reads the same.
-    if (std::isspace(static_cast<unsigned char>(c))) {
-      if (!current.empty()) tokens.push_back(std::move(current));
-      current.clear();
-    } else {
-      current.push_back(c);
-    }
-  }
-  if (!current.empty()) tokens.push_back(std::move(current));
-  return tokens;
+  // '\r' counts as a space, so a file written on Windows reads the same.
+  return SplitOnWhitespace(joined);
 }
 
 // Parses one hostfile line's tokens; `where` is "HOSTS:3" for messages.
@@ -277,6 +266,21 @@ StatusOr<HostSlots> ParseHostfileLine(const std::vector<std::string>& tokens,
 }
 
 }  // namespace
+
+std::vector<std::string> SplitOnWhitespace(const std::string& text) {
+  std::vector<std::string> pieces;
+  std::string current;
+  for (char c : text) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      if (!current.empty()) pieces.push_back(std::move(current));
+      current.clear();
+    } else {
+      current.push_back(c);
+    }
+  }
+  if (!current.empty()) pieces.push_back(std::move(current));
+  return pieces;
+}
 
 StatusOr<std::vector<HostSlots>> ParseHostList(const std::string& text) {
   if (text.empty()) {

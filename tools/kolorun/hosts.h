@@ -101,6 +101,10 @@ bool IsLocalHost(const std::string& host);
 // This machine's name as gethostname() gives it; `if_unknown` if it cannot.
 std::string ThisHostName(const std::string& if_unknown = "");
 
+// Splits `text` on runs of white space (std::isspace: spaces, tabs, line
+// ends), dropping empty pieces: a hostfile line, --mpi-args, --remote-shell.
+std::vector<std::string> SplitOnWhitespace(const std::string& text);
+
 }  // namespace kolorun
 }  // namespace kolo
 

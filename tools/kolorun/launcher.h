@@ -29,8 +29,9 @@
 //    launching kolorun is gone, and the agent stops its ranks as if it had
 //    received SIGTERM.
 //
-// One poll() loop waits for output, for SIGCHLD and for kolorun's own
-// signals (all as file descriptors) and for the next deadline; nothing spins.
+// One poll() loop (ChildWatcher, which watches the processes and relays
+// their output) waits for output, for SIGCHLD and for kolorun's own signals
+// (all as file descriptors) and for the next deadline; nothing spins.
 //
 // Thread-safety: Run() from one thread, the one that created the
 // SignalWatcher.
@@ -43,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "child_watcher.h"
 #include "output.h"
 #include "process.h"
 
@@ -96,6 +98,8 @@ struct LauncherOptions {
 // kolorun's. Elsewhere `spec` keeps its pipe, and its program sees no
 // terminal. Resizing kolorun's terminal later does not resize the rank's.
 void DrawInPlaceThrough(int terminal_fd, ProcessSpec* spec);
+// The same for a child whose lines carry a tag `tag_width` bytes wide.
+void DrawInPlaceThrough(int terminal_fd, size_t tag_width, ChildSpec* child);
 
 // The failure a line of a host's agent reports ("kolorun: rank 5 on h2 was
 // killed by signal 9 (Killed)", "kolorun: rank 2 on h1 exited with code
@@ -124,67 +128,35 @@ class Launcher {
     kKilled,        // SIGKILL sent; waiting for the exits
   };
 
-  struct Stream {
-    int fd = -1;  // -1 once closed
-    int out_fd = -1;
-    std::optional<LineSplitter> splitter;
-    // Its splitter is in place, and the line it redraws is status_; one
-    // stream at most, on kolorun's stdout.
-    bool in_place = false;
-  };
-
-  struct Process {
-    std::string name;
-    pid_t pid = -1;
-    int stdin_fd = -1;  // the write end of its stdin, if it has one
-    bool running = false;
-    Stream out;
-    Stream err;
-  };
-
   void Start(const ProcessSpec& spec);
   void HandleSignals();
   // Reads stop_fd; at its end, stops the job as a signal would.
   void HandleStopFd();
   // The job is asked to stop from outside (a signal, stop_fd).
   void StopFromOutside(int signal, const std::string& why);
-  void ReapExited();
-  void OnExit(Process* process, int wait_status);
-  // Reads what `stream` holds now; closes it at end of file.
-  void Drain(Stream* stream);
-  void CloseStream(Stream* stream);
-  // Writes the `lines` `stream` completed, and for an in-place stream
-  // redraws the line it shows now.
-  void Relay(const Stream& stream, const std::string& lines);
-  // Writes `text` (whole lines) to `fd` above the line in place, if one is
-  // shown.
-  void WriteAbove(int fd, const std::string& text) const;
+  // Told by watcher_ of `child`'s exit, once its output is relayed.
+  void OnExit(size_t child, int wait_status);
   void AdvanceDeadlines(TimePoint now);
-  void SignalAll(int signal);
-  // The last resort when the loop cannot go on.
-  void KillAndReapAll();
   // `killed`: by a signal, which outranks an exit code recorded earlier.
   void RecordFailure(int exit_code, bool killed = false);
   // A failure reported in output (failure_in_line): as if a process had
   // failed.
   void NoticeReportedFailures(const std::string& text);
-  bool AnyRunning() const;
-  bool AnyStreamOpen() const;
   int PollTimeoutMs(TimePoint now) const;
-  void Message(const std::string& text) const;
+  void Message(const std::string& text) const { watcher_.Message(text); }
 
   const LauncherOptions options_;
   SignalWatcher* const signals_;
-  std::vector<Process> processes_;
+  // The processes started, and how messages name them (by watcher_'s
+  // numbers).
+  ChildWatcher watcher_;
+  std::vector<std::string> names_;
   Phase phase_ = Phase::kRunning;
   TimePoint deadline_{};  // of the current phase, if it has one
   std::optional<TimePoint> drain_deadline_;
   int exit_code_ = 0;
   bool exit_code_from_signal_ = false;
   bool stop_fd_open_ = false;
-  // The line an in-place stream shows now on kolorun's stdout, its tag
-  // included; the cursor stands at its end. Empty when none is shown.
-  std::string status_;
 };
 
 // `args` joined with spaces, quoted where a shell would need it, for

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,10 +34,6 @@ namespace {
 
 constexpr const char* kStoreHost = "127.0.0.1";
 
-void PrintError(const std::string& text) {
-  WriteAll(STDERR_FILENO, "kolorun: " + text + "\n");
-}
-
 // A descriptor kolorun opens must never land on 0, 1 or 2 when its parent
 // closed them, or a pipe meant for a worker would double as kolorun's stdout.
 void EnsureStandardDescriptors() {
@@ -60,107 +57,88 @@ bool AllHostsAreThisOne(const std::vector<HostSlots>& hosts) {
   return true;
 }
 
-int Main(int argc, char** argv) {
-  EnsureStandardDescriptors();
-  std::vector<std::string> args(argv, argv + argc);
-  StatusOr<LaunchOptions> parsed = ParseOptions(args, ProcessEnvironment());
-  if (!parsed.ok()) {
-    PrintError(parsed.status().message());
-    return kUsageExitCode;
+// Readies kolorun to watch its children: a closed stdout must not kill it
+// while they still run, and its signals arrive on a descriptor (before any
+// thread starts; see SignalWatcher). Nullopt, said why, on failure.
+std::optional<SignalWatcher> WatchSignals() {
+  signal(SIGPIPE, SIG_IGN);
+  StatusOr<SignalWatcher> signals = SignalWatcher::Create();
+  if (!signals.ok()) {
+    Say(signals.status().message());
+    return std::nullopt;
   }
-  const LaunchOptions& options = *parsed;
-  if (options.help) {
-    WriteAll(STDOUT_FILENO, Usage());
-    return 0;
-  }
-  if (options.version) {
-    WriteAll(STDOUT_FILENO, kolo::VersionText("kolorun") + "\n");
-    return 0;
-  }
-  if (options.elastic) {
-    StatusOr<std::string> program = FindExecutable(options.command[0]);
-    if (!program.ok()) {
-      PrintError(program.status().message());
-      return 127;
-    }
-    signal(SIGPIPE, SIG_IGN);
-    StatusOr<SignalWatcher> signals = SignalWatcher::Create();
-    if (!signals.ok()) {
-      PrintError(signals.status().message());
-      return 1;
-    }
-    return RunElastic(options, *program, &*signals);
-  }
-  // -H localhost:4 is a one-host job like any other.
-  const bool beyond_this_host =
-      options.agent || options.nnodes > 0 ||
-      (!options.hosts.empty() && !AllHostsAreThisOne(options.hosts));
-  if (beyond_this_host) {
-    // A closed stdout must not kill kolorun while its workers still run.
-    signal(SIGPIPE, SIG_IGN);
-    StatusOr<SignalWatcher> signals = SignalWatcher::Create();
-    if (!signals.ok()) {
-      PrintError(signals.status().message());
-      return 1;
-    }
-    try {
-      if (options.agent) return RunAgent(&*signals);
-      if (options.nnodes > 0) return RunNode(options, &*signals);
-      return RunCluster(options, &*signals);
-    } catch (const std::exception& e) {
-      // The agents' messages are JSON; one that is malformed ends up here.
-      PrintError(std::string("internal error: ") + e.what());
-      return 1;
-    }
-  }
+  return *std::move(signals);
+}
 
-  StatusOr<std::string> program = FindExecutable(options.command[0]);
-  if (!program.ok()) {
-    PrintError(program.status().message());
-    return 127;
+// The program's path, or nullopt, said why.
+std::optional<std::string> FindProgram(const std::string& program) {
+  StatusOr<std::string> path = FindExecutable(program);
+  if (!path.ok()) {
+    Say(path.status().message());
+    return std::nullopt;
   }
-  std::string mpirun;
-  if (options.launcher == LauncherKind::kMpirun) {
-    StatusOr<std::string> found = FindExecutable("mpirun");
-    if (!found.ok()) {
-      PrintError(options.backend == BackendKind::kMpi
-                     ? "mpirun not found on PATH; --backend mpi starts the "
-                       "job through it"
-                     : "mpirun not found on PATH; --launcher mpirun starts "
-                       "the job through it");
-      return 127;
-    }
-    mpirun = *found;
-  }
+  return *path;
+}
 
-  const std::vector<int> usable_cores = UsableCores();
+// An agent, a node of the per-node form, or the driver of many hosts.
+int RunBeyondThisHost(const LaunchOptions& options) {
+  std::optional<SignalWatcher> signals = WatchSignals();
+  if (!signals) return 1;
+  try {
+    if (options.agent) return RunAgent(&*signals);
+    if (options.nnodes > 0) return RunNode(options, &*signals);
+    return RunCluster(options, &*signals);
+  } catch (const std::exception& e) {
+    // Nothing here throws by design; if something does, say what.
+    Say(std::string("internal error: ") + e.what());
+    return 1;
+  }
+}
+
+void WarnIfOversubscribed(int32_t num_ranks,
+                          const std::vector<int>& usable_cores) {
   int cores = static_cast<int>(usable_cores.size());
   if (cores == 0) {
     const unsigned int counted = std::thread::hardware_concurrency();
     cores = counted > 0 ? static_cast<int>(counted) : 1;
   }
-  if (options.num_ranks > cores) {
-    PrintError("-np " + std::to_string(options.num_ranks) + " oversubscribes " +
-               std::to_string(cores) + (cores == 1 ? " core" : " cores"));
+  if (num_ranks > cores) {
+    Say("-np " + std::to_string(num_ranks) + " oversubscribes " +
+        std::to_string(cores) + (cores == 1 ? " core" : " cores"));
   }
+}
 
-  // A closed stdout must not kill kolorun while its workers still run.
-  signal(SIGPIPE, SIG_IGN);
-  // Before the store starts its threads; see SignalWatcher.
-  StatusOr<SignalWatcher> signals = SignalWatcher::Create();
-  if (!signals.ok()) {
-    PrintError(signals.status().message());
-    return 1;
+// The job on this host: its store, its ranks (or mpirun), their
+// supervision.
+int RunOnThisHost(const LaunchOptions& options) {
+  std::optional<std::string> program = FindProgram(options.command[0]);
+  if (!program) return 127;
+  std::string mpirun;
+  if (options.launcher == LauncherKind::kMpirun) {
+    StatusOr<std::string> found = FindExecutable("mpirun");
+    if (!found.ok()) {
+      Say(options.backend == BackendKind::kMpi
+              ? "mpirun not found on PATH; --backend mpi starts the "
+                "job through it"
+              : "mpirun not found on PATH; --launcher mpirun starts "
+                "the job through it");
+      return 127;
+    }
+    mpirun = *found;
   }
+  const std::vector<int> usable_cores = UsableCores();
+  WarnIfOversubscribed(options.num_ranks, usable_cores);
 
+  std::optional<SignalWatcher> signals = WatchSignals();
+  if (!signals) return 1;
   StatusOr<std::string> secret = NewJobSecret();
   if (!secret.ok()) {
-    PrintError(secret.status().message());
+    Say(secret.status().message());
     return 1;
   }
   StatusOr<HostedStore> hosted = StartJobStore(kStoreHost, *secret);
   if (!hosted.ok()) {
-    PrintError(hosted.status().ToString());
+    Say(hosted.status().ToString());
     return 1;
   }
   const StoreInfo& store = hosted->info;
@@ -168,12 +146,10 @@ int Main(int argc, char** argv) {
   LauncherOptions launcher_options;
   launcher_options.verbose = options.verbose;
   if (options.verbose) {
-    PrintError("store listening on " + store.address + ", backend " +
-               BackendName(options.backend) + ", launcher " +
-               LauncherName(options.launcher));
+    Say("store listening on " + store.address + ", backend " +
+        BackendName(options.backend) + ", launcher " +
+        LauncherName(options.launcher));
   }
-
-  std::vector<ProcessSpec> specs;
   std::vector<std::string> base_env = CurrentEnvironment();
   std::unique_ptr<MetricsService> metrics;
   if (options.metrics_port) {
@@ -184,11 +160,12 @@ int Main(int argc, char** argv) {
         here.ok() ? here->host : std::string("localhost"), &base_env,
         &launcher_options);
     if (!started.ok()) {
-      PrintError(started.status().message());
+      Say(started.status().message());
       return 1;
     }
     metrics = *std::move(started);
   }
+  std::vector<ProcessSpec> specs;
   if (options.launcher == LauncherKind::kMpirun) {
     specs.push_back(
         BuildMpiJob(options, mpirun, geteuid() == 0, store, base_env));
@@ -201,9 +178,40 @@ int Main(int argc, char** argv) {
   Launcher launcher(launcher_options, &*signals);
   int exit_code = launcher.Run(specs);
   hosted->server->Stop();
-  if (options.verbose)
-    PrintError("exiting with code " + std::to_string(exit_code));
+  if (options.verbose) Say("exiting with code " + std::to_string(exit_code));
   return exit_code;
+}
+
+int Main(int argc, char** argv) {
+  EnsureStandardDescriptors();
+  std::vector<std::string> args(argv, argv + argc);
+  StatusOr<LaunchOptions> parsed = ParseOptions(args, ProcessEnvironment());
+  if (!parsed.ok()) {
+    Say(parsed.status().message());
+    return kUsageExitCode;
+  }
+  const LaunchOptions& options = *parsed;
+  if (options.help) {
+    WriteAll(STDOUT_FILENO, Usage());
+    return 0;
+  }
+  if (options.version) {
+    WriteAll(STDOUT_FILENO, kolo::VersionText("kolorun") + "\n");
+    return 0;
+  }
+  if (options.elastic) {
+    std::optional<std::string> program = FindProgram(options.command[0]);
+    if (!program) return 127;
+    std::optional<SignalWatcher> signals = WatchSignals();
+    if (!signals) return 1;
+    return RunElastic(options, *program, &*signals);
+  }
+  // -H localhost:4 is a one-host job like any other.
+  if (options.agent || options.nnodes > 0 ||
+      (!options.hosts.empty() && !AllHostsAreThisOne(options.hosts))) {
+    return RunBeyondThisHost(options);
+  }
+  return RunOnThisHost(options);
 }
 
 }  // namespace

@@ -22,10 +22,6 @@ namespace kolo {
 namespace kolorun {
 namespace {
 
-void Say(const std::string& text) {
-  WriteAll(STDERR_FILENO, "kolorun: " + text + "\n");
-}
-
 // The address this node's ranks listen on for Gloo.
 StatusOr<std::string> NodeAddress(const LaunchOptions& options,
                                   const std::string& rendezvous_host) {
@@ -77,6 +73,58 @@ StatusOr<std::string> ReadJobSecret(
       kJobSecretVariable);
 }
 
+namespace {
+
+// Before any rank starts: whether the store answers, and takes this node's
+// secret (a rank would only say KOLO_STORE_SECRET, which the user never set
+// here). Says why not.
+bool StoreTakesOurSecret(const LaunchOptions& options, const std::string& host,
+                         int port, const std::string& secret) {
+  StatusOr<std::unique_ptr<TcpStoreClient>> check =
+      TcpStoreClient::Connect(host, port, secret, /*rank=*/-1,
+                              std::chrono::seconds(options.timeout_seconds));
+  if (!check.ok()) {
+    const bool refused = check.status().code() == StatusCode::kUnauthenticated;
+    Say("node " + std::to_string(options.node_rank) + ": " +
+        (refused ? "the store at " + options.rendezvous +
+                       " refused this node's job secret (--secret-file or " +
+                       kJobSecretVariable + " must be the same on every node)"
+                 : "cannot reach the store at " + options.rendezvous +
+                       " (--rendezvous): " + check.status().message()));
+    return false;
+  }
+  (void)(*check)->Close();
+  return true;
+}
+
+// This node's ranks, the same block on every node.
+HostRanks NodeRanks(const LaunchOptions& options) {
+  HostRanks ranks;
+  ranks.host = "node " + std::to_string(options.node_rank) + " (" +
+               ThisHostName("?") + ")";
+  ranks.first_rank = options.node_rank * options.np_per_node;
+  ranks.local_size = options.np_per_node;
+  ranks.size = options.num_ranks;
+  ranks.cross_rank = options.node_rank;
+  ranks.cross_size = options.nnodes;
+  return ranks;
+}
+
+// After this node's ranks succeeded: the other nodes' ranks may still be
+// leaving, and the store node 0 hosts must stay until they have, or their
+// goodbye would fail. Bounded by the timeout. (After a failure it closes at
+// once, which tells them sooner.)
+void WaitForOtherNodes(const LaunchOptions& options, TcpStoreServer* server) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::seconds(options.timeout_seconds);
+  while (server->connected_ranks() > 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace
+
 int RunNode(const LaunchOptions& options, SignalWatcher* signals) {
   StatusOr<std::string> secret = ReadJobSecret(
       options.secret_file, ProcessEnvironment()(kJobSecretVariable));
@@ -106,24 +154,10 @@ int RunNode(const LaunchOptions& options, SignalWatcher* signals) {
     }
     server = std::move(started).value();
   }
-  // Before any rank starts: the store answers, and takes this node's
-  // secret (a rank would only say KOLO_STORE_SECRET, which the user never
-  // set here).
-  StatusOr<std::unique_ptr<TcpStoreClient>> check =
-      TcpStoreClient::Connect(host, port, *secret, /*rank=*/-1,
-                              std::chrono::seconds(options.timeout_seconds));
-  if (!check.ok()) {
-    const bool refused = check.status().code() == StatusCode::kUnauthenticated;
-    Say("node " + std::to_string(options.node_rank) + ": " +
-        (refused ? "the store at " + options.rendezvous +
-                       " refused this node's job secret (--secret-file or " +
-                       kJobSecretVariable + " must be the same on every node)"
-                 : "cannot reach the store at " + options.rendezvous +
-                       " (--rendezvous): " + check.status().message()));
+  if (!StoreTakesOurSecret(options, host, port, *secret)) {
     if (server) server->Stop();
     return 1;
   }
-  (void)(*check)->Close();
 
   StoreInfo store;
   store.address = options.rendezvous;
@@ -134,14 +168,7 @@ int RunNode(const LaunchOptions& options, SignalWatcher* signals) {
   const std::string host_id = user_host_id && !user_host_id->empty()
                                   ? *user_host_id
                                   : "node" + std::to_string(options.node_rank);
-  HostRanks ranks;
-  ranks.host = "node " + std::to_string(options.node_rank) + " (" +
-               ThisHostName("?") + ")";
-  ranks.first_rank = options.node_rank * options.np_per_node;
-  ranks.local_size = options.np_per_node;
-  ranks.size = options.num_ranks;
-  ranks.cross_rank = options.node_rank;
-  ranks.cross_size = options.nnodes;
+  const HostRanks ranks = NodeRanks(options);
   EnvList settings = JobSettings(options, store);
   settings.insert(settings.begin(),
                   {{env::kHostId, host_id}, {env::kGlooHostname, *address}});
@@ -176,17 +203,7 @@ int RunNode(const LaunchOptions& options, SignalWatcher* signals) {
       CoreBlocks(UsableCores(), ranks.local_size, options.bind_to));
   Launcher launcher(launcher_options, signals);
   int exit_code = launcher.Run(specs);
-  if (server && exit_code == 0) {
-    // The other nodes' ranks may still be leaving; their store must stay
-    // until they have, or their goodbye would fail. Bounded by the timeout.
-    // (After a failure it closes at once, which tells them sooner.)
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::seconds(options.timeout_seconds);
-    while (server->connected_ranks() > 0 &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }
+  if (server && exit_code == 0) WaitForOtherNodes(options, server.get());
   if (server) server->Stop();
   return exit_code;
 }

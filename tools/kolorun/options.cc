@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstddef>
+#include <tuple>
 
 #include "kolo_internal/net.h"
 
@@ -68,6 +69,17 @@ StatusOr<int32_t> ParseCount(const std::string& text, int64_t min, int64_t max,
                            ", got '" + text + "'");
   }
   return static_cast<int32_t>(*value);
+}
+
+// A flag's number of seconds, from 1 to a week.
+StatusOr<int64_t> ParseSeconds(const std::string& text,
+                               const std::string& flag) {
+  StatusOr<int64_t> value = ParseInt(text, 1, kMaxTimeoutSeconds, flag);
+  if (!value.ok()) {
+    return InvalidArgument(
+        flag + " must be a positive number of seconds, got '" + text + "'");
+  }
+  return value;
 }
 
 // The checks of the per-node form (torchrun's model): every node runs
@@ -201,14 +213,356 @@ Status CheckElasticOptions(const CLI::App& app, LaunchOptions* options,
         Seconds{"--blacklist-cooldown", texts.cooldown,
                 &options->blacklist_cooldown_seconds}}) {
     if (app.count(seconds.flag) == 0) continue;
-    StatusOr<int64_t> value =
-        ParseInt(seconds.text, 1, kMaxTimeoutSeconds, seconds.flag);
-    if (!value.ok()) {
-      return InvalidArgument(std::string(seconds.flag) +
-                             " must be a positive number of seconds, got '" +
-                             seconds.text + "'");
+    KOLO_ASSIGN_OR_RETURN(*seconds.value,
+                          ParseSeconds(seconds.text, seconds.flag));
+  }
+  return Status::Ok();
+}
+
+// The values of kolorun's flags as typed, before they are checked.
+struct FlagTexts {
+  std::string np, servers, backend, launcher, bind_to, timeout, mpi_args,
+      metrics_port;
+  std::vector<std::string> env, forwarded;
+  std::string hosts, hostfile, ssh_port, start_timeout;
+  std::string nnodes, node_rank, np_per_node;
+  ElasticTexts elastic;
+};
+
+// Every flag kolorun takes: those without a value, then those with one
+// (into `texts` where the value is checked later, else straight into
+// `options`).
+void DeclareFlags(CLI::App* app, LaunchOptions* options, FlagTexts* texts) {
+  const std::pair<const char*, bool*> switches[] = {
+      {"-h,--help", &options->help},
+      {"--version", &options->version},
+      {"--verbose", &options->verbose},
+      {"--agent", &options->agent},
+      {"--elastic", &options->elastic}};
+  for (const auto& [name, value] : switches) app->add_flag(name, *value);
+  ElasticTexts& elastic = texts->elastic;
+  const std::pair<const char*, std::string*> with_value[] = {
+      {"--np", &texts->np},
+      {"--backend", &texts->backend},
+      {"--launcher", &texts->launcher},
+      {"--bind-to", &texts->bind_to},
+      {"--timeout", &texts->timeout},
+      {"--mpi-args", &texts->mpi_args},
+      {"--metrics-port", &texts->metrics_port},
+      {"--servers", &texts->servers},
+      {"--metrics-address", &options->metrics_address},
+      {"--job-name", &options->job_name},
+      {"--timeline-filename", &options->timeline_path},
+      {"-H,--hosts", &texts->hosts},
+      {"--hostfile", &texts->hostfile},
+      {"--ssh-port", &texts->ssh_port},
+      {"--ssh-identity-file", &options->ssh_identity_file},
+      {"--ssh-config-file", &options->ssh_config_file},
+      {"--remote-shell", &options->remote_shell},
+      {"--start-timeout", &texts->start_timeout},
+      {"--network-interface", &options->network_interface},
+      {"--nnodes", &texts->nnodes},
+      {"--node-rank", &texts->node_rank},
+      {"--rendezvous", &options->rendezvous},
+      {"--np-per-node", &texts->np_per_node},
+      {"--secret-file", &options->secret_file},
+      {"--min-np", &elastic.min_np},
+      {"--max-np", &elastic.max_np},
+      {"--host-discovery-script", &options->host_discovery_script},
+      {"--reset-limit", &elastic.reset_limit},
+      {"--elastic-timeout", &elastic.elastic_timeout},
+      {"--heartbeat-timeout", &elastic.heartbeat_timeout},
+      {"--blacklist-cooldown", &elastic.cooldown}};
+  for (const auto& [name, value] : with_value)
+    app->add_option(name, *value)->allow_extra_args(false);
+  // Repeatable.
+  app->add_option("--env", texts->env)->allow_extra_args(false);
+  app->add_option("-x", texts->forwarded)->allow_extra_args(false);
+}
+
+Status ParseCommandLine(const std::vector<std::string>& argv, CLI::App* app) {
+  std::vector<std::string> args;
+  for (size_t i = 1; i < argv.size(); ++i)
+    args.push_back(CanonicalFlag(argv[i]));
+  // CLI11 consumes its argument vector from the back.
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app->parse(reversed);
+  } catch (const CLI::ArgumentMismatch& e) {
+    // CLI11 says "--np: 1 required TEXT missing"; name the flag as typed.
+    std::string flag = e.what();
+    flag = flag.substr(0, flag.find(':'));
+    if (flag == "--np") flag = "-np";
+    if (flag == "--np-per-node") flag = "-np-per-node";
+    return InvalidArgument(flag + " expects a value");
+  } catch (const CLI::ParseError& e) {
+    return InvalidArgument(e.what());
+  }
+  return Status::Ok();
+}
+
+// What follows kolorun's flags: the program and its arguments, exactly as
+// given (empty when none is).
+StatusOr<std::vector<std::string>> ProgramAndItsArguments(
+    const CLI::App& app, const std::vector<std::string>& argv) {
+  // CLI11 leaves unknown flags and, from the program on, everything.
+  std::vector<std::string> rest = app.remaining();
+  if (!rest.empty() && rest.front() != "--" && rest.front().size() > 1 &&
+      rest.front()[0] == '-') {
+    return InvalidArgument("unknown flag '" + rest.front() + "' (see --help)");
+  }
+  // Now what is left is a suffix of argv; take it from the original so that
+  // the program's own arguments reach it unchanged.
+  std::vector<std::string> tail(
+      argv.end() - static_cast<ptrdiff_t>(rest.size()), argv.end());
+  if (!tail.empty() && tail.front() == "--") tail.erase(tail.begin());
+  return tail;
+}
+
+Status ResolveHosts(const CLI::App& app, const FlagTexts& texts,
+                    LaunchOptions* options) {
+  if (!texts.hosts.empty() && !texts.hostfile.empty()) {
+    return InvalidArgument("-H and --hostfile both name the hosts; give one");
+  }
+  if (app.count("-H") > 0) {
+    KOLO_ASSIGN_OR_RETURN(options->hosts, ParseHostList(texts.hosts));
+  } else if (app.count("--hostfile") > 0) {
+    if (texts.hostfile.empty())
+      return InvalidArgument("--hostfile expects a file");
+    KOLO_ASSIGN_OR_RETURN(options->hosts, ReadHostfile(texts.hostfile));
+  }
+  return Status::Ok();
+}
+
+// -np (or the hosts' slots) and --servers.
+Status ResolveRanks(const CLI::App& app, const FlagTexts& texts, bool per_node,
+                    LaunchOptions* options) {
+  if (texts.np.empty()) {
+    if (app.count("--np") > 0) {
+      return InvalidArgument("-np must be a positive integer, got ''");
     }
-    *seconds.value = *value;
+    // Like mpirun, a host list without -np fills every slot.
+    if (options->hosts.empty() && !per_node) {
+      return InvalidArgument("-np N is required (see --help)");
+    }
+    int64_t slots = 0;
+    for (const HostSlots& host : options->hosts) slots += host.slots;
+    options->num_ranks = static_cast<int32_t>(std::min(slots, kMaxRanks));
+  } else {
+    StatusOr<int64_t> np = ParseInt(texts.np, 1, kMaxRanks, "-np");
+    if (!np.ok()) {
+      return InvalidArgument("-np must be a positive integer, got '" +
+                             texts.np + "'");
+    }
+    options->num_ranks = static_cast<int32_t>(*np);
+  }
+  if (app.count("--servers") > 0) {
+    // -np counts the workers; the servers come on top, as the last ranks.
+    KOLO_ASSIGN_OR_RETURN(int64_t servers,
+                          ParseInt(texts.servers, 1, kMaxRanks, "--servers"));
+    if (texts.np.empty() || options->elastic) {
+      return InvalidArgument(
+          "--servers K needs -np N (the workers) and a fixed world, not "
+          "--elastic or a host list's slots");
+    }
+    options->servers = static_cast<int32_t>(servers);
+    options->num_ranks += options->servers;
+  }
+  if (!options->hosts.empty()) {
+    // Only to report a job that does not fit before anything starts.
+    KOLO_RETURN_IF_ERROR(
+        PlaceRanks(options->hosts, options->num_ranks).status());
+  }
+  return Status::Ok();
+}
+
+// `text` as a backend; `where` names it in errors ("--backend",
+// "environment variable KOLO_BACKEND"), and `where_unbuilt` where the
+// engine is one this build lacks.
+StatusOr<BackendKind> ParseBackendNamed(const std::string& text,
+                                        const std::string& where,
+                                        const std::string& where_unbuilt) {
+  StatusOr<BackendKind> kind = ParseBackend(text);
+  if (!kind.ok() && IsKnownEngine(text)) {
+    // gloo or mpi in a build without it: say so, and how to build it.
+    return InvalidArgument(where_unbuilt + ": " + kind.status().message());
+  }
+  if (!kind.ok()) {
+    return InvalidArgument(where + " must be shm, tcp, gloo or mpi, got '" +
+                           text + "'");
+  }
+  return kind;
+}
+
+Status ResolveBackend(const std::string& text, const EnvLookup& env,
+                      LaunchOptions* options) {
+  if (!text.empty()) {
+    KOLO_ASSIGN_OR_RETURN(
+        options->backend,
+        ParseBackendNamed(text, "--backend", "--backend " + text));
+    return Status::Ok();
+  }
+  std::optional<std::string> from_env = env(env::kBackend);
+  if (from_env && !from_env->empty()) {
+    const std::string where =
+        std::string("environment variable ") + env::kBackend;
+    KOLO_ASSIGN_OR_RETURN(options->backend,
+                          ParseBackendNamed(*from_env, where, where));
+  }
+  return Status::Ok();
+}
+
+// MPI's ranks must come from mpirun; the other engines run either way.
+Status ResolveLauncher(const CLI::App& app, const std::string& text,
+                       LaunchOptions* options) {
+  if (app.count("--launcher") == 0) {
+    options->launcher = options->backend == BackendKind::kMpi
+                            ? LauncherKind::kMpirun
+                            : LauncherKind::kKolorun;
+  } else if (text == "mpirun") {
+    options->launcher = LauncherKind::kMpirun;
+  } else if (text == "kolorun") {
+    if (options->backend == BackendKind::kMpi) {
+      return InvalidArgument(
+          "--launcher kolorun cannot start --backend mpi: MPI ranks are "
+          "started by mpirun (drop --launcher, or use --launcher mpirun)");
+    }
+    options->launcher = LauncherKind::kKolorun;
+  } else {
+    return InvalidArgument("--launcher must be kolorun or mpirun, got '" +
+                           text + "'");
+  }
+  return Status::Ok();
+}
+
+Status ResolveBindTo(const CLI::App& app, const std::string& text,
+                     LaunchOptions* options) {
+  if (app.count("--bind-to") > 0) {
+    if (text == "core") {
+      options->bind_to = BindTo::kCore;
+    } else if (text == "none") {
+      options->bind_to = BindTo::kNone;
+    } else {
+      return InvalidArgument("--bind-to must be core or none, got '" + text +
+                             "'");
+    }
+  } else if (options->backend == BackendKind::kGloo ||
+             !options->hosts.empty()) {
+    // Across hosts as well: binding has not been measured there with kolo's
+    // tcp engine, the default between hosts, and Gloo may be asked for.
+    // Bound, a rank's Gloo event-loop thread shares the core of the thread
+    // whose sends it serves, and spins there (it polls while that thread
+    // holds the connection's lock) until the scheduler preempts it: 4 KiB
+    // allreduces took 5.7-7.2 ms bound against 1.1-3.2 ms unbound.
+    options->bind_to = BindTo::kNone;
+  }
+  return Status::Ok();
+}
+
+// --env and -x.
+Status ResolveEnvironment(const FlagTexts& texts, const EnvLookup& env,
+                          LaunchOptions* options) {
+  for (const std::string& text : texts.env) {
+    KOLO_ASSIGN_OR_RETURN(auto assignment, ParseEnvAssignment(text));
+    options->env.push_back(std::move(assignment));
+  }
+  for (const std::string& text : texts.forwarded) {
+    KOLO_ASSIGN_OR_RETURN(auto assignment, ParseForwardedVariable(text, env));
+    options->forwarded_names.push_back(assignment.first);
+    options->env.push_back(std::move(assignment));
+  }
+  return Status::Ok();
+}
+
+// How the agents are reached: ssh, --remote-shell, --start-timeout,
+// --network-interface.
+Status ResolveRemoteFlags(const CLI::App& app, const FlagTexts& texts,
+                          LaunchOptions* options) {
+  if (app.count("--ssh-port") > 0) {
+    KOLO_ASSIGN_OR_RETURN(options->ssh_port,
+                          ParseCount(texts.ssh_port, 1, 65535, "--ssh-port"));
+  }
+  if (app.count("--start-timeout") > 0) {
+    KOLO_ASSIGN_OR_RETURN(options->start_timeout_seconds,
+                          ParseSeconds(texts.start_timeout, "--start-timeout"));
+  }
+  if (app.count("--network-interface") > 0) {
+    KOLO_RETURN_IF_ERROR(
+        InterfaceSpec::Parse(options->network_interface, "--network-interface")
+            .status());
+  }
+  if (app.count("--remote-shell") > 0 &&
+      options->remote_shell.find("{host}") == std::string::npos) {
+    return InvalidArgument(
+        "--remote-shell needs {host} where the host name goes, got '" +
+        options->remote_shell + "'");
+  }
+  return Status::Ok();
+}
+
+Status ResolvePerNode(const CLI::App& app, const FlagTexts& texts,
+                      bool per_node, LaunchOptions* options) {
+  if (!per_node) {
+    for (const char* flag :
+         {"--node-rank", "--rendezvous", "--np-per-node", "--secret-file"}) {
+      if (app.count(flag) > 0) {
+        return InvalidArgument(std::string(flag) +
+                               " belongs to the per-node form: add --nnodes");
+      }
+    }
+    return Status::Ok();
+  }
+  KOLO_ASSIGN_OR_RETURN(options->nnodes,
+                        ParseCount(texts.nnodes, 1, kMaxRanks, "--nnodes"));
+  if (app.count("--node-rank") > 0) {
+    KOLO_ASSIGN_OR_RETURN(
+        options->node_rank,
+        ParseCount(texts.node_rank, 0, kMaxRanks - 1, "--node-rank"));
+  }
+  if (app.count("--np-per-node") > 0) {
+    KOLO_ASSIGN_OR_RETURN(
+        options->np_per_node,
+        ParseCount(texts.np_per_node, 1, kMaxRanks, "-np-per-node"));
+  }
+  return CheckPerNodeOptions(app, options, texts.np);
+}
+
+// What every rank is told: --timeout, the metrics, the timeline,
+// --mpi-args.
+Status ResolveJobFlags(const CLI::App& app, const FlagTexts& texts,
+                       LaunchOptions* options) {
+  if (app.count("--timeout") > 0) {
+    KOLO_ASSIGN_OR_RETURN(options->timeout_seconds,
+                          ParseSeconds(texts.timeout, "--timeout"));
+  }
+  if (app.count("--metrics-port") > 0) {
+    StatusOr<int64_t> port =
+        ParseInt(texts.metrics_port, 0, 65535, "--metrics-port");
+    if (!port.ok()) {
+      return InvalidArgument(
+          "--metrics-port must be a TCP port from 0 (the OS chooses) to "
+          "65535, got '" +
+          texts.metrics_port + "'");
+    }
+    options->metrics_port = static_cast<int>(*port);
+  }
+  for (const auto& [flag, value, what] :
+       {std::make_tuple("--metrics-address", &options->metrics_address,
+                        "an address"),
+        std::make_tuple("--job-name", &options->job_name, "a name"),
+        std::make_tuple("--timeline-filename", &options->timeline_path,
+                        "a file name")}) {
+    if (app.count(flag) > 0 && value->empty()) {
+      return InvalidArgument(std::string(flag) + " expects " + what);
+    }
+  }
+  if (app.count("--mpi-args") > 0) {
+    if (options->launcher != LauncherKind::kMpirun) {
+      return InvalidArgument(
+          "--mpi-args needs mpirun to start the ranks: --launcher mpirun or "
+          "--backend mpi");
+    }
+    options->mpi_args = SplitOnWhitespace(texts.mpi_args);
   }
   return Status::Ok();
 }
@@ -219,7 +573,10 @@ const char* LauncherName(LauncherKind kind) {
   return kind == LauncherKind::kMpirun ? "mpirun" : "kolorun";
 }
 
-std::string Usage() {
+namespace {
+
+// The sections of Usage(), in its order.
+std::string UsageSynopsis() {
   return "Usage: kolorun -np N [options] [--] program [args...]\n"
          "       kolorun [-np N] -H h1:2,h2:2 | --hostfile F [options] "
          "program...\n"
@@ -230,8 +587,11 @@ std::string Usage() {
          "hosts their rendezvous store, and prefixes every line they print\n"
          "with [rank]<stdout>: or [rank]<stderr>:. When one rank fails, the\n"
          "others are stopped.\n"
-         "\n"
-         "Options:\n"
+         "\n";
+}
+
+std::string UsageJobOptions() {
+  return "Options:\n"
          "  -np N               number of ranks (>= 1; required unless hosts\n"
          "                      are given, whose slots it then fills)\n"
          "  --servers K         also start K parameter servers, ranks "
@@ -283,8 +643,11 @@ std::string Usage() {
          "                      rank, on every host (repeatable)\n"
          "  --verbose           print the store address, each rank's command\n"
          "                      and each rank's exit\n"
-         "\n"
-         "Hosts (one kolorun agent per host starts that host's ranks):\n"
+         "\n";
+}
+
+std::string UsageHostOptions() {
+  return "Hosts (one kolorun agent per host starts that host's ranks):\n"
          "  -H, --hosts LIST    h1:2,h2:2 (host:slots; a host without :N has "
          "1)\n"
          "  --hostfile F        one host per line: `host slots=N`, # comments\n"
@@ -307,8 +670,11 @@ std::string Usage() {
          "                      separated (eth1, 10.1.0.0/24); default: the\n"
          "                      addresses through which the hosts reach each "
          "other\n"
-         "\n"
-         "Per node (the cluster starts one kolorun per node):\n"
+         "\n";
+}
+
+std::string UsagePerNodeOptions() {
+  return "Per node (the cluster starts one kolorun per node):\n"
          "  --nnodes M          number of nodes\n"
          "  --node-rank I       this node's index, 0 to M-1; node 0 hosts the\n"
          "                      store\n"
@@ -316,8 +682,11 @@ std::string Usage() {
          "  -np-per-node K      ranks on each node\n"
          "  --secret-file F     the job secret every node shares (else\n"
          "                      $KOLO_JOB_SECRET)\n"
-         "\n"
-         "Elastic (workers may die, freeze or join; the program uses\n"
+         "\n";
+}
+
+std::string UsageElasticOptions() {
+  return "Elastic (workers may die, freeze or join; the program uses\n"
          "kolo::elastic::Run):\n"
          "  --elastic           run an elastic job\n"
          "  --min-np A          fewest workers to train with (default -np)\n"
@@ -336,360 +705,50 @@ std::string Usage() {
          "  -h, --help          print this help\n";
 }
 
-std::vector<std::string> SplitOnWhitespace(const std::string& text) {
-  std::vector<std::string> pieces;
-  std::string current;
-  for (char c : text) {
-    if (c == ' ' || c == '\t' || c == '\n') {
-      if (!current.empty()) pieces.push_back(std::move(current));
-      current.clear();
-    } else {
-      current.push_back(c);
-    }
-  }
-  if (!current.empty()) pieces.push_back(std::move(current));
-  return pieces;
+}  // namespace
+
+std::string Usage() {
+  return UsageSynopsis() + UsageJobOptions() + UsageHostOptions() +
+         UsagePerNodeOptions() + UsageElasticOptions();
 }
 
 StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
                                      const EnvLookup& env) {
   LaunchOptions options;
-  std::string np_text;
-  std::string backend_text;
-  std::string launcher_text;
-  std::string bind_text;
-  std::string timeout_text;
-  std::string mpi_args_text;
-  std::vector<std::string> env_texts;
-  std::vector<std::string> forwarded_texts;
-  std::string hosts_text;
-  std::string hostfile;
-  std::string ssh_port_text;
-  std::string start_timeout_text;
-  std::string nnodes_text;
-  std::string node_rank_text;
-  std::string np_per_node_text;
-  std::string metrics_port_text;
-  std::string servers_text;
-
+  FlagTexts texts;
   CLI::App app("kolorun", "kolorun");
   app.set_help_flag();  // kolorun prints its own usage text
-  app.add_flag("-h,--help", options.help);
-  app.add_flag("--version", options.version);
-  app.add_option("--np", np_text)->allow_extra_args(false);
-  app.add_option("--backend", backend_text)->allow_extra_args(false);
-  app.add_option("--launcher", launcher_text)->allow_extra_args(false);
-  app.add_option("--bind-to", bind_text)->allow_extra_args(false);
-  app.add_option("--env", env_texts)->allow_extra_args(false);
-  app.add_option("--timeout", timeout_text)->allow_extra_args(false);
-  app.add_option("--mpi-args", mpi_args_text)->allow_extra_args(false);
-  app.add_option("--metrics-port", metrics_port_text)->allow_extra_args(false);
-  app.add_option("--servers", servers_text)->allow_extra_args(false);
-  app.add_option("--metrics-address", options.metrics_address)
-      ->allow_extra_args(false);
-  app.add_option("--job-name", options.job_name)->allow_extra_args(false);
-  app.add_option("--timeline-filename", options.timeline_path)
-      ->allow_extra_args(false);
-  app.add_flag("--verbose", options.verbose);
-  app.add_option("-x", forwarded_texts)->allow_extra_args(false);
-  app.add_option("-H,--hosts", hosts_text)->allow_extra_args(false);
-  app.add_option("--hostfile", hostfile)->allow_extra_args(false);
-  app.add_option("--ssh-port", ssh_port_text)->allow_extra_args(false);
-  app.add_option("--ssh-identity-file", options.ssh_identity_file)
-      ->allow_extra_args(false);
-  app.add_option("--ssh-config-file", options.ssh_config_file)
-      ->allow_extra_args(false);
-  app.add_option("--remote-shell", options.remote_shell)
-      ->allow_extra_args(false);
-  app.add_option("--start-timeout", start_timeout_text)
-      ->allow_extra_args(false);
-  app.add_option("--network-interface", options.network_interface)
-      ->allow_extra_args(false);
-  app.add_option("--nnodes", nnodes_text)->allow_extra_args(false);
-  app.add_option("--node-rank", node_rank_text)->allow_extra_args(false);
-  app.add_option("--rendezvous", options.rendezvous)->allow_extra_args(false);
-  app.add_option("--np-per-node", np_per_node_text)->allow_extra_args(false);
-  app.add_option("--secret-file", options.secret_file)->allow_extra_args(false);
-  app.add_flag("--agent", options.agent);
-  std::string min_np_text, max_np_text, reset_limit_text, elastic_timeout_text,
-      heartbeat_timeout_text, cooldown_text;
-  app.add_flag("--elastic", options.elastic);
-  app.add_option("--min-np", min_np_text)->allow_extra_args(false);
-  app.add_option("--max-np", max_np_text)->allow_extra_args(false);
-  app.add_option("--host-discovery-script", options.host_discovery_script)
-      ->allow_extra_args(false);
-  app.add_option("--reset-limit", reset_limit_text)->allow_extra_args(false);
-  app.add_option("--elastic-timeout", elastic_timeout_text)
-      ->allow_extra_args(false);
-  app.add_option("--heartbeat-timeout", heartbeat_timeout_text)
-      ->allow_extra_args(false);
-  app.add_option("--blacklist-cooldown", cooldown_text)
-      ->allow_extra_args(false);
+  DeclareFlags(&app, &options, &texts);
   // Parsing stops at the first argument that is not kolorun's: the program.
   app.prefix_command();
-
-  std::vector<std::string> args;
-  for (size_t i = 1; i < argv.size(); ++i)
-    args.push_back(CanonicalFlag(argv[i]));
-  // CLI11 consumes its argument vector from the back.
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    app.parse(reversed);
-  } catch (const CLI::ArgumentMismatch& e) {
-    // CLI11 says "--np: 1 required TEXT missing"; name the flag as typed.
-    std::string flag = e.what();
-    flag = flag.substr(0, flag.find(':'));
-    if (flag == "--np") flag = "-np";
-    if (flag == "--np-per-node") flag = "-np-per-node";
-    return InvalidArgument(flag + " expects a value");
-  } catch (const CLI::ParseError& e) {
-    return InvalidArgument(e.what());
-  }
+  KOLO_RETURN_IF_ERROR(ParseCommandLine(argv, &app));
   if (options.help || options.version || options.agent) return options;
+  KOLO_ASSIGN_OR_RETURN(std::vector<std::string> program,
+                        ProgramAndItsArguments(app, argv));
 
-  // CLI11 leaves unknown flags and, from the program on, everything.
-  std::vector<std::string> rest = app.remaining();
-  if (!rest.empty() && rest.front() != "--" && rest.front().size() > 1 &&
-      rest.front()[0] == '-') {
-    return InvalidArgument("unknown flag '" + rest.front() + "' (see --help)");
-  }
-  // Now what is left is a suffix of argv; take it from the original so that
-  // the program's own arguments reach it unchanged.
-  std::vector<std::string> tail(
-      argv.end() - static_cast<ptrdiff_t>(rest.size()), argv.end());
-  if (!tail.empty() && tail.front() == "--") tail.erase(tail.begin());
-
-  if (!hosts_text.empty() && !hostfile.empty()) {
-    return InvalidArgument("-H and --hostfile both name the hosts; give one");
-  }
-  if (app.count("-H") > 0) {
-    KOLO_ASSIGN_OR_RETURN(options.hosts, ParseHostList(hosts_text));
-  } else if (app.count("--hostfile") > 0) {
-    if (hostfile.empty()) return InvalidArgument("--hostfile expects a file");
-    KOLO_ASSIGN_OR_RETURN(options.hosts, ReadHostfile(hostfile));
-  }
   const bool per_node = app.count("--nnodes") > 0;
-
-  if (np_text.empty()) {
-    if (app.count("--np") > 0) {
-      return InvalidArgument("-np must be a positive integer, got ''");
-    }
-    // Like mpirun, a host list without -np fills every slot.
-    if (options.hosts.empty() && !per_node) {
-      return InvalidArgument("-np N is required (see --help)");
-    }
-    int64_t slots = 0;
-    for (const HostSlots& host : options.hosts) slots += host.slots;
-    options.num_ranks = static_cast<int32_t>(std::min(slots, kMaxRanks));
-  } else {
-    StatusOr<int64_t> np = ParseInt(np_text, 1, kMaxRanks, "-np");
-    if (!np.ok()) {
-      return InvalidArgument("-np must be a positive integer, got '" + np_text +
-                             "'");
-    }
-    options.num_ranks = static_cast<int32_t>(*np);
-  }
-  if (app.count("--servers") > 0) {
-    // -np counts the workers; the servers come on top, as the last ranks.
-    KOLO_ASSIGN_OR_RETURN(int64_t servers,
-                          ParseInt(servers_text, 1, kMaxRanks, "--servers"));
-    if (np_text.empty() || options.elastic) {
-      return InvalidArgument(
-          "--servers K needs -np N (the workers) and a fixed world, not "
-          "--elastic or a host list's slots");
-    }
-    options.servers = static_cast<int32_t>(servers);
-    options.num_ranks += options.servers;
-  }
-  if (!options.hosts.empty()) {
-    // Only to report a job that does not fit before anything starts.
-    KOLO_RETURN_IF_ERROR(PlaceRanks(options.hosts, options.num_ranks).status());
-  }
-
-  if (backend_text.empty()) {
-    std::optional<std::string> from_env = env(env::kBackend);
-    if (from_env && !from_env->empty()) {
-      StatusOr<BackendKind> kind = ParseBackend(*from_env);
-      if (!kind.ok() && IsKnownEngine(*from_env)) {
-        return InvalidArgument(std::string("environment variable ") +
-                               env::kBackend + ": " + kind.status().message());
-      }
-      if (!kind.ok()) {
-        return InvalidArgument(
-            std::string("environment variable ") + env::kBackend +
-            " must be shm, tcp, gloo or mpi, got '" + *from_env + "'");
-      }
-      options.backend = *kind;
-    }
-  } else {
-    StatusOr<BackendKind> kind = ParseBackend(backend_text);
-    if (!kind.ok() && IsKnownEngine(backend_text)) {
-      // gloo or mpi in a build without it: say so, and how to build it.
-      return InvalidArgument("--backend " + backend_text + ": " +
-                             kind.status().message());
-    }
-    if (!kind.ok()) {
-      return InvalidArgument("--backend must be shm, tcp, gloo or mpi, got '" +
-                             backend_text + "'");
-    }
-    options.backend = *kind;
-  }
-
-  // MPI's ranks must come from mpirun; the other engines run either way.
-  if (app.count("--launcher") == 0) {
-    options.launcher = options.backend == BackendKind::kMpi
-                           ? LauncherKind::kMpirun
-                           : LauncherKind::kKolorun;
-  } else if (launcher_text == "mpirun") {
-    options.launcher = LauncherKind::kMpirun;
-  } else if (launcher_text == "kolorun") {
-    if (options.backend == BackendKind::kMpi) {
-      return InvalidArgument(
-          "--launcher kolorun cannot start --backend mpi: MPI ranks are "
-          "started by mpirun (drop --launcher, or use --launcher mpirun)");
-    }
-    options.launcher = LauncherKind::kKolorun;
-  } else {
-    return InvalidArgument("--launcher must be kolorun or mpirun, got '" +
-                           launcher_text + "'");
-  }
-
-  if (app.count("--bind-to") > 0) {
-    if (bind_text == "core") {
-      options.bind_to = BindTo::kCore;
-    } else if (bind_text == "none") {
-      options.bind_to = BindTo::kNone;
-    } else {
-      return InvalidArgument("--bind-to must be core or none, got '" +
-                             bind_text + "'");
-    }
-  } else if (options.backend == BackendKind::kGloo || !options.hosts.empty()) {
-    // Across hosts as well: binding has not been measured there with kolo's
-    // tcp engine, the default between hosts, and Gloo may be asked for.
-    // Bound, a rank's Gloo event-loop thread shares the core of the thread
-    // whose sends it serves, and spins there (it polls while that thread
-    // holds the connection's lock) until the scheduler preempts it: 4 KiB
-    // allreduces took 5.7-7.2 ms bound against 1.1-3.2 ms unbound.
-    options.bind_to = BindTo::kNone;
-  }
-
-  for (const std::string& text : env_texts) {
-    KOLO_ASSIGN_OR_RETURN(auto assignment, ParseEnvAssignment(text));
-    options.env.push_back(std::move(assignment));
-  }
-  for (const std::string& text : forwarded_texts) {
-    KOLO_ASSIGN_OR_RETURN(auto assignment, ParseForwardedVariable(text, env));
-    options.forwarded_names.push_back(assignment.first);
-    options.env.push_back(std::move(assignment));
-  }
-
-  if (app.count("--ssh-port") > 0) {
-    KOLO_ASSIGN_OR_RETURN(options.ssh_port,
-                          ParseCount(ssh_port_text, 1, 65535, "--ssh-port"));
-  }
-  if (app.count("--start-timeout") > 0) {
-    StatusOr<int64_t> timeout =
-        ParseInt(start_timeout_text, 1, kMaxTimeoutSeconds, "--start-timeout");
-    if (!timeout.ok()) {
-      return InvalidArgument(
-          "--start-timeout must be a positive number of seconds, got '" +
-          start_timeout_text + "'");
-    }
-    options.start_timeout_seconds = *timeout;
-  }
-  if (app.count("--network-interface") > 0) {
-    KOLO_RETURN_IF_ERROR(
-        InterfaceSpec::Parse(options.network_interface, "--network-interface")
-            .status());
-  }
-  if (app.count("--remote-shell") > 0 &&
-      options.remote_shell.find("{host}") == std::string::npos) {
-    return InvalidArgument(
-        "--remote-shell needs {host} where the host name goes, got '" +
-        options.remote_shell + "'");
-  }
-
-  if (per_node) {
-    KOLO_ASSIGN_OR_RETURN(options.nnodes,
-                          ParseCount(nnodes_text, 1, kMaxRanks, "--nnodes"));
-    if (app.count("--node-rank") > 0) {
-      KOLO_ASSIGN_OR_RETURN(
-          options.node_rank,
-          ParseCount(node_rank_text, 0, kMaxRanks - 1, "--node-rank"));
-    }
-    if (app.count("--np-per-node") > 0) {
-      KOLO_ASSIGN_OR_RETURN(
-          options.np_per_node,
-          ParseCount(np_per_node_text, 1, kMaxRanks, "-np-per-node"));
-    }
-    KOLO_RETURN_IF_ERROR(CheckPerNodeOptions(app, &options, np_text));
-  } else {
-    for (const char* flag :
-         {"--node-rank", "--rendezvous", "--np-per-node", "--secret-file"}) {
-      if (app.count(flag) > 0) {
-        return InvalidArgument(std::string(flag) +
-                               " belongs to the per-node form: add --nnodes");
-      }
-    }
-  }
+  KOLO_RETURN_IF_ERROR(ResolveHosts(app, texts, &options));
+  KOLO_RETURN_IF_ERROR(ResolveRanks(app, texts, per_node, &options));
+  KOLO_RETURN_IF_ERROR(ResolveBackend(texts.backend, env, &options));
+  KOLO_RETURN_IF_ERROR(ResolveLauncher(app, texts.launcher, &options));
+  KOLO_RETURN_IF_ERROR(ResolveBindTo(app, texts.bind_to, &options));
+  KOLO_RETURN_IF_ERROR(ResolveEnvironment(texts, env, &options));
+  KOLO_RETURN_IF_ERROR(ResolveRemoteFlags(app, texts, &options));
+  KOLO_RETURN_IF_ERROR(ResolvePerNode(app, texts, per_node, &options));
   if (!options.hosts.empty() && options.launcher != LauncherKind::kKolorun) {
     return InvalidArgument(
         "-H and --hostfile start ranks through kolorun's own agents, which "
         "cannot start --backend mpi or --launcher mpirun; give mpirun its "
         "hosts with --mpi-args '--host ...'");
   }
+  KOLO_RETURN_IF_ERROR(ResolveJobFlags(app, texts, &options));
+  KOLO_RETURN_IF_ERROR(
+      CheckElasticOptions(app, &options, texts.np, texts.elastic));
 
-  if (app.count("--timeout") > 0) {
-    StatusOr<int64_t> timeout =
-        ParseInt(timeout_text, 1, kMaxTimeoutSeconds, "--timeout");
-    if (!timeout.ok()) {
-      return InvalidArgument(
-          "--timeout must be a positive number of seconds, got '" +
-          timeout_text + "'");
-    }
-    options.timeout_seconds = *timeout;
-  }
-
-  if (app.count("--metrics-port") > 0) {
-    StatusOr<int64_t> port =
-        ParseInt(metrics_port_text, 0, 65535, "--metrics-port");
-    if (!port.ok()) {
-      return InvalidArgument(
-          "--metrics-port must be a TCP port from 0 (the OS chooses) to "
-          "65535, got '" +
-          metrics_port_text + "'");
-    }
-    options.metrics_port = static_cast<int>(*port);
-  }
-  if (app.count("--metrics-address") > 0 && options.metrics_address.empty()) {
-    return InvalidArgument("--metrics-address expects an address");
-  }
-  if (app.count("--job-name") > 0 && options.job_name.empty()) {
-    return InvalidArgument("--job-name expects a name");
-  }
-
-  if (app.count("--timeline-filename") > 0 && options.timeline_path.empty()) {
-    return InvalidArgument("--timeline-filename expects a file name");
-  }
-
-  if (app.count("--mpi-args") > 0) {
-    if (options.launcher != LauncherKind::kMpirun) {
-      return InvalidArgument(
-          "--mpi-args needs mpirun to start the ranks: --launcher mpirun or "
-          "--backend mpi");
-    }
-    options.mpi_args = SplitOnWhitespace(mpi_args_text);
-  }
-
-  KOLO_RETURN_IF_ERROR(CheckElasticOptions(
-      app, &options, np_text,
-      {min_np_text, max_np_text, reset_limit_text, elastic_timeout_text,
-       heartbeat_timeout_text, cooldown_text}));
-
-  if (tail.empty()) {
+  if (program.empty()) {
     return InvalidArgument("no program given: kolorun -np N program [args...]");
   }
-  options.command = std::move(tail);
+  options.command = std::move(program);
   return options;
 }
 

@@ -155,9 +155,6 @@ std::string Usage();
 StatusOr<LaunchOptions> ParseOptions(const std::vector<std::string>& argv,
                                      const EnvLookup& env);
 
-// Splits `text` on runs of spaces and tabs, dropping empty pieces.
-std::vector<std::string> SplitOnWhitespace(const std::string& text);
-
 }  // namespace kolorun
 }  // namespace kolo
 

@@ -61,6 +61,10 @@ void WriteAll(int fd, const std::string& text) {
   }
 }
 
+void Say(const std::string& text) {
+  WriteAll(STDERR_FILENO, "kolorun: " + text + "\n");
+}
+
 LineSplitter::LineSplitter(LineFormat format, std::string prefix, bool in_place)
     : format_(format),
       prefix_(std::move(prefix)),

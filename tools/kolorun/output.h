@@ -38,6 +38,10 @@ namespace kolorun {
 // keeps running, as it would have without its output being read.
 void WriteAll(int fd, const std::string& text);
 
+// kolorun's own message: "kolorun: <text>\n" on stderr. While a job runs,
+// ChildWatcher::Message() says it instead, above any line drawn in place.
+void Say(const std::string& text);
+
 // The longest line kolorun holds back waiting for its '\n': a longer one is
 // cut there, so that a program that never prints '\n' cannot make kolorun
 // hold its whole output.

@@ -16,6 +16,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 extern char** environ;
 
@@ -131,6 +132,99 @@ struct ChildSetup {
   _exit(127);  // not reached; fail() does not return
 }
 
+// The argument and environment vectors execve takes, pointing into `spec`
+// (which must outlive them), all built before fork.
+struct ExecArguments {
+  explicit ExecArguments(const ChildSpec& spec) {
+    for (const std::string& arg : spec.argv)
+      argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    shell_argv = {const_cast<char*>("/bin/sh"),
+                  const_cast<char*>(spec.path.c_str())};
+    for (size_t i = 1; i < spec.argv.size(); ++i) shell_argv.push_back(argv[i]);
+    shell_argv.push_back(nullptr);
+    for (const std::string& var : spec.env)
+      envp.push_back(const_cast<char*>(var.c_str()));
+    envp.push_back(nullptr);
+  }
+
+  std::vector<char*> argv;
+  // /bin/sh, path, argv[1...]: for a script without a "#!" line.
+  std::vector<char*> shell_argv;
+  std::vector<char*> envp;
+};
+
+// The descriptors between kolorun and a child it starts: [0] reads, [1]
+// writes. The destructor closes whatever Release() did not hand over.
+struct ChildPipes {
+  int in[2] = {-1, -1};    // stdin: /dev/null (in[0] only) or a pipe
+  int out[2] = {-1, -1};   // stdout: a pipe or a pseudo-terminal
+  int err[2] = {-1, -1};   // stderr
+  int exec[2] = {-1, -1};  // the child's errno, if exec fails
+
+  ChildPipes() = default;
+  ChildPipes(const ChildPipes&) = delete;
+  ChildPipes& operator=(const ChildPipes&) = delete;
+  ~ChildPipes() {
+    for (int* fd : {&in[0], &in[1], &out[0], &out[1], &err[0], &err[1],
+                    &exec[0], &exec[1]}) {
+      CloseIfOpen(fd);
+    }
+  }
+
+  // All of them close-on-exec; an error names the program.
+  Status Open(const ChildSpec& spec) {
+    if (spec.stdin_pipe) {
+      if (pipe2(in, O_CLOEXEC) != 0) in[0] = in[1] = -1;
+    } else {
+      in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    }
+    if (spec.stdout_terminal && !OpenTerminal(*spec.stdout_terminal, out)) {
+      return Internal("cannot open a pseudo-terminal for '" + spec.path +
+                      "': " + ErrnoText(errno));
+    }
+    if (in[0] < 0 || (!spec.stdout_terminal && pipe2(out, O_CLOEXEC) != 0) ||
+        pipe2(err, O_CLOEXEC) != 0 || pipe2(exec, O_CLOEXEC) != 0) {
+      return Internal("cannot create pipes for '" + spec.path +
+                      "': " + ErrnoText(errno));
+    }
+    return Status::Ok();
+  }
+
+  // In kolorun, after fork: the child holds its ends now.
+  void CloseChildEnds() {
+    CloseIfOpen(&out[1]);
+    CloseIfOpen(&err[1]);
+    CloseIfOpen(&exec[1]);
+    CloseIfOpen(&in[0]);
+  }
+
+  // The errno of a failed exec, or 0 once the exec pipe closed on a
+  // successful one.
+  int WaitForExec() {
+    int exec_errno = 0;
+    ssize_t n;
+    do {
+      n = read(exec[0], &exec_errno, sizeof(exec_errno));
+    } while (n < 0 && errno == EINTR);
+    CloseIfOpen(&exec[0]);
+    return n > 0 ? exec_errno : 0;
+  }
+
+  // The started child, with kolorun's ends, its output non-blocking.
+  Child Release(pid_t pid) {
+    for (int fd : {out[0], err[0]}) {
+      fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    }
+    Child child;
+    child.pid = pid;
+    child.stdin_fd = std::exchange(in[1], -1);
+    child.stdout_fd = std::exchange(out[0], -1);
+    child.stderr_fd = std::exchange(err[0], -1);
+    return child;
+  }
+};
+
 }  // namespace
 
 StatusOr<std::string> FindExecutable(const std::string& program) {
@@ -213,49 +307,9 @@ std::vector<int> SignalWatcher::ReadPending() {
 }
 
 StatusOr<Child> SpawnChild(const ChildSpec& spec, const sigset_t& child_mask) {
-  std::vector<char*> argv;
-  for (const std::string& arg : spec.argv)
-    argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  std::vector<char*> shell_argv = {const_cast<char*>("/bin/sh"),
-                                   const_cast<char*>(spec.path.c_str())};
-  for (size_t i = 1; i < spec.argv.size(); ++i) shell_argv.push_back(argv[i]);
-  shell_argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (const std::string& var : spec.env)
-    envp.push_back(const_cast<char*>(var.c_str()));
-  envp.push_back(nullptr);
-
-  int out_pipe[2] = {-1, -1};
-  int err_pipe[2] = {-1, -1};
-  int exec_pipe[2] = {-1, -1};
-  int in_pipe[2] = {-1, -1};
-  if (spec.stdin_pipe) {
-    if (pipe2(in_pipe, O_CLOEXEC) != 0) in_pipe[0] = in_pipe[1] = -1;
-  } else {
-    in_pipe[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  }
-  auto close_all = [&] {
-    for (int* fd : {&out_pipe[0], &out_pipe[1], &err_pipe[0], &err_pipe[1],
-                    &exec_pipe[0], &exec_pipe[1], &in_pipe[0], &in_pipe[1]}) {
-      CloseIfOpen(fd);
-    }
-  };
-  if (spec.stdout_terminal && !OpenTerminal(*spec.stdout_terminal, out_pipe)) {
-    int error = errno;
-    close_all();
-    return Internal("cannot open a pseudo-terminal for '" + spec.path +
-                    "': " + ErrnoText(error));
-  }
-  if (in_pipe[0] < 0 ||
-      (!spec.stdout_terminal && pipe2(out_pipe, O_CLOEXEC) != 0) ||
-      pipe2(err_pipe, O_CLOEXEC) != 0 || pipe2(exec_pipe, O_CLOEXEC) != 0) {
-    int error = errno;
-    close_all();
-    return Internal("cannot create pipes for '" + spec.path +
-                    "': " + ErrnoText(error));
-  }
-
+  const ExecArguments exec(spec);
+  ChildPipes pipes;
+  KOLO_RETURN_IF_ERROR(pipes.Open(spec));
   cpu_set_t cores;
   CPU_ZERO(&cores);
   for (int core : spec.cores) CPU_SET(core, &cores);
@@ -263,21 +317,19 @@ StatusOr<Child> SpawnChild(const ChildSpec& spec, const sigset_t& child_mask) {
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
-    int error = errno;
-    close_all();
-    return Internal("cannot fork for '" + spec.path + "': " + ErrnoText(error));
+    return Internal("cannot fork for '" + spec.path + "': " + ErrnoText(errno));
   }
   if (pid == 0) {
     ChildSetup setup;
     setup.parent = parent;
     setup.path = spec.path.c_str();
-    setup.argv = argv.data();
-    setup.shell_argv = shell_argv.data();
-    setup.envp = envp.data();
-    setup.in_fd = in_pipe[0];
-    setup.out_fd = out_pipe[1];
-    setup.err_fd = err_pipe[1];
-    setup.exec_error_fd = exec_pipe[1];
+    setup.argv = exec.argv.data();
+    setup.shell_argv = exec.shell_argv.data();
+    setup.envp = exec.envp.data();
+    setup.in_fd = pipes.in[0];
+    setup.out_fd = pipes.out[1];
+    setup.err_fd = pipes.err[1];
+    setup.exec_error_fd = pipes.exec[1];
     setup.mask = &child_mask;
     setup.cores = spec.cores.empty() ? nullptr : &cores;
     RunChild(setup);
@@ -285,39 +337,16 @@ StatusOr<Child> SpawnChild(const ChildSpec& spec, const sigset_t& child_mask) {
   // Also set the group here, so that it exists before anyone signals it. The
   // child may have exec'd already (EACCES); it set its group itself then.
   setpgid(pid, pid);
-
-  CloseIfOpen(&out_pipe[1]);
-  CloseIfOpen(&err_pipe[1]);
-  CloseIfOpen(&exec_pipe[1]);
-  CloseIfOpen(&in_pipe[0]);
-  // The pipe closes on a successful exec; before that, a failing child
-  // writes its errno.
-  int exec_errno = 0;
-  ssize_t n;
-  do {
-    n = read(exec_pipe[0], &exec_errno, sizeof(exec_errno));
-  } while (n < 0 && errno == EINTR);
-  CloseIfOpen(&exec_pipe[0]);
-  if (n > 0) {
-    CloseIfOpen(&out_pipe[0]);
-    CloseIfOpen(&err_pipe[0]);
-    CloseIfOpen(&in_pipe[1]);
+  pipes.CloseChildEnds();
+  const int exec_errno = pipes.WaitForExec();
+  if (exec_errno != 0) {
     int ignored;
     while (waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {
     }
     return Internal("cannot execute '" + spec.path +
                     "': " + ErrnoText(exec_errno));
   }
-
-  for (int fd : {out_pipe[0], err_pipe[0]}) {
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-  }
-  Child child;
-  child.pid = pid;
-  child.stdin_fd = in_pipe[1];
-  child.stdout_fd = out_pipe[0];
-  child.stderr_fd = err_pipe[0];
-  return child;
+  return pipes.Release(pid);
 }
 
 void SignalGroup(pid_t pid, int signal) {
