@@ -1,5 +1,5 @@
 // Data-parallel training of LeNet with kolo's DistributedOptimizer, written
-// as the README's LibTorch section shows it:
+// as docs/data-parallel.md shows it:
 //   kolorun -np 2 ./train_lenet
 // Each rank trains on its own shard of a synthetic set (ten noisy class
 // templates, so it can be learned in a few dozen steps), then checks what

@@ -1,4 +1,4 @@
-# Monitoring (README, "Monitoring a job"): deploy/grafana/kolo.json checked
+# Monitoring (docs/monitoring.md): deploy/grafana/kolo.json checked
 # as a file; a real Prometheus (Debian's package, an instance of the test's
 # own) scraping a two-rank kolo-train job, with every query of the dashboard
 # evaluated against it; and the time one scrape of a four-rank job takes.

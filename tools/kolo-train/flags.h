@@ -30,7 +30,7 @@ struct Flags {
   std::string data_dir;  // empty: DefaultDataDir(dataset)
   // The defaults are the recipe that trains lenet on Fashion-MNIST (batch
   // 128 per worker) to about 88% at 1, 2 and 4 workers alike (88.19-88.45%
-  // with seed 42, 87.85-88.02% with seed 7); see the README.
+  // with seed 42, 87.85-88.02% with seed 7); see docs/benchmarks.md.
   int64_t epochs = 15;
   int64_t batch_size = 128;  // per worker
   double lr = 0.03;          // for one worker; scaled by the world size

@@ -20,7 +20,7 @@
 // The cosine is the default because it makes the final accuracy depend on
 // the number of epochs rather than on where a constant rate happens to leave
 // the weights; with it, 1, 2 and 4 workers end within a fraction of a point
-// of each other (the README gives the figures).
+// of each other (docs/benchmarks.md gives the figures).
 //
 // Iterations count batches from the start of training (epoch · batches per
 // epoch + batch), so the rate at any point depends only on where training
