@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "common/reduce.h"
+#include "common/reduce_isa.h"
 
 namespace kolo {
 namespace {
