@@ -41,7 +41,7 @@ struct TransferState {
   const void* send_data = nullptr;
   void* recv_data = nullptr;
   uint64_t sequence = 0;
-  std::chrono::milliseconds timeout{30000};
+  std::chrono::milliseconds timeout = kDefaultTimeout;
   std::shared_ptr<PointToPoint::Core> core;
 
   Phase phase = Phase::kQueued;

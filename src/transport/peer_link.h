@@ -25,6 +25,7 @@
 #include <memory>
 #include <string>
 
+#include "kolo/options.h"
 #include "kolo/status.h"
 #include "store/store.h"
 
@@ -93,7 +94,7 @@ struct PeerLinkOptions {
   int32_t size = 1;
   // Bounds the link's setup; the waits of Write and ReadPayload have
   // deadlines of their own.
-  std::chrono::milliseconds timeout{30000};
+  std::chrono::milliseconds timeout = kDefaultTimeout;
   // The address this rank listens on (tcp, gloo).
   std::string hostname = "127.0.0.1";
   // Bytes of each ring of a shm inbox: the most a sender has in flight to

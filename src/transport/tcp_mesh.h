@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "common/spin_wait.h"
+#include "kolo/options.h"
 #include "kolo/status.h"
 #include "net/socket.h"
 #include "store/store.h"
@@ -72,7 +73,7 @@ class TcpMesh {
     // name or a numeric address of this host, never a wildcard unless that
     // is what the job asked for.
     std::string hostname = "127.0.0.1";
-    std::chrono::milliseconds timeout{30000};
+    std::chrono::milliseconds timeout = kDefaultTimeout;
   };
 
   struct SendSpan {
