@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "collectives/peer_failure.h"
+#include "collectives/peer_links.h"
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
 #include "metrics/process_arena.h"

@@ -15,8 +15,8 @@
 //
 // Engines: shm (an inbox of one ring per sender in each rank's segment),
 // tcp (one connection per pair), gloo (a Gloo context of the link's own),
-// mpi (a duplicate of MPI_COMM_WORLD). Each factory is collective over the
-// ranks of its options.
+// mpi (a duplicate of MPI_COMM_WORLD). Each lives beside its engine under
+// collectives/, and collectives/peer_links.h declares their factories.
 #ifndef KOLO_TRANSPORT_PEER_LINK_H_
 #define KOLO_TRANSPORT_PEER_LINK_H_
 
@@ -101,19 +101,6 @@ struct PeerLinkOptions {
   // one receiver. The segment is sparse: rings never written cost nothing.
   int64_t shm_ring_bytes = 1 << 20;
 };
-
-// Each is collective over the ranks of `options`; `store` carries the
-// rendezvous under keys the caller has already prefixed for this link.
-StatusOr<std::unique_ptr<PeerLink>> CreateShmPeerLink(
-    const PeerLinkOptions& options, Store* store);
-StatusOr<std::unique_ptr<PeerLink>> CreateTcpPeerLink(
-    const PeerLinkOptions& options, Store* store);
-// InvalidArgument naming KOLO_WITH_GLOO / KOLO_WITH_MPI when not built.
-StatusOr<std::unique_ptr<PeerLink>> CreateGlooPeerLink(
-    const PeerLinkOptions& options, std::shared_ptr<Store> store);
-// Over MPI_COMM_WORLD, whose ranks must be the link's ranks.
-StatusOr<std::unique_ptr<PeerLink>> CreateMpiPeerLink(
-    const PeerLinkOptions& options);
 
 }  // namespace kolo
 

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "collectives/peer_links.h"
 #include "transport/peer_link.h"
 
 namespace kolo {

@@ -4,7 +4,7 @@
 // a ring's worth to each other at once, a peer that never reads makes a
 // write time out, a destroyed peer is lost, and Abort wakes a blocked Poll.
 // The shm cases also check that nothing is left in /dev/shm.
-#include "transport/peer_link.h"
+#include "collectives/peer_links.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

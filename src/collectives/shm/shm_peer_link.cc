@@ -43,6 +43,7 @@
 #include <new>
 #include <vector>
 
+#include "collectives/peer_links.h"
 #include "common/spin_wait.h"
 #include "transport/futex.h"
 #include "transport/peer_link.h"
