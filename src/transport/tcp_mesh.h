@@ -136,20 +136,28 @@ class TcpMesh {
   int32_t size() const { return size_; }
 
  private:
-  struct Peer {
-    Socket socket;
-    std::string address;  // "10.1.0.2:41234", for errors
-  };
-
-  TcpMesh(const Options& options, std::vector<Peer> peers, int32_t refused);
+  TcpMesh(const Options& options, std::vector<Connection> peers,
+          int32_t refused);
 
   std::string Describe(int32_t peer) const;
   Status Fail(Status status);
 
+  // Run's steps (tcp_mesh.cc): each stream moves what its socket takes
+  // now; when neither moved, the mesh waits for a socket.
+  struct Cursor;
+  StatusOr<bool> SendWhatFits(const Transfer& transfer, int fd, Cursor* send,
+                              const char* what);
+  StatusOr<bool> ReceiveWhatArrived(const Transfer& transfer, int fd,
+                                    Cursor* recv, const char* what);
+  Status AwaitSockets(const Transfer& transfer, int out, int in,
+                      const Cursor& send, const Cursor& recv,
+                      Clock::time_point last_moved, const char* what);
+
   const int32_t rank_;
   const int32_t size_;
   const std::chrono::milliseconds timeout_;
-  std::vector<Peer> peers_;  // indexed by rank; this rank's entry is empty
+  // Indexed by rank; this rank's entry is empty.
+  std::vector<Connection> peers_;
   const int32_t refused_;
   Status error_;
   AdaptiveSpin spin_;
