@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "common/config.h"
+#include "common/hex.h"
 #include "common/logging.h"
 
 namespace kolo {
@@ -36,31 +37,6 @@ using Token = std::array<unsigned char, kTokenBytes>;
 using Hello = std::array<unsigned char, kHelloBytes>;
 
 std::string AddressKey(int32_t rank) { return "addr/" + std::to_string(rank); }
-
-std::string Hex(const Token& token) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string text;
-  for (unsigned char byte : token) {
-    text.push_back(kDigits[byte >> 4]);
-    text.push_back(kDigits[byte & 0xf]);
-  }
-  return text;
-}
-
-bool FromHex(const std::string& text, Token* token) {
-  if (text.size() != 2 * kTokenBytes) return false;
-  auto digit = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-  };
-  for (size_t i = 0; i < kTokenBytes; ++i) {
-    const int high = digit(text[2 * i]), low = digit(text[2 * i + 1]);
-    if (high < 0 || low < 0) return false;
-    (*token)[i] = static_cast<unsigned char>(high << 4 | low);
-  }
-  return true;
-}
 
 StatusOr<Token> NewToken() {
   Token token;
@@ -211,13 +187,14 @@ StatusOr<Token> AgreeOnToken(int32_t me, Store* store, Deadline deadline,
   Token token;
   if (me == 0) {
     KOLO_ASSIGN_OR_RETURN(token, NewToken());
-    KOLO_RETURN_IF_ERROR(store->Set(kTokenKey, Hex(token)));
+    KOLO_RETURN_IF_ERROR(
+        store->Set(kTokenKey, HexEncode(token.data(), token.size())));
     return token;
   }
   StatusOr<std::string> text = store->Get(kTokenKey, Left(deadline));
   if (!text.ok())
     return text.status().WithContext(self + " waiting for rank 0's token");
-  if (!FromHex(*text, &token))
+  if (!HexDecode(*text, token.data(), token.size()))
     return Internal(self + ": the mesh token in the store is malformed");
   return token;
 }

@@ -120,7 +120,7 @@ class TcpMesh {
 
   // The connection to each rank (this rank's entry empty), for a caller
   // that moves bytes its own way over the mesh this formed
-  // (transport/tcp_peer_link.cc). Every later Run fails.
+  // (transport/tcp_streams.h). Every later Run fails.
   struct Connection {
     Socket socket;
     std::string address;  // "10.1.0.2:41234", for errors
