@@ -204,8 +204,8 @@ TEST(ReduceTest, FoldInRankOrderFoldsStrictlyFromRankZero) {
   for (float value : out) EXPECT_EQ(value, 1.0f);
 
   // kAverage folds as kSum: the caller divides once.
-  FoldInRankOrder(DataType::kFloat32, ReduceOp::kAverage, 2, out.data(),
-                  kCount, [&](int32_t r) { return inputs[r + 2].data(); });
+  FoldInRankOrder(DataType::kFloat32, ReduceOp::kAverage, 2, out.data(), kCount,
+                  [&](int32_t r) { return inputs[r + 2].data(); });
   for (float value : out) EXPECT_EQ(value, -1e8f);  // -1e8 + 1 rounds
 }
 
