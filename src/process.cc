@@ -153,6 +153,41 @@ StatusOr<int64_t> JoinRound(Store& store, int32_t size) {
   return (arrival - 1) / size;
 }
 
+// The round this process joins (steps 3 and 4): its store (the job's
+// under the round's prefix), the store failure news is read from (the
+// job's, or the round's own where a driver publishes rounds, as
+// kolo::elastic does, because there a rank number names another process in
+// every round), and the hosts of the round's ranks.
+struct Round {
+  std::shared_ptr<Store> store;
+  std::string prefix;
+  std::shared_ptr<Store> news_store;
+  std::optional<HostTopology> topology;
+};
+
+StatusOr<Round> JoinRoundAndFindHosts(
+    const InitOptions& options, const std::shared_ptr<TcpStoreClient>& client) {
+  Round round;
+  if (options.world.rendezvous_prefix.empty()) {
+    StatusOr<int64_t> number = JoinRound(*client, options.world.ranks.size);
+    if (!number.ok()) {
+      return number.status().WithContext("joining a rendezvous round");
+    }
+    round.prefix = "kolo/round" + std::to_string(*number);
+  } else {
+    round.prefix = options.world.rendezvous_prefix;
+  }
+  round.store = std::make_shared<PrefixStore>(round.prefix, client);
+  round.news_store = options.world.rendezvous_prefix.empty()
+                         ? std::shared_ptr<Store>(client)
+                         : round.store;
+  KOLO_ASSIGN_OR_RETURN(
+      round.topology,
+      DiscoverTopology(*round.store, "host", options.world.ranks,
+                       options.world.host_id, options.engine.timeout));
+  return round;
+}
+
 // Steps 5 and 6: the engine, and the direct path when the job is on shm on
 // one host.
 struct Engines {
@@ -312,33 +347,19 @@ Status Process::Init(const InitOptions& given) {
     return status;
   };
 
-  std::shared_ptr<Store> round_store;
-  std::string round_prefix;
-  std::optional<HostTopology> topology;
-  // The store the runtime reads failure news from: the job's, or the
-  // round's own where a driver publishes rounds (kolo::elastic), because
-  // there a rank number names another process in every round.
-  std::shared_ptr<Store> news_store = client;
+  // Steps 3 and 4. Where there is no store (MPI alone) the launcher's
+  // description stands, and failure news has no store to come from.
+  Round round;
   if (client) {
-    if (options.world.rendezvous_prefix.empty()) {
-      StatusOr<int64_t> round = JoinRound(*client, options.world.ranks.size);
-      if (!round.ok())
-        return fail(round.status().WithContext("joining a rendezvous round"));
-      round_prefix = "kolo/round" + std::to_string(*round);
-    } else {
-      round_prefix = options.world.rendezvous_prefix;
-    }
-    round_store = std::make_shared<PrefixStore>(round_prefix, client);
-    if (!options.world.rendezvous_prefix.empty()) news_store = round_store;
-    // Step 4. Where there is no store (MPI alone) the launcher's
-    // description stands.
-    StatusOr<HostTopology> found =
-        DiscoverTopology(*round_store, "host", options.world.ranks,
-                         options.world.host_id, options.engine.timeout);
-    if (!found.ok()) return fail(found.status());
-    topology = *std::move(found);
-    membership->world = topology->world;
+    StatusOr<Round> joined = JoinRoundAndFindHosts(options, client);
+    if (!joined.ok()) return fail(joined.status());
+    round = *std::move(joined);
+    membership->world = round.topology->world;
   }
+  std::shared_ptr<Store> round_store = round.store;
+  std::shared_ptr<Store> news_store = round.news_store;
+  const std::string& round_prefix = round.prefix;
+  const std::optional<HostTopology>& topology = round.topology;
 
   StatusOr<Engines> engines =
       BuildEngines(options, membership->world, topology, round_store,

@@ -79,6 +79,10 @@ struct StoreConfig {
   bool shared_over_mpi = false;
 };
 
+// How long a rank waits for another unless KOLO_TIMEOUT_S says otherwise.
+// The one default: every internal options struct that waits starts from it.
+inline constexpr std::chrono::seconds kDefaultTimeout{30};
+
 // The engine that moves the data.
 struct EngineConfig {
   // KOLO_BACKEND=gloo|mpi|shm|tcp; default gloo, or mpi under mpirun
@@ -87,7 +91,7 @@ struct EngineConfig {
   // on tcp between them.
   BackendKind backend = BackendKind::kGloo;
   // KOLO_TIMEOUT_S (default 30): how long any rank waits for another.
-  std::chrono::milliseconds timeout{30000};
+  std::chrono::milliseconds timeout = kDefaultTimeout;
   // KOLO_GLOO_HOSTNAME: the address the network engines (gloo and tcp)
   // listen on; the name is Gloo's, from before tcp. Default 127.0.0.1
   // when the store is on loopback, else this host's name.

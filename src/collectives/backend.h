@@ -22,6 +22,7 @@
 
 #include "collectives/topology.h"
 #include "kolo/kolo.h"
+#include "kolo/options.h"
 #include "store/store.h"
 
 namespace kolo {
@@ -63,7 +64,7 @@ class Backend {
 
 struct BackendOptions {
   WorldInfo world;
-  std::chrono::milliseconds timeout{30000};
+  std::chrono::milliseconds timeout = kDefaultTimeout;
   // The address the network engines (gloo and tcp) listen on
   // (KOLO_GLOO_HOSTNAME).
   std::string gloo_hostname = "127.0.0.1";

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "collectives/peer_links.h"
 #include "transport/peer_link.h"
 
 namespace kolo {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "collectives/peer_failure.h"
+#include "collectives/peer_links.h"
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
 #include "metrics/process_arena.h"
@@ -41,7 +42,7 @@ struct TransferState {
   const void* send_data = nullptr;
   void* recv_data = nullptr;
   uint64_t sequence = 0;
-  std::chrono::milliseconds timeout{30000};
+  std::chrono::milliseconds timeout = kDefaultTimeout;
   std::shared_ptr<PointToPoint::Core> core;
 
   Phase phase = Phase::kQueued;

@@ -54,7 +54,7 @@ class PointToPoint {
     int32_t rank = 0;
     int32_t size = 1;
     // Every Wait without a timeout of its own, and every link call.
-    std::chrono::milliseconds timeout{30000};
+    std::chrono::milliseconds timeout = kDefaultTimeout;
   };
 
   // Takes the link and starts the threads. `news` (may be null) names dead

@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "common/reduce.h"
+#include "common/reduce_isa.h"
 
 namespace kolo {
 namespace {
@@ -57,108 +57,128 @@ void DeriveCrossFromBlocks(WorldInfo* world) {
   }
 }
 
+constexpr int64_t kMaxRanks = 1 << 20;
+
+// kolorun's own variables: every field of the world, explicitly.
+Status ReadKolorunWorld(const EnvLookup& env, WorldInfo* w) {
+  KOLO_ASSIGN_OR_RETURN(int64_t size,
+                        ReadInt(env, env::kSize, 1, 1, kMaxRanks));
+  KOLO_ASSIGN_OR_RETURN(int64_t rank, ReadInt(env, env::kRank, 0, 0, size - 1));
+  KOLO_ASSIGN_OR_RETURN(int64_t local_size,
+                        ReadInt(env, env::kLocalSize, size, 1, size));
+  KOLO_ASSIGN_OR_RETURN(int64_t local_rank,
+                        ReadInt(env, env::kLocalRank, rank, 0, local_size - 1));
+  KOLO_ASSIGN_OR_RETURN(int64_t cross_size,
+                        ReadInt(env, env::kCrossSize, 1, 1, size));
+  KOLO_ASSIGN_OR_RETURN(int64_t cross_rank,
+                        ReadInt(env, env::kCrossRank, 0, 0, cross_size - 1));
+  *w = WorldInfo{
+      static_cast<int32_t>(rank),       static_cast<int32_t>(size),
+      static_cast<int32_t>(local_rank), static_cast<int32_t>(local_size),
+      static_cast<int32_t>(cross_rank), static_cast<int32_t>(cross_size)};
+  return Status::Ok();
+}
+
+// The variables of a launcher whose hosts are blocks of local_size ranks
+// (Open MPI's mpirun; PMI: MPICH, Intel MPI).
+struct BlockLauncher {
+  const char* size;
+  const char* rank;
+  const char* local_size;
+  const char* local_rank;
+  // Without local_rank: rank % local_size (PMI), else 0 (Open MPI).
+  bool local_rank_from_rank;
+};
+constexpr BlockLauncher kOpenMpi = {
+    "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", false};
+constexpr BlockLauncher kPmi = {"PMI_SIZE", "PMI_RANK", "MPI_LOCALNRANKS",
+                                "MPI_LOCALRANKID", true};
+
+Status ReadBlockWorld(const EnvLookup& env, const BlockLauncher& names,
+                      WorldInfo* w) {
+  KOLO_ASSIGN_OR_RETURN(int64_t size,
+                        ReadInt(env, names.size, 1, 1, kMaxRanks));
+  KOLO_ASSIGN_OR_RETURN(int64_t rank, ReadInt(env, names.rank, 0, 0, size - 1));
+  KOLO_ASSIGN_OR_RETURN(int64_t local_size,
+                        ReadInt(env, names.local_size, size, 1, size));
+  const int64_t local_rank_default =
+      names.local_rank_from_rank ? rank % local_size : 0;
+  KOLO_ASSIGN_OR_RETURN(
+      int64_t local_rank,
+      ReadInt(env, names.local_rank, local_rank_default, 0, local_size - 1));
+  *w = WorldInfo{static_cast<int32_t>(rank),
+                 static_cast<int32_t>(size),
+                 static_cast<int32_t>(local_rank),
+                 static_cast<int32_t>(local_size),
+                 0,
+                 1};
+  DeriveCrossFromBlocks(w);
+  return Status::Ok();
+}
+
+// srun: the node number and count are Slurm's; a node's task count comes
+// from SLURM_STEP_TASKS_PER_NODE where the nodes differ.
+Status ReadSlurmWorld(const EnvLookup& env, WorldInfo* w) {
+  KOLO_ASSIGN_OR_RETURN(int64_t size,
+                        ReadInt(env, "SLURM_NTASKS", 1, 1, kMaxRanks));
+  KOLO_ASSIGN_OR_RETURN(int64_t rank,
+                        ReadInt(env, "SLURM_PROCID", 0, 0, size - 1));
+  KOLO_ASSIGN_OR_RETURN(int64_t nodes,
+                        ReadInt(env, "SLURM_NNODES", 1, 1, size));
+  KOLO_ASSIGN_OR_RETURN(int64_t node,
+                        ReadInt(env, "SLURM_NODEID", 0, 0, nodes - 1));
+  KOLO_ASSIGN_OR_RETURN(int64_t local_rank,
+                        ReadInt(env, "SLURM_LOCALID", 0, 0, size - 1));
+  int64_t local_size = size / nodes;
+  if (std::optional<std::string> list = env("SLURM_STEP_TASKS_PER_NODE")) {
+    KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> per_node,
+                          ExpandSlurmTaskList(*list));
+    if (static_cast<int64_t>(per_node.size()) <= node) {
+      return InvalidArgument(
+          "SLURM_STEP_TASKS_PER_NODE='" + *list +
+          "' lists fewer nodes than SLURM_NODEID=" + std::to_string(node));
+    }
+    local_size = per_node[node];
+  }
+  if (local_rank >= local_size) {
+    return InvalidArgument("SLURM_LOCALID=" + std::to_string(local_rank) +
+                           " is not below the node's task count " +
+                           std::to_string(local_size));
+  }
+  *w = WorldInfo{
+      static_cast<int32_t>(rank),       static_cast<int32_t>(size),
+      static_cast<int32_t>(local_rank), static_cast<int32_t>(local_size),
+      static_cast<int32_t>(node),       static_cast<int32_t>(nodes)};
+  return Status::Ok();
+}
+
+// The first launcher whose variables are set describes the world.
 Status ReadWorld(const EnvLookup& env, WorldConfig* config) {
-  WorldInfo& w = config->ranks;
-  constexpr int64_t kMaxRanks = 1 << 20;
-  if (env(env::kRank)) {
-    config->launcher = "kolorun";
-    KOLO_ASSIGN_OR_RETURN(int64_t size,
-                          ReadInt(env, env::kSize, 1, 1, kMaxRanks));
-    w.size = static_cast<int32_t>(size);
-    KOLO_ASSIGN_OR_RETURN(int64_t rank,
-                          ReadInt(env, env::kRank, 0, 0, size - 1));
-    w.rank = static_cast<int32_t>(rank);
-    KOLO_ASSIGN_OR_RETURN(int64_t local_size,
-                          ReadInt(env, env::kLocalSize, size, 1, size));
-    KOLO_ASSIGN_OR_RETURN(int64_t local_rank, ReadInt(env, env::kLocalRank,
-                                                      rank, 0, local_size - 1));
-    KOLO_ASSIGN_OR_RETURN(int64_t cross_size,
-                          ReadInt(env, env::kCrossSize, 1, 1, size));
-    KOLO_ASSIGN_OR_RETURN(int64_t cross_rank,
-                          ReadInt(env, env::kCrossRank, 0, 0, cross_size - 1));
-    w.local_size = static_cast<int32_t>(local_size);
-    w.local_rank = static_cast<int32_t>(local_rank);
-    w.cross_size = static_cast<int32_t>(cross_size);
-    w.cross_rank = static_cast<int32_t>(cross_rank);
-    return Status::Ok();
-  }
-  if (env("OMPI_COMM_WORLD_RANK")) {
-    config->launcher = "mpirun";
-    KOLO_ASSIGN_OR_RETURN(
-        int64_t size, ReadInt(env, "OMPI_COMM_WORLD_SIZE", 1, 1, kMaxRanks));
-    KOLO_ASSIGN_OR_RETURN(int64_t rank,
-                          ReadInt(env, "OMPI_COMM_WORLD_RANK", 0, 0, size - 1));
-    KOLO_ASSIGN_OR_RETURN(
-        int64_t local_size,
-        ReadInt(env, "OMPI_COMM_WORLD_LOCAL_SIZE", size, 1, size));
-    KOLO_ASSIGN_OR_RETURN(
-        int64_t local_rank,
-        ReadInt(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0, 0, local_size - 1));
-    w = WorldInfo{static_cast<int32_t>(rank),
-                  static_cast<int32_t>(size),
-                  static_cast<int32_t>(local_rank),
-                  static_cast<int32_t>(local_size),
-                  0,
-                  1};
-    DeriveCrossFromBlocks(&w);
-    return Status::Ok();
-  }
-  if (env("SLURM_PROCID")) {
-    config->launcher = "slurm";
-    KOLO_ASSIGN_OR_RETURN(int64_t size,
-                          ReadInt(env, "SLURM_NTASKS", 1, 1, kMaxRanks));
-    KOLO_ASSIGN_OR_RETURN(int64_t rank,
-                          ReadInt(env, "SLURM_PROCID", 0, 0, size - 1));
-    KOLO_ASSIGN_OR_RETURN(int64_t nodes,
-                          ReadInt(env, "SLURM_NNODES", 1, 1, size));
-    KOLO_ASSIGN_OR_RETURN(int64_t node,
-                          ReadInt(env, "SLURM_NODEID", 0, 0, nodes - 1));
-    KOLO_ASSIGN_OR_RETURN(int64_t local_rank,
-                          ReadInt(env, "SLURM_LOCALID", 0, 0, size - 1));
-    int64_t local_size = size / nodes;
-    if (std::optional<std::string> list = env("SLURM_STEP_TASKS_PER_NODE")) {
-      KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> per_node,
-                            ExpandSlurmTaskList(*list));
-      if (static_cast<int64_t>(per_node.size()) <= node) {
-        return InvalidArgument(
-            "SLURM_STEP_TASKS_PER_NODE='" + *list +
-            "' lists fewer nodes than SLURM_NODEID=" + std::to_string(node));
-      }
-      local_size = per_node[node];
-    }
-    if (local_rank >= local_size) {
-      return InvalidArgument("SLURM_LOCALID=" + std::to_string(local_rank) +
-                             " is not below the node's task count " +
-                             std::to_string(local_size));
-    }
-    w = WorldInfo{
-        static_cast<int32_t>(rank),       static_cast<int32_t>(size),
-        static_cast<int32_t>(local_rank), static_cast<int32_t>(local_size),
-        static_cast<int32_t>(node),       static_cast<int32_t>(nodes)};
-    return Status::Ok();
-  }
-  if (env("PMI_RANK")) {
-    config->launcher = "pmi";
-    KOLO_ASSIGN_OR_RETURN(int64_t size,
-                          ReadInt(env, "PMI_SIZE", 1, 1, kMaxRanks));
-    KOLO_ASSIGN_OR_RETURN(int64_t rank,
-                          ReadInt(env, "PMI_RANK", 0, 0, size - 1));
-    KOLO_ASSIGN_OR_RETURN(int64_t local_size,
-                          ReadInt(env, "MPI_LOCALNRANKS", size, 1, size));
-    KOLO_ASSIGN_OR_RETURN(
-        int64_t local_rank,
-        ReadInt(env, "MPI_LOCALRANKID", rank % local_size, 0, local_size - 1));
-    w = WorldInfo{static_cast<int32_t>(rank),
-                  static_cast<int32_t>(size),
-                  static_cast<int32_t>(local_rank),
-                  static_cast<int32_t>(local_size),
-                  0,
-                  1};
-    DeriveCrossFromBlocks(&w);
-    return Status::Ok();
+  struct Launcher {
+    const char* name;
+    const char* marker;  // set by that launcher alone
+    Status (*read)(const EnvLookup&, WorldInfo*);
+  };
+  static const Launcher kLaunchers[] = {
+      {"kolorun", env::kRank, ReadKolorunWorld},
+      {"mpirun", kOpenMpi.rank,
+       [](const EnvLookup& env, WorldInfo* w) {
+         return ReadBlockWorld(env, kOpenMpi, w);
+       }},
+      {"slurm", "SLURM_PROCID", ReadSlurmWorld},
+      {"pmi", kPmi.rank,
+       [](const EnvLookup& env, WorldInfo* w) {
+         return ReadBlockWorld(env, kPmi, w);
+       }},
+  };
+  for (const Launcher& launcher : kLaunchers) {
+    if (!env(launcher.marker)) continue;
+    config->launcher = launcher.name;
+    return launcher.read(env, &config->ranks);
   }
   config->launcher = "none";
-  w = WorldInfo{};
+  config->ranks = WorldInfo{};
   return Status::Ok();
 }
 
@@ -257,68 +277,117 @@ StatusOr<int64_t> ParseByteSize(const std::string& text,
   return *value * multiplier;
 }
 
-StatusOr<InitOptions> ReadInitOptions(const EnvLookup& env) {
-  InitOptions options;
-  KOLO_RETURN_IF_ERROR(ReadWorld(env, &options.world));
-  EngineConfig& engine = options.engine;
-  StoreConfig& store = options.store;
+namespace {
 
-  const std::optional<std::string> store_addr = env(env::kStoreAddr);
+// KOLO_BACKEND (or mpi under mpirun without a store address), and
+// KOLO_TIMEOUT_S.
+Status ReadEngine(const EnvLookup& env, const WorldConfig& world,
+                  bool has_store_addr, EngineConfig* engine) {
   if (std::optional<std::string> backend = env(env::kBackend)) {
     StatusOr<BackendKind> kind = ParseBackend(*backend);
     if (!kind.ok()) {
       return InvalidArgument(std::string("environment variable ") +
                              env::kBackend + ": " + kind.status().message());
     }
-    engine.backend = *kind;
-  } else if (options.world.launcher == "mpirun" && !store_addr) {
-    engine.backend = BackendKind::kMpi;
+    engine->backend = *kind;
+  } else if (world.launcher == "mpirun" && !has_store_addr) {
+    engine->backend = BackendKind::kMpi;
   }
 #ifndef KOLO_WITH_GLOO
   // Gloo's stand-in where it was not built (the GPU machines have no Gloo):
   // kolo's own tcp engine, which also spans hosts.
-  if (engine.backend == BackendKind::kGloo) engine.backend = BackendKind::kTcp;
+  if (engine->backend == BackendKind::kGloo)
+    engine->backend = BackendKind::kTcp;
 #endif
 #ifndef KOLO_WITH_MPI
-  if (engine.backend == BackendKind::kMpi) engine.backend = BackendKind::kTcp;
+  if (engine->backend == BackendKind::kMpi) engine->backend = BackendKind::kTcp;
 #endif
-
   KOLO_ASSIGN_OR_RETURN(int64_t timeout_s,
                         ReadInt(env, env::kTimeoutSeconds,
                                 kDefaultTimeout.count(), 1, 7 * 24 * 3600));
-  engine.timeout = std::chrono::seconds(timeout_s);
+  engine->timeout = std::chrono::seconds(timeout_s);
+  return Status::Ok();
+}
 
+// KOLO_STORE_ADDR and its secret; whether rank 0 hosts the store, and
+// whether it hands the address out over MPI because no launcher set it.
+Status ReadStore(const EnvLookup& env, const WorldConfig& world,
+                 BackendKind backend, StoreConfig* store) {
+  const std::optional<std::string> store_addr = env(env::kStoreAddr);
   if (store_addr) {
     int port = 0;
-    Status parsed = ParseHostPortInto(*store_addr, &store.host, &port);
-    store.port = port;
+    Status parsed = ParseHostPortInto(*store_addr, &store->host, &port);
+    store->port = port;
     if (!parsed.ok()) {
       return InvalidArgument(std::string("environment variable ") +
                              env::kStoreAddr + ": " + parsed.message());
     }
   }
-  store.secret = env(env::kStoreSecret).value_or("");
-  store.rank0_hosts = store_addr && !env(env::kStoreHosted);
+  store->secret = env(env::kStoreSecret).value_or("");
+  store->rank0_hosts = store_addr && !env(env::kStoreHosted);
 
-  const bool needs_store =
-      options.world.ranks.size > 1 && engine.backend != BackendKind::kMpi;
-  const bool mpi_launched = options.world.launcher == "mpirun" ||
-                            options.world.launcher == "slurm" ||
-                            options.world.launcher == "pmi";
+  const bool needs_store = world.ranks.size > 1 && backend != BackendKind::kMpi;
+  const bool mpi_launched = world.launcher == "mpirun" ||
+                            world.launcher == "slurm" ||
+                            world.launcher == "pmi";
   if (needs_store && !store_addr && mpi_launched) {
     // Rank 0 tells the others where it hosts the store (mpi_bootstrap.h).
-    store.shared_over_mpi = true;
-    store.rank0_hosts = true;
+    store->shared_over_mpi = true;
+    store->rank0_hosts = true;
   } else if (needs_store && !store_addr) {
     return InvalidArgument(
         std::string(env::kStoreAddr) + " is not set: a " +
-        std::to_string(options.world.ranks.size) + "-rank " +
-        BackendName(engine.backend) + " job started by " +
-        options.world.launcher +
+        std::to_string(world.ranks.size) + "-rank " + BackendName(backend) +
+        " job started by " + world.launcher +
         " needs the rendezvous address host:port of rank 0 (kolorun sets it "
         "for you; under mpirun, srun or PMI rank 0 hands it out over MPI)");
   }
+  return Status::Ok();
+}
 
+std::string HostName() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// A 0|1 switch; unset when the variable is.
+StatusOr<std::optional<bool>> ReadSwitch(const EnvLookup& env,
+                                         const char* name) {
+  std::optional<std::string> text = env(name);
+  if (!text) return std::optional<bool>();
+  if (*text != "0" && *text != "1") {
+    return InvalidArgument(std::string("environment variable ") + name +
+                           " must be 0 or 1, got '" + *text + "'");
+  }
+  return std::optional<bool>(*text == "1");
+}
+
+// KOLO_GLOO_HOSTNAME, or what the store's address implies: loopback for a
+// job on loopback, this host's name otherwise.
+std::string PickEngineHostname(const EnvLookup& env, const StoreConfig& store) {
+  if (std::optional<std::string> hostname = env(env::kGlooHostname)) {
+    return *hostname;
+  }
+  // Init picks it once it knows where the store is.
+  if (store.shared_over_mpi) return "";
+  if (store.host.empty() || store.host == "127.0.0.1" ||
+      store.host == "localhost" || store.host == "::1") {
+    return "127.0.0.1";
+  }
+  return HostName();
+}
+
+}  // namespace
+
+StatusOr<InitOptions> ReadInitOptions(const EnvLookup& env) {
+  InitOptions options;
+  KOLO_RETURN_IF_ERROR(ReadWorld(env, &options.world));
+  EngineConfig& engine = options.engine;
+  KOLO_RETURN_IF_ERROR(ReadEngine(env, options.world,
+                                  env(env::kStoreAddr).has_value(), &engine));
+  KOLO_RETURN_IF_ERROR(
+      ReadStore(env, options.world, engine.backend, &options.store));
   KOLO_RETURN_IF_ERROR(ReadRuntimeSettings(env, &options));
 
   if (std::optional<std::string> host_id = env(env::kHostId)) {
@@ -329,39 +398,14 @@ StatusOr<InitOptions> ReadInitOptions(const EnvLookup& env) {
     }
     options.world.host_id = *host_id;
   } else {
-    char name[256] = {};
-    gethostname(name, sizeof(name) - 1);
-    options.world.host_id = name;
+    options.world.host_id = HostName();
   }
-  // A 0|1 switch; unset when the variable is.
-  auto read_switch = [&](const char* name) -> StatusOr<std::optional<bool>> {
-    std::optional<std::string> text = env(name);
-    if (!text) return std::optional<bool>();
-    if (*text != "0" && *text != "1") {
-      return InvalidArgument(std::string("environment variable ") + name +
-                             " must be 0 or 1, got '" + *text + "'");
-    }
-    return std::optional<bool>(*text == "1");
-  };
   KOLO_ASSIGN_OR_RETURN(engine.hierarchical_allreduce,
-                        read_switch(env::kHierarchicalAllreduce));
+                        ReadSwitch(env, env::kHierarchicalAllreduce));
   KOLO_ASSIGN_OR_RETURN(std::optional<bool> direct_path,
-                        read_switch(env::kDirectPath));
+                        ReadSwitch(env, env::kDirectPath));
   options.direct_path.enabled = direct_path.value_or(true);
-
-  if (std::optional<std::string> hostname = env(env::kGlooHostname)) {
-    engine.gloo_hostname = *hostname;
-  } else if (store.shared_over_mpi) {
-    // Init picks it once it knows where the store is.
-    engine.gloo_hostname.clear();
-  } else if (store.host.empty() || store.host == "127.0.0.1" ||
-             store.host == "localhost" || store.host == "::1") {
-    engine.gloo_hostname = "127.0.0.1";
-  } else {
-    char name[256] = {};
-    gethostname(name, sizeof(name) - 1);
-    engine.gloo_hostname = name;
-  }
+  engine.gloo_hostname = PickEngineHostname(env, options.store);
   KOLO_ASSIGN_OR_RETURN(options.logging.level, ReadLogLevel(env));
   KOLO_ASSIGN_OR_RETURN(engine.reduce_isa, ReadReduceIsa(env));
   return options;

@@ -98,8 +98,6 @@ inline constexpr const char* kRole = "KOLO_ROLE";
 inline constexpr const char* kServers = "KOLO_SERVERS";
 }  // namespace env
 
-inline constexpr std::chrono::seconds kDefaultTimeout{30};
-
 // Returns the value of an environment variable, or nullopt when unset.
 using EnvLookup = std::function<std::optional<std::string>(const char*)>;
 EnvLookup ProcessEnvironment();

@@ -5,11 +5,11 @@
 #define KOLO_COMMON_REDUCE_H_
 
 #include <cstdint>
+#include <cstring>
 #include <string>
-#include <vector>
 
+#include "common/reduce_isa.h"
 #include "kolo/status.h"
-
 #include "kolo/types.h"
 
 namespace kolo {
@@ -25,27 +25,35 @@ void DivideInPlace(DataType type, void* data, int64_t count, int64_t divisor);
 void DivideInto(DataType type, void* out, const void* in, int64_t count,
                 int64_t divisor);
 
-// The instruction sets the kernels are built for. ReduceInto and
-// DivideInto use the best one this CPU supports (AVX-512 needs F and BW),
-// unless KOLO_REDUCE_ISA=portable|avx2|avx512 names another it supports.
-enum class ReduceIsa { kPortable, kAvx2, kAvx512 };
-const char* ReduceIsaName(ReduceIsa isa);
-std::vector<ReduceIsa> SupportedReduceIsas();  // portable first
+// The instruction set ReduceInto and DivideInto use: the best one this CPU
+// supports (common/reduce_isa.h), unless KOLO_REDUCE_ISA names another it
+// supports.
 ReduceIsa ActiveReduceIsa();
 // Makes `name` ("portable", "avx2", "avx512"; empty: the best) the active
 // set; an error names the sets this CPU supports. Init calls it.
 Status SetActiveReduceIsa(const std::string& name);
 
-// One instruction set's kernels, for tests and benchmarks that compare
-// them; the isa must be supported.
-using ReduceKernel = void (*)(DataType, ReduceOp, void*, const void*,
-                              const void*, int64_t);
-using DivideKernel = void (*)(DataType, void*, const void*, int64_t, int64_t);
-struct ReduceKernels {
-  ReduceKernel reduce;
-  DivideKernel divide;
-};
-ReduceKernels KernelsFor(ReduceIsa isa);
+// out = input(0) op input(1) op ... op input(ranks - 1), `count` elements,
+// folded strictly in rank order. Floating-point addition does not
+// associate, so every rank that reduces the same elements must fold them
+// in the same order to round alike: the shm engine and the runtime's
+// direct path both fold through here, and their results are bit-identical.
+// kAverage folds as kSum (the caller divides once). `input(r)` returns rank
+// r's elements; with more than one rank, out may alias input(0) or
+// input(1), never a later rank's.
+template <typename Input>
+void FoldInRankOrder(DataType type, ReduceOp op, int32_t ranks, void* out,
+                     int64_t count, Input input) {
+  if (count <= 0) return;
+  if (ranks == 1) {
+    std::memcpy(out, input(0), static_cast<size_t>(count) * DataTypeSize(type));
+    return;
+  }
+  ReduceInto(type, op, out, input(0), input(1), count);
+  for (int32_t r = 2; r < ranks; ++r) {
+    ReduceInto(type, op, out, out, input(r), count);
+  }
+}
 
 }  // namespace kolo
 

@@ -388,18 +388,11 @@ void DirectPath::ReduceFromPosts(const TensorSpec& spec, uint32_t slot,
                                  void* recv) {
   const int32_t parity = static_cast<int32_t>(slot % 2);
   const int32_t size = options_.world.size;
-  // In rank order, as the engine folds, so that every rank rounds alike.
-  const char* first = posts_->Area(0, parity) + kPostBytes;
-  if (size == 1) {
-    std::memcpy(recv, first, spec.bytes());
-  } else {
-    ReduceInto(spec.type, spec.op, recv, first,
-               posts_->Area(1, parity) + kPostBytes, spec.count);
-  }
-  for (int32_t r = 2; r < size; ++r) {
-    ReduceInto(spec.type, spec.op, recv, recv,
-               posts_->Area(r, parity) + kPostBytes, spec.count);
-  }
+  // In rank order, as the shm engine folds, so that every rank rounds alike.
+  FoldInRankOrder(spec.type, spec.op, size, recv, spec.count,
+                  [&](int32_t r) -> const char* {
+                    return posts_->Area(r, parity) + kPostBytes;
+                  });
   if (spec.op == ReduceOp::kAverage) {
     DivideInPlace(spec.type, recv, spec.count, size);
   }

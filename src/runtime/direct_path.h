@@ -59,6 +59,7 @@
 #include "collectives/backend.h"
 #include "common/mutex.h"
 #include "common/spin_wait.h"
+#include "kolo/options.h"
 #include "kolo/runtime.h"
 #include "runtime/executor.h"
 #include "runtime/runtime_metrics.h"
@@ -72,7 +73,7 @@ class DirectPath {
  public:
   struct Options {
     WorldInfo world;
-    std::chrono::milliseconds timeout{30000};
+    std::chrono::milliseconds timeout = kDefaultTimeout;
     std::chrono::seconds stall_warning{60};
     std::chrono::seconds stall_shutdown{0};  // 0: never
     int64_t shm_area_bytes = 1 << 20;        // the engine's, as the runtime's

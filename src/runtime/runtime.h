@@ -98,7 +98,7 @@ struct RuntimeOptions : RuntimeConfig {
   WorldInfo world;
   std::string timeline_path;     // empty: no timeline (rank 0 writes it)
   int32_t timeline_section = 0;  // see Timeline::Open
-  std::chrono::milliseconds timeout{30000};
+  std::chrono::milliseconds timeout = kDefaultTimeout;
   // How the metrics name the engine: "shm", "gloo", "mpi", "tcp",
   // "hierarchical".
   std::string engine_name = "none";

@@ -143,17 +143,15 @@ StatusOr<TensorSpec> ParseSpec(const std::string& data, size_t* offset) {
   return spec;
 }
 
-Status CheckSpecsAgree(const std::vector<const TensorSpec*>& by_rank,
-                       int32_t world_size) {
-  std::vector<std::pair<int32_t, const TensorSpec*>> present;
-  for (size_t r = 0; r < by_rank.size(); ++r) {
-    if (by_rank[r] != nullptr)
-      present.emplace_back(static_cast<int32_t>(r), by_rank[r]);
-  }
-  if (present.empty()) return Status::Ok();
-  const TensorSpec& first = *present.front().second;
-  const std::string tensor = "tensor '" + first.name + "'";
+namespace {
 
+// The ranks that announced the tensor, with their announcements.
+using Announcements = std::vector<std::pair<int32_t, const TensorSpec*>>;
+
+// Every field that all ranks must agree on, as text for the message.
+Status CheckFieldsAgree(const Announcements& present,
+                        const std::string& tensor) {
+  const TensorSpec& first = *present.front().second;
   struct Field {
     const char* name;
     std::function<std::string(const TensorSpec&)> value;
@@ -193,54 +191,84 @@ Status CheckSpecsAgree(const std::vector<const TensorSpec*>& by_rank,
                       GroupRanksByValue(values));
     }
   }
+  return Status::Ok();
+}
 
-  if (first.collective == Collective::kAllgather) {
-    for (const auto& [rank, spec] : present) {
-      if (spec->splits.empty()) continue;
-      if (static_cast<int32_t>(spec->splits.size()) != world_size) {
-        return InvalidArgument(
-            tensor + " on rank " + std::to_string(rank) + ": expects " +
-            std::to_string(spec->splits.size()) + " counts for " +
-            std::to_string(world_size) + " ranks");
-      }
-      for (const auto& [other, other_spec] : present) {
-        if (spec->splits[other] != other_spec->count) {
-          return Mismatch(tensor + ": rank " + std::to_string(other) +
-                          " sends " + std::to_string(other_spec->count) +
-                          " elements but rank " + std::to_string(rank) +
-                          " expects " + std::to_string(spec->splits[other]) +
-                          " from it (counts " + Join(spec->splits) + ")");
-        }
+// allgather: a rank that names every rank's count names what each sends.
+Status CheckAllgatherCounts(const Announcements& present,
+                            const std::string& tensor, int32_t world_size) {
+  for (const auto& [rank, spec] : present) {
+    if (spec->splits.empty()) continue;
+    if (static_cast<int32_t>(spec->splits.size()) != world_size) {
+      return InvalidArgument(
+          tensor + " on rank " + std::to_string(rank) + ": expects " +
+          std::to_string(spec->splits.size()) + " counts for " +
+          std::to_string(world_size) + " ranks");
+    }
+    for (const auto& [other, other_spec] : present) {
+      if (spec->splits[other] != other_spec->count) {
+        return Mismatch(tensor + ": rank " + std::to_string(other) + " sends " +
+                        std::to_string(other_spec->count) +
+                        " elements but rank " + std::to_string(rank) +
+                        " expects " + std::to_string(spec->splits[other]) +
+                        " from it (counts " + Join(spec->splits) + ")");
       }
     }
   }
+  return Status::Ok();
+}
+
+// alltoall: every rank sends a count to each rank, and a rank that names
+// what it expects from each must expect what that rank sends it.
+Status CheckAlltoallCounts(const Announcements& present,
+                           const std::string& tensor, int32_t world_size) {
+  for (const auto& [rank, spec] : present) {
+    if (static_cast<int32_t>(spec->splits.size()) != world_size) {
+      return InvalidArgument(tensor + " on rank " + std::to_string(rank) +
+                             ": " + std::to_string(spec->splits.size()) +
+                             " send counts for " + std::to_string(world_size) +
+                             " ranks");
+    }
+  }
+  for (const auto& [rank, spec] : present) {
+    if (spec->expected.empty()) continue;
+    if (static_cast<int32_t>(spec->expected.size()) != world_size) {
+      return InvalidArgument(tensor + " on rank " + std::to_string(rank) +
+                             ": " + std::to_string(spec->expected.size()) +
+                             " receive counts for " +
+                             std::to_string(world_size) + " ranks");
+    }
+    for (const auto& [from, from_spec] : present) {
+      if (spec->expected[from] != from_spec->splits[rank]) {
+        return Mismatch(tensor + ": rank " + std::to_string(from) + " sends " +
+                        std::to_string(from_spec->splits[rank]) +
+                        " elements to rank " + std::to_string(rank) +
+                        ", which expects " +
+                        std::to_string(spec->expected[from]) + " from it");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckSpecsAgree(const std::vector<const TensorSpec*>& by_rank,
+                       int32_t world_size) {
+  Announcements present;
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    if (by_rank[r] != nullptr)
+      present.emplace_back(static_cast<int32_t>(r), by_rank[r]);
+  }
+  if (present.empty()) return Status::Ok();
+  const TensorSpec& first = *present.front().second;
+  const std::string tensor = "tensor '" + first.name + "'";
+  KOLO_RETURN_IF_ERROR(CheckFieldsAgree(present, tensor));
+  if (first.collective == Collective::kAllgather) {
+    KOLO_RETURN_IF_ERROR(CheckAllgatherCounts(present, tensor, world_size));
+  }
   if (first.collective == Collective::kAlltoall) {
-    for (const auto& [rank, spec] : present) {
-      if (static_cast<int32_t>(spec->splits.size()) != world_size) {
-        return InvalidArgument(tensor + " on rank " + std::to_string(rank) +
-                               ": " + std::to_string(spec->splits.size()) +
-                               " send counts for " +
-                               std::to_string(world_size) + " ranks");
-      }
-    }
-    for (const auto& [rank, spec] : present) {
-      if (spec->expected.empty()) continue;
-      if (static_cast<int32_t>(spec->expected.size()) != world_size) {
-        return InvalidArgument(tensor + " on rank " + std::to_string(rank) +
-                               ": " + std::to_string(spec->expected.size()) +
-                               " receive counts for " +
-                               std::to_string(world_size) + " ranks");
-      }
-      for (const auto& [from, from_spec] : present) {
-        if (spec->expected[from] != from_spec->splits[rank]) {
-          return Mismatch(tensor + ": rank " + std::to_string(from) +
-                          " sends " + std::to_string(from_spec->splits[rank]) +
-                          " elements to rank " + std::to_string(rank) +
-                          ", which expects " +
-                          std::to_string(spec->expected[from]) + " from it");
-        }
-      }
-    }
+    KOLO_RETURN_IF_ERROR(CheckAlltoallCounts(present, tensor, world_size));
   }
   if (first.collective == Collective::kReducescatter &&
       first.count % world_size != 0) {

@@ -7,6 +7,7 @@
 
 #include <utility>
 
+#include "common/hex.h"
 #include "common/logging.h"
 
 namespace kolo {
@@ -57,13 +58,7 @@ StatusOr<std::string> NewJobSecret() {
         "OpenSSL's RAND_bytes could not draw 16 random bytes for a job "
         "secret");
   }
-  static const char kDigits[] = "0123456789abcdef";
-  std::string secret;
-  for (unsigned char byte : bytes) {
-    secret.push_back(kDigits[byte >> 4]);
-    secret.push_back(kDigits[byte & 0xf]);
-  }
-  return secret;
+  return HexEncode(bytes, sizeof(bytes));
 }
 
 std::string HmacSha256(const std::string& key, const std::string& data) {

@@ -15,8 +15,8 @@
 //
 // Engines: shm (an inbox of one ring per sender in each rank's segment),
 // tcp (one connection per pair), gloo (a Gloo context of the link's own),
-// mpi (a duplicate of MPI_COMM_WORLD). Each factory is collective over the
-// ranks of its options.
+// mpi (a duplicate of MPI_COMM_WORLD). Each lives beside its engine under
+// collectives/, and collectives/peer_links.h declares their factories.
 #ifndef KOLO_TRANSPORT_PEER_LINK_H_
 #define KOLO_TRANSPORT_PEER_LINK_H_
 
@@ -25,6 +25,7 @@
 #include <memory>
 #include <string>
 
+#include "kolo/options.h"
 #include "kolo/status.h"
 #include "store/store.h"
 
@@ -93,26 +94,13 @@ struct PeerLinkOptions {
   int32_t size = 1;
   // Bounds the link's setup; the waits of Write and ReadPayload have
   // deadlines of their own.
-  std::chrono::milliseconds timeout{30000};
+  std::chrono::milliseconds timeout = kDefaultTimeout;
   // The address this rank listens on (tcp, gloo).
   std::string hostname = "127.0.0.1";
   // Bytes of each ring of a shm inbox: the most a sender has in flight to
   // one receiver. The segment is sparse: rings never written cost nothing.
   int64_t shm_ring_bytes = 1 << 20;
 };
-
-// Each is collective over the ranks of `options`; `store` carries the
-// rendezvous under keys the caller has already prefixed for this link.
-StatusOr<std::unique_ptr<PeerLink>> CreateShmPeerLink(
-    const PeerLinkOptions& options, Store* store);
-StatusOr<std::unique_ptr<PeerLink>> CreateTcpPeerLink(
-    const PeerLinkOptions& options, Store* store);
-// InvalidArgument naming KOLO_WITH_GLOO / KOLO_WITH_MPI when not built.
-StatusOr<std::unique_ptr<PeerLink>> CreateGlooPeerLink(
-    const PeerLinkOptions& options, std::shared_ptr<Store> store);
-// Over MPI_COMM_WORLD, whose ranks must be the link's ranks.
-StatusOr<std::unique_ptr<PeerLink>> CreateMpiPeerLink(
-    const PeerLinkOptions& options);
 
 }  // namespace kolo
 

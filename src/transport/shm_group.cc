@@ -1,21 +1,12 @@
 #include "transport/shm_group.h"
 
-#include <fcntl.h>
-#include <linux/futex.h>
 #include <sched.h>
-#include <signal.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <climits>
-#include <cstring>
 #include <new>
-#include <random>
-#include <sstream>
+#include <string>
 
+#include "transport/futex.h"
 #include "transport/process_liveness.h"
 
 namespace kolo {
@@ -26,61 +17,35 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kSleepSlice = std::chrono::milliseconds(10);
 constexpr size_t kHeaderBytes = 4096;
 
-long Futex(std::atomic<uint32_t>* word, int op, uint32_t value,
-           const struct timespec* timeout) {
-  // Not FUTEX_PRIVATE: the word lives in a mapping shared between processes.
-  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value,
-                 timeout, nullptr, 0);
-}
-
-// A futex wait's relative timeout.
-struct timespec Timespec(std::chrono::nanoseconds span) {
-  return {static_cast<time_t>(span.count() / 1000000000),
-          static_cast<long>(span.count() % 1000000000)};
-}
-
 // Whether a counter has reached `target`, modulo 2^32.
 bool Reached(uint32_t value, uint32_t target) {
   return static_cast<int32_t>(value - target) >= 0;
 }
 
-Status SystemError(const std::string& name, const std::string& call,
-                   int error) {
-  return Internal("shm: " + call + " of /dev/shm" + name +
-                  " failed: " + std::strerror(error));
-}
-
 }  // namespace
 
 struct alignas(64) ShmGroup::Header {
-  std::atomic<uint32_t> counter;   // the last sync this rank reached
-  std::atomic<uint32_t> sleepers;  // peers in FUTEX_WAIT on `counter`
+  SharedFutex counter;  // the last sync this rank reached
   int32_t pid;
   uint64_t pid_namespace;
   std::atomic<int64_t> scalars[kScalarSlots];
   // A line of its own: every ring reads it, and it changes only when
   // someone sleeps, while the line above changes with every sync.
-  alignas(64) std::atomic<uint32_t> doorbell;  // rank 0's is the job's
-  std::atomic<uint32_t> doorbell_sleepers;     // in FUTEX_WAIT on `doorbell`
+  alignas(64) SharedFutex doorbell;  // rank 0's is the job's
 };
 
-ShmGroup::ShmGroup(const Options& options)
+ShmGroup::ShmGroup(const Options& options,
+                   std::unique_ptr<ShmSegments> segments)
     : options_(options),
-      segments_(static_cast<size_t>(options.size)),
+      segments_(std::move(segments)),
       same_pid_namespace_(static_cast<size_t>(options.size), false),
       // With more ranks than cores the peer may need this very core to arrive.
       spin_style_(RanksOutnumberCores(options.size) ? SpinStyle::kYieldEveryWait
                                                     : SpinStyle::kPause) {
   static_assert(sizeof(Header) <= kHeaderBytes, "the header fits its page");
-  static_assert(std::atomic<uint32_t>::is_always_lock_free,
-                "futex words are plain words");
 }
 
-ShmGroup::~ShmGroup() {
-  for (Mapping& m : segments_) {
-    if (m.base != nullptr) munmap(m.base, m.bytes);
-  }
-}
+ShmGroup::~ShmGroup() = default;
 
 StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Create(
     const Options& options, Store& store, const std::string& key_prefix) {
@@ -95,102 +60,45 @@ StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Create(
                            " of " + std::to_string(options.size) + " with " +
                            std::to_string(options.areas) + " areas");
   }
-  // Rank 0 names the job's segments; the name is new for every group.
-  std::string base;
-  if (options.rank == 0) {
-    std::random_device random;
-    std::ostringstream name;
-    name << "/kolo-" << getpid() << "-" << std::hex << random() << random();
-    base = name.str();
-    KOLO_RETURN_IF_ERROR(store.Set(key_prefix + "name", base));
-  } else {
-    KOLO_ASSIGN_OR_RETURN(base,
-                          store.Get(key_prefix + "name", options.timeout));
-  }
-  std::unique_ptr<ShmGroup> group(new ShmGroup(options));
-  KOLO_RETURN_IF_ERROR(group->Join(base, store, key_prefix));
+  ShmSegments::Options segment_options;
+  segment_options.rank = options.rank;
+  segment_options.size = options.size;
+  segment_options.bytes =
+      kHeaderBytes + static_cast<size_t>(options.areas) *
+                         static_cast<size_t>(options.area_bytes);
+  segment_options.timeout = options.timeout;
+  segment_options.key_prefix = key_prefix;
+  segment_options.name_tag = "-";
+  segment_options.what = "shm";
+  segment_options.populate = true;
+  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<ShmSegments> segments,
+                        ShmSegments::Create(segment_options, store));
+  std::unique_ptr<ShmGroup> group(new ShmGroup(options, std::move(segments)));
+  KOLO_RETURN_IF_ERROR(group->Join(store));
   return group;
 }
 
-Status ShmGroup::Join(const std::string& base_name, Store& store,
-                      const std::string& key_prefix) {
-  const int32_t me = options_.rank;
-  const size_t bytes =
-      kHeaderBytes + static_cast<size_t>(options_.areas) *
-                         static_cast<size_t>(options_.area_bytes);
-  auto segment_name = [&](int32_t rank) {
-    return base_name + "-" + std::to_string(rank);
-  };
-
-  const std::string own = segment_name(me);
-  const int fd = shm_open(own.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) return SystemError(own, "shm_open", errno);
-  // From here on the name must go whatever happens.
-  struct Unlinker {
-    std::string name;
-    ~Unlinker() { shm_unlink(name.c_str()); }
-  } unlinker{own};
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    const int error = errno;
-    close(fd);
-    return SystemError(own, "ftruncate to " + std::to_string(bytes) + " bytes",
-                       error);
-  }
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int map_error = errno;
-  close(fd);
-  if (base == MAP_FAILED) return SystemError(own, "mmap", map_error);
-  segments_[me] = {base, bytes};
-  // Touch every page now: a full /dev/shm fails here with an error, not in
-  // a collective with SIGBUS.
-  std::memset(base, 0, bytes);
-  Header* header = new (base) Header();
-  header->counter.store(0);
-  header->sleepers.store(0);
-  header->doorbell.store(0);
-  header->doorbell_sleepers.store(0);
+Status ShmGroup::Join(Store& store) {
+  Header* header = new (segments_->own()) Header();
   header->pid = static_cast<int32_t>(getpid());
   header->pid_namespace = PidNamespace();
   for (auto& scalar : header->scalars) scalar.store(0);
-
-  KOLO_RETURN_IF_ERROR(
-      store.Set(key_prefix + "ready/" + std::to_string(me), "1"));
-  std::vector<std::string> keys;
+  Status mapped = segments_->MapPeers(store);
+  if (!segments_->peers_mapped()) return mapped;
   for (int32_t r = 0; r < options_.size; ++r) {
-    keys.push_back(key_prefix + "ready/" + std::to_string(r));
-  }
-  KOLO_RETURN_IF_ERROR(
-      store.Wait(keys, options_.timeout)
-          .WithContext("shm: waiting for every rank's segment"));
-  for (int32_t r = 0; r < options_.size; ++r) {
-    if (r == me) continue;
-    const std::string name = segment_name(r);
-    const int peer_fd = shm_open(name.c_str(), O_RDWR, 0600);
-    if (peer_fd < 0) return SystemError(name, "shm_open", errno);
-    void* peer =
-        mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, peer_fd, 0);
-    const int error = errno;
-    close(peer_fd);
-    if (peer == MAP_FAILED) return SystemError(name, "mmap", error);
-    segments_[r] = {peer, bytes};
     same_pid_namespace_[r] =
-        header->pid_namespace != 0 &&
+        r != options_.rank && header->pid_namespace != 0 &&
         HeaderOf(r)->pid_namespace == header->pid_namespace;
   }
-  // Everyone has mapped everything: the names can go (the Unlinker).
-  KOLO_ASSIGN_OR_RETURN(int64_t mapped, store.Add(key_prefix + "mapped", 1));
-  if (mapped == options_.size)
-    KOLO_RETURN_IF_ERROR(store.Set(key_prefix + "all_mapped", "1"));
-  return store.Wait({key_prefix + "all_mapped"}, options_.timeout)
-      .WithContext("shm: waiting for every rank to map the segments");
+  return mapped;
 }
 
 ShmGroup::Header* ShmGroup::HeaderOf(int32_t rank) const {
-  return static_cast<Header*>(segments_[rank].base);
+  return static_cast<Header*>(segments_->of(rank));
 }
 
 char* ShmGroup::Area(int32_t rank, int32_t index) const {
-  return static_cast<char*>(segments_[rank].base) + kHeaderBytes +
+  return static_cast<char*>(segments_->of(rank)) + kHeaderBytes +
          static_cast<size_t>(index) * static_cast<size_t>(options_.area_bytes);
 }
 
@@ -203,10 +111,8 @@ Status ShmGroup::Sync(const char* what) {
   Header* mine = HeaderOf(options_.rank);
   // seq_cst on both sides: either this rank sees the sleeper registered, or
   // the sleeper sees the new counter before it sleeps.
-  mine->counter.store(target, std::memory_order_seq_cst);
-  if (mine->sleepers.load(std::memory_order_seq_cst) > 0) {
-    Futex(&mine->counter, FUTEX_WAKE, INT_MAX, nullptr);
-  }
+  mine->counter.word.store(target, std::memory_order_seq_cst);
+  mine->counter.WakeSleepers();
   const Clock::time_point start = Clock::now();
   for (int32_t r = 0; r < options_.size; ++r) {
     if (r == options_.rank) continue;
@@ -217,27 +123,18 @@ Status ShmGroup::Sync(const char* what) {
 
 Status ShmGroup::WaitFor(int32_t rank, uint32_t target, Clock::time_point start,
                          const char* what) {
-  Header* peer = HeaderOf(rank);
-  std::atomic<uint32_t>& counter = peer->counter;
-  if (Reached(counter.load(std::memory_order_acquire), target))
-    return Status::Ok();
+  SharedFutex& counter = HeaderOf(rank)->counter;
+  auto arrived = [target](uint32_t value) { return Reached(value, target); };
+  auto arrived_now = [&] {
+    return arrived(counter.word.load(std::memory_order_acquire));
+  };
+  if (arrived_now()) return Status::Ok();
   const Clock::time_point began = Clock::now();
   const AdaptiveSpin::FinishOnExit finish{&spin_, began};
-  if (spin_.Spin(
-          [&] {
-            return Reached(counter.load(std::memory_order_acquire), target);
-          },
-          spin_style_, began)) {
-    return Status::Ok();
-  }
-  const struct timespec slice = Timespec(kSleepSlice);
+  if (spin_.Spin(arrived_now, spin_style_, began)) return Status::Ok();
   while (true) {
-    peer->sleepers.fetch_add(1, std::memory_order_seq_cst);
-    const uint32_t seen = counter.load(std::memory_order_seq_cst);
-    if (!Reached(seen, target)) Futex(&counter, FUTEX_WAIT, seen, &slice);
-    peer->sleepers.fetch_sub(1, std::memory_order_seq_cst);
-    if (Reached(counter.load(std::memory_order_acquire), target))
-      return Status::Ok();
+    counter.Sleep(kSleepSlice, arrived);
+    if (arrived_now()) return Status::Ok();
     KOLO_RETURN_IF_ERROR(CheckAlive(rank, what));
     if (Clock::now() - start > options_.timeout) {
       return Timeout("shm " + std::string(what) + ": rank " +
@@ -264,22 +161,15 @@ void ShmGroup::RingDoorbell() {
   // published. The word is written only for a sleeper, so a ring that
   // nobody awaits costs no cache line taken from another core.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (job->doorbell_sleepers.load(std::memory_order_seq_cst) > 0) {
-    job->doorbell.fetch_add(1, std::memory_order_seq_cst);
-    Futex(&job->doorbell, FUTEX_WAKE, INT_MAX, nullptr);
+  if (job->doorbell.sleepers.load(std::memory_order_seq_cst) > 0) {
+    job->doorbell.Ring();
   }
 }
 
 void ShmGroup::AwaitDoorbell(std::chrono::milliseconds slice,
                              const std::function<bool()>& ready) {
-  Header* job = HeaderOf(0);
-  const struct timespec timeout = Timespec(slice);
-  job->doorbell_sleepers.fetch_add(1, std::memory_order_seq_cst);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  // A ring from here on changes the word, so the wait below returns.
-  const uint32_t seen = job->doorbell.load(std::memory_order_seq_cst);
-  if (!ready()) Futex(&job->doorbell, FUTEX_WAIT, seen, &timeout);
-  job->doorbell_sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  // A ring after the registration changes the word, so the sleep returns.
+  HeaderOf(0)->doorbell.Sleep(slice, [&](uint32_t) { return ready(); });
 }
 
 }  // namespace kolo

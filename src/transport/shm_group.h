@@ -4,11 +4,9 @@
 // Segments. Every rank owns one POSIX shared-memory segment,
 // /kolo-<rank 0's pid>-<random>-<rank>, that every other rank maps: a header
 // page (the rank's sync counter, its pid, a few published scalars) and
-// `areas` areas of `area_bytes` each. Rank 0 draws the name and publishes it
-// in the store; once every rank has mapped every segment (counted in the
-// store), each rank unlinks its own name, so the segments live exactly as
-// long as the mappings and nothing is left in /dev/shm however the job
-// ends, SIGKILL included.
+// `areas` areas of `area_bytes` each. Their names are drawn, published and
+// unlinked as transport/shm_segments.h describes, so nothing is left in
+// /dev/shm however the job ends, SIGKILL included.
 //
 // Sync. Sync() is a barrier: the rank raises its counter to the next value
 // and waits until every peer's counter has reached it. What a rank writes
@@ -42,8 +40,10 @@
 #include <vector>
 
 #include "common/spin_wait.h"
+#include "kolo/options.h"
 #include "kolo/status.h"
 #include "store/store.h"
+#include "transport/shm_segments.h"
 
 namespace kolo {
 
@@ -54,7 +54,7 @@ class ShmGroup {
     int32_t size = 1;
     int32_t areas = 4;
     int64_t area_bytes = 1 << 20;  // a positive multiple of 4096
-    std::chrono::milliseconds timeout{30000};
+    std::chrono::milliseconds timeout = kDefaultTimeout;
   };
 
   // Collective over the ranks of `options`: every rank calls it with the
@@ -96,20 +96,15 @@ class ShmGroup {
 
  private:
   struct Header;
-  struct Mapping {
-    void* base = nullptr;
-    size_t bytes = 0;
-  };
 
-  explicit ShmGroup(const Options& options);
-  Status Join(const std::string& base_name, Store& store,
-              const std::string& key_prefix);
+  ShmGroup(const Options& options, std::unique_ptr<ShmSegments> segments);
+  Status Join(Store& store);
   Header* HeaderOf(int32_t rank) const;
   Status WaitFor(int32_t rank, uint32_t target,
                  std::chrono::steady_clock::time_point start, const char* what);
 
   const Options options_;
-  std::vector<Mapping> segments_;
+  const std::unique_ptr<ShmSegments> segments_;
   std::vector<bool> same_pid_namespace_;  // liveness checks are meaningful
   uint32_t syncs_ = 0;
   AdaptiveSpin spin_;

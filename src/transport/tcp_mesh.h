@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "common/spin_wait.h"
+#include "kolo/options.h"
 #include "kolo/status.h"
 #include "net/socket.h"
 #include "store/store.h"
@@ -72,7 +73,7 @@ class TcpMesh {
     // name or a numeric address of this host, never a wildcard unless that
     // is what the job asked for.
     std::string hostname = "127.0.0.1";
-    std::chrono::milliseconds timeout{30000};
+    std::chrono::milliseconds timeout = kDefaultTimeout;
   };
 
   struct SendSpan {
@@ -119,7 +120,7 @@ class TcpMesh {
 
   // The connection to each rank (this rank's entry empty), for a caller
   // that moves bytes its own way over the mesh this formed
-  // (transport/tcp_peer_link.cc). Every later Run fails.
+  // (transport/tcp_streams.h). Every later Run fails.
   struct Connection {
     Socket socket;
     std::string address;  // "10.1.0.2:41234", for errors
@@ -135,20 +136,28 @@ class TcpMesh {
   int32_t size() const { return size_; }
 
  private:
-  struct Peer {
-    Socket socket;
-    std::string address;  // "10.1.0.2:41234", for errors
-  };
-
-  TcpMesh(const Options& options, std::vector<Peer> peers, int32_t refused);
+  TcpMesh(const Options& options, std::vector<Connection> peers,
+          int32_t refused);
 
   std::string Describe(int32_t peer) const;
   Status Fail(Status status);
 
+  // Run's steps (tcp_mesh.cc): each stream moves what its socket takes
+  // now; when neither moved, the mesh waits for a socket.
+  struct Cursor;
+  StatusOr<bool> SendWhatFits(const Transfer& transfer, int fd, Cursor* send,
+                              const char* what);
+  StatusOr<bool> ReceiveWhatArrived(const Transfer& transfer, int fd,
+                                    Cursor* recv, const char* what);
+  Status AwaitSockets(const Transfer& transfer, int out, int in,
+                      const Cursor& send, const Cursor& recv,
+                      Clock::time_point last_moved, const char* what);
+
   const int32_t rank_;
   const int32_t size_;
   const std::chrono::milliseconds timeout_;
-  std::vector<Peer> peers_;  // indexed by rank; this rank's entry is empty
+  // Indexed by rank; this rank's entry is empty.
+  std::vector<Connection> peers_;
   const int32_t refused_;
   Status error_;
   AdaptiveSpin spin_;

@@ -1,6 +1,6 @@
 // The point-to-point protocol (matching, acks, mismatches, timeouts, lost
 // peers) with ranks as threads over an in-memory link. The real engines'
-// links have tests of their own (tests/transport/peer_link_test.cc, ...);
+// links have tests of their own (tests/collectives/peer_link_test.cc, ...);
 // tests/integration/point_to_point_test.cc runs the whole API in processes.
 #include "collectives/point_to_point.h"
 

@@ -189,5 +189,37 @@ TEST(ReduceTest, DivideTruncatesIntegersAndDividesFloats) {
   EXPECT_EQ(HalfToFloat(halves[1]), 0.25f);
 }
 
+// Float addition does not associate: 1e8 + 1 rounds back to 1e8 in
+// float32, so the fold ((1e8 + 1) - 1e8) + 1 gives exactly 1, while any
+// order that meets -1e8 first gives 2. Every rank must get the 1.
+TEST(ReduceTest, FoldInRankOrderFoldsStrictlyFromRankZero) {
+  const std::vector<float> ranks = {1e8f, 1.0f, -1e8f, 1.0f};
+  constexpr int64_t kCount = 3;
+  std::vector<std::vector<float>> inputs;
+  for (float value : ranks) inputs.emplace_back(kCount, value);
+  std::vector<float> out(kCount, -7.0f);
+  FoldInRankOrder(DataType::kFloat32, ReduceOp::kSum,
+                  static_cast<int32_t>(inputs.size()), out.data(), kCount,
+                  [&](int32_t r) { return inputs[r].data(); });
+  for (float value : out) EXPECT_EQ(value, 1.0f);
+
+  // kAverage folds as kSum: the caller divides once.
+  FoldInRankOrder(DataType::kFloat32, ReduceOp::kAverage, 2, out.data(), kCount,
+                  [&](int32_t r) { return inputs[r + 2].data(); });
+  for (float value : out) EXPECT_EQ(value, -1e8f);  // -1e8 + 1 rounds
+}
+
+TEST(ReduceTest, FoldInRankOrderCopiesOneRankAndSkipsNoElements) {
+  const std::vector<int32_t> only = {3, 1, 4};
+  std::vector<int32_t> out(3, 0);
+  FoldInRankOrder(DataType::kInt32, ReduceOp::kMax, 1, out.data(), 3,
+                  [&](int32_t) { return only.data(); });
+  EXPECT_EQ(out, only);
+  std::vector<int32_t> untouched(3, 9);
+  FoldInRankOrder(DataType::kInt32, ReduceOp::kSum, 2, untouched.data(), 0,
+                  [&](int32_t) { return only.data(); });
+  EXPECT_EQ(untouched, std::vector<int32_t>(3, 9));
+}
+
 }  // namespace
 }  // namespace kolo

@@ -20,6 +20,7 @@
 
 #include "store/memory_store.h"
 #include "store/tcp_store.h"
+#include "testing/own_shm_segments.h"
 
 namespace kolo {
 namespace {
@@ -34,17 +35,6 @@ ShmGroup::Options OptionsFor(int32_t rank, int32_t size) {
   options.area_bytes = 4096;
   options.timeout = std::chrono::milliseconds(2000);
   return options;
-}
-
-// Entries of /dev/shm that this process's groups could have left.
-std::vector<std::string> OwnSegments() {
-  std::vector<std::string> found;
-  const std::string prefix = "kolo-" + std::to_string(getpid()) + "-";
-  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(prefix, 0) == 0) found.push_back(name);
-  }
-  return found;
 }
 
 // Rank r writes r * 1000 + round into area (round % 2); after each sync
@@ -82,7 +72,7 @@ TEST(ShmGroupTest, WhatARankPublishesBeforeASyncEveryPeerReadsAfterIt) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(errors, std::vector<int>(kRanks, 0));
   // Every name was unlinked once all ranks had mapped the segments.
-  EXPECT_THAT(OwnSegments(), ::testing::IsEmpty());
+  EXPECT_THAT(testing::OwnShmSegments(), ::testing::IsEmpty());
 }
 
 TEST(ShmGroupTest, ScalarsTravelWithTheSync) {

@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "collectives/gloo/gloo_store_adapter.h"
+#include "collectives/peer_links.h"
 #include "common/mutex.h"
 #include "transport/peer_link.h"
 

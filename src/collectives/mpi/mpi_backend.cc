@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "collectives/backend.h"
+#include "collectives/mpi/mpi_bootstrap.h"
 #include "common/reduce.h"
 
 namespace kolo {
@@ -206,26 +207,6 @@ class MpiBackend : public Backend {
 
 namespace {
 
-Status InitializeMpiOnce() {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (initialized) return Status::Ok();
-  int provided = 0;
-  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) !=
-      MPI_SUCCESS) {
-    return Internal("MPI_Init_thread failed");
-  }
-  // MPI starts once per process and cannot start again after it ends, so
-  // kolo::Shutdown() leaves it running (a later kolo::Init() reuses it)
-  // and it ends when the process does.
-  std::atexit([] {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
-  });
-  return Status::Ok();
-}
-
 // Takes `comm` over when it matches the world the caller expects.
 StatusOr<std::unique_ptr<Backend>> AdoptCommunicator(const WorldInfo& world,
                                                      MPI_Comm comm,
@@ -251,7 +232,7 @@ StatusOr<std::unique_ptr<Backend>> AdoptCommunicator(const WorldInfo& world,
 
 StatusOr<std::unique_ptr<Backend>> CreateMpiBackend(
     const BackendOptions& options) {
-  KOLO_RETURN_IF_ERROR(InitializeMpiOnce());
+  KOLO_RETURN_IF_ERROR(StartMpi().status());
   MPI_Comm comm;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   return AdoptCommunicator(options.world, comm, "the job's world");
@@ -259,7 +240,7 @@ StatusOr<std::unique_ptr<Backend>> CreateMpiBackend(
 
 StatusOr<std::unique_ptr<Backend>> CreateMpiSubBackend(
     const BackendOptions& options, bool member) {
-  KOLO_RETURN_IF_ERROR(InitializeMpiOnce());
+  KOLO_RETURN_IF_ERROR(StartMpi().status());
   int world_rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm comm = MPI_COMM_NULL;

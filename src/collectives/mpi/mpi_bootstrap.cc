@@ -11,23 +11,30 @@ namespace kolo {
 
 #ifdef KOLO_WITH_MPI
 
-StatusOr<std::string> BroadcastFromRankZeroOverMpi(const std::string& payload) {
+StatusOr<int> StartMpi() {
   int initialized = 0;
   MPI_Initialized(&initialized);
-  if (!initialized) {
-    int provided = 0;
-    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) !=
-        MPI_SUCCESS) {
-      return Internal(
-          "MPI_Init_thread failed while looking for the store's address");
-    }
-    // As in mpi_backend.cc: MPI cannot start twice, so it ends with the
-    // process.
-    std::atexit([] {
-      int finalized = 0;
-      MPI_Finalized(&finalized);
-      if (!finalized) MPI_Finalize();
-    });
+  int provided = 0;
+  if (initialized) {
+    MPI_Query_thread(&provided);
+    return provided;
+  }
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) !=
+      MPI_SUCCESS) {
+    return Internal("MPI_Init_thread failed");
+  }
+  std::atexit([] {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  });
+  return provided;
+}
+
+StatusOr<std::string> BroadcastFromRankZeroOverMpi(const std::string& payload) {
+  Status started = StartMpi().status();
+  if (!started.ok()) {
+    return started.WithContext("looking for the store's address");
   }
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -32,6 +32,8 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/mpi/mpi_bootstrap.h"
+#include "collectives/peer_links.h"
 #include "common/mutex.h"
 #include "transport/peer_link.h"
 
@@ -65,29 +67,15 @@ class Backoff {
   int64_t rounds_ = 0;
 };
 
-// Starts MPI when nobody has, as mpi_backend.cc does, and checks that
-// writer and reader may call it at once.
+// Starts MPI when nobody has and checks that writer and reader may call it
+// at once.
 Status InitializeMpiForLink() {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  int provided = 0;
-  if (!initialized) {
-    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) !=
-        MPI_SUCCESS) {
-      return Internal("mpi link: MPI_Init_thread failed");
-    }
-    std::atexit([] {
-      int finalized = 0;
-      MPI_Finalized(&finalized);
-      if (!finalized) MPI_Finalize();
-    });
-  } else {
-    MPI_Query_thread(&provided);
-  }
-  if (provided < MPI_THREAD_MULTIPLE) {
+  StatusOr<int> provided = StartMpi();
+  if (!provided.ok()) return provided.status().WithContext("mpi link");
+  if (*provided < MPI_THREAD_MULTIPLE) {
     return FailedPrecondition(
         "mpi link: MPI was started without MPI_THREAD_MULTIPLE (level " +
-        std::to_string(provided) +
+        std::to_string(*provided) +
         "), which the link's writer and reader threads need");
   }
   return Status::Ok();

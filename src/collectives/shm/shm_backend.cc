@@ -303,20 +303,12 @@ class ShmBackend : public Backend {
     return Status::Ok();
   }
 
-  // out = source(0) op source(1) op ... in rank order, so that every rank
-  // that reduces the same elements rounds the same way.
+  // In rank order (common/reduce.h), so that every rank that reduces the
+  // same elements rounds the same way.
   template <typename Source>
   void ReduceAll(DataType type, ReduceOp op, char* out, int64_t count,
                  Source source) {
-    if (count <= 0) return;
-    if (world_.size == 1) {
-      std::memcpy(out, source(0), count * DataTypeSize(type));
-      return;
-    }
-    ReduceInto(type, op, out, source(0), source(1), count);
-    for (int32_t r = 2; r < world_.size; ++r) {
-      ReduceInto(type, op, out, out, source(r), count);
-    }
+    FoldInRankOrder(type, op, world_.size, out, count, source);
   }
 
   uint32_t Syncs() const { return group_->syncs(); }

@@ -5,7 +5,7 @@
 // include/kolo/ does not offer. They reach them only through the headers of
 // kolo_internal/, which they get by linking the CMake target kolo_internal;
 // none of these headers is installed, and none is a promise to users.
-// tests/layering_check.cmake fails the build's tests when a tool includes a
+// tests/layering_check.py fails the build's tests when a tool includes a
 // src/ header other than these.
 //
 // From here: ReadJobConfig and ProcessEnvironment (what the launcher said),

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "collectives/peer_links.h"
 #include "common/mutex.h"
 #include "store/memory_store.h"
 #include "transport/peer_link.h"

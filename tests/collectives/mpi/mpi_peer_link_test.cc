@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/peer_links.h"
 #include "transport/peer_link.h"
 
 namespace kolo {

@@ -8,6 +8,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -281,6 +282,130 @@ Status ParseOptimizer(const Reader& r, const Json& section,
   return Status::Ok();
 }
 
+// The params of a scheduler section: the Reader, the object, its path.
+struct SchedulerParams {
+  const Reader& r;
+  const Json& params;
+  const std::string path = "scheduler.params";
+};
+
+Status ReadWarmupType(const SchedulerParams& in, LrScheduleConfig* out) {
+  KOLO_RETURN_IF_ERROR(
+      in.r.ReadString(in.params, in.path, "warmup_type", &out->warmup_type));
+  if (out->warmup_type != "log" && out->warmup_type != "linear") {
+    return in.r.BadValue("scheduler.params.warmup_type", out->warmup_type,
+                         "\"log\" or \"linear\"");
+  }
+  return Status::Ok();
+}
+
+// total_num_steps, which the schedules that decay need; `type` as written.
+Status ReadTotalSteps(const SchedulerParams& in, const std::string& type,
+                      LrScheduleConfig* out) {
+  bool present = false;
+  KOLO_RETURN_IF_ERROR(in.r.ReadInteger(in.params, in.path, "total_num_steps",
+                                        1, kInt64Max, &out->total_num_steps,
+                                        &present));
+  if (!present) {
+    return in.r.Error("scheduler.params.total_num_steps",
+                      "is missing; " + type + " needs it");
+  }
+  return Status::Ok();
+}
+
+// WarmupLR and WarmupDecayLR.
+Status ParseWarmupSchedule(const SchedulerParams& in, const std::string& type,
+                           const std::optional<OptimizerConfig>& optimizer,
+                           LrScheduleConfig* out) {
+  const Reader& r = in.r;
+  const bool decay = out->type == LrScheduleType::kWarmupDecayLR;
+  if (decay) {
+    r.WarnUnknown(in.params, in.path,
+                  {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps",
+                   "warmup_type", "total_num_steps"});
+    KOLO_RETURN_IF_ERROR(ReadTotalSteps(in, type, out));
+  } else {
+    r.WarnUnknown(
+        in.params, in.path,
+        {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps", "warmup_type"});
+  }
+  KOLO_RETURN_IF_ERROR(r.ReadNumber(in.params, in.path, "warmup_min_lr", 0,
+                                    false, &out->warmup_min_lr));
+  bool has_max = false;
+  KOLO_RETURN_IF_ERROR(r.ReadNumber(in.params, in.path, "warmup_max_lr", 0,
+                                    false, &out->warmup_max_lr, &has_max));
+  // DeepSpeed's WarmupLR (not WarmupDecayLR) warms up to the optimizer's
+  // lr when warmup_max_lr is not given.
+  if (!decay && !has_max) {
+    out->warmup_max_lr_from_optimizer = true;
+    if (optimizer) out->warmup_max_lr = optimizer->lr;
+  }
+  KOLO_RETURN_IF_ERROR(r.ReadInteger(in.params, in.path, "warmup_num_steps", 1,
+                                     kInt64Max, &out->warmup_num_steps));
+  return ReadWarmupType(in, out);
+}
+
+Status ParseWarmupCosineSchedule(const SchedulerParams& in,
+                                 const std::string& type,
+                                 LrScheduleConfig* out) {
+  const Reader& r = in.r;
+  r.WarnUnknown(in.params, in.path,
+                {"total_num_steps", "warmup_min_ratio", "warmup_num_steps",
+                 "cos_min_ratio", "warmup_type"});
+  KOLO_RETURN_IF_ERROR(ReadTotalSteps(in, type, out));
+  KOLO_RETURN_IF_ERROR(r.ReadNumber(in.params, in.path, "warmup_min_ratio", 0,
+                                    false, &out->warmup_min_ratio));
+  KOLO_RETURN_IF_ERROR(r.ReadNumber(in.params, in.path, "cos_min_ratio", 0,
+                                    false, &out->cos_min_ratio));
+  KOLO_RETURN_IF_ERROR(r.ReadInteger(in.params, in.path, "warmup_num_steps", 1,
+                                     kInt64Max, &out->warmup_num_steps));
+  return ReadWarmupType(in, out);
+}
+
+Status ParseOneCycleSchedule(const SchedulerParams& in, LrScheduleConfig* out) {
+  const Reader& r = in.r;
+  const Json& params = in.params;
+  const std::string& p = in.path;
+  r.WarnUnknown(
+      params, p,
+      {"cycle_min_lr", "cycle_max_lr", "decay_lr_rate", "cycle_first_step_size",
+       "cycle_second_step_size", "cycle_first_stair_count",
+       "cycle_second_stair_count", "decay_step_size", "cycle_momentum",
+       "cycle_min_mom", "cycle_max_mom", "decay_mom_rate"});
+  // DeepSpeed's OneCycle takes both bounds as required arguments.
+  for (auto [key, field] : {std::pair{"cycle_min_lr", &out->cycle_min_lr},
+                            std::pair{"cycle_max_lr", &out->cycle_max_lr}}) {
+    bool present = false;
+    KOLO_RETURN_IF_ERROR(
+        r.ReadNumber(params, p, key, 0, false, field, &present));
+    if (!present) return r.Error(Join(p, key), "is missing; OneCycle needs it");
+  }
+  KOLO_RETURN_IF_ERROR(
+      r.ReadNumber(params, p, "decay_lr_rate", 0, false, &out->decay_lr_rate));
+  // Step sizes and counts, each an integer from its minimum up.
+  for (auto [key, min, field] :
+       {std::tuple{"cycle_first_step_size", int64_t{1},
+                   &out->cycle_first_step_size},
+        std::tuple{"cycle_second_step_size", int64_t{0},
+                   &out->cycle_second_step_size},
+        std::tuple{"cycle_first_stair_count", int64_t{0},
+                   &out->cycle_first_stair_count},
+        std::tuple{"cycle_second_stair_count", int64_t{0},
+                   &out->cycle_second_stair_count},
+        std::tuple{"decay_step_size", int64_t{0}, &out->decay_step_size}}) {
+    KOLO_RETURN_IF_ERROR(r.ReadInteger(params, p, key, min, kInt64Max, field));
+  }
+  KOLO_RETURN_IF_ERROR(
+      r.ReadBool(params, p, "cycle_momentum", &out->cycle_momentum));
+  KOLO_RETURN_IF_ERROR(
+      r.ReadNumber(params, p, "cycle_min_mom", 0, false, &out->cycle_min_mom));
+  KOLO_RETURN_IF_ERROR(
+      r.ReadNumber(params, p, "cycle_max_mom", 0, false, &out->cycle_max_mom));
+  constexpr double kAny = -std::numeric_limits<double>::infinity();
+  return r.ReadNumber(params, p, "decay_mom_rate", kAny, false,
+                      &out->decay_mom_rate);
+}
+
 Status ParseScheduler(const Reader& r, const Json& section,
                       const std::optional<OptimizerConfig>& optimizer,
                       LrScheduleConfig* out) {
@@ -308,115 +433,14 @@ Status ParseScheduler(const Reader& r, const Json& section,
   static const Json kEmpty = Json::object();
   const Json* params = nullptr;
   KOLO_RETURN_IF_ERROR(r.ReadObject(section, prefix, "params", &params));
-  if (params == nullptr) params = &kEmpty;
-  const std::string p = "scheduler.params";
-  constexpr double kAny = -std::numeric_limits<double>::infinity();
-
-  auto read_warmup_type = [&]() -> Status {
-    KOLO_RETURN_IF_ERROR(
-        r.ReadString(*params, p, "warmup_type", &out->warmup_type));
-    if (out->warmup_type != "log" && out->warmup_type != "linear") {
-      return r.BadValue("scheduler.params.warmup_type", out->warmup_type,
-                        "\"log\" or \"linear\"");
-    }
-    return Status::Ok();
-  };
-  auto read_total = [&]() -> Status {
-    bool present = false;
-    KOLO_RETURN_IF_ERROR(r.ReadInteger(*params, p, "total_num_steps", 1,
-                                       kInt64Max, &out->total_num_steps,
-                                       &present));
-    if (!present) {
-      return r.Error("scheduler.params.total_num_steps",
-                     "is missing; " + type + " needs it");
-    }
-    return Status::Ok();
-  };
-
+  const SchedulerParams in{r, params != nullptr ? *params : kEmpty};
   switch (out->type) {
     case LrScheduleType::kWarmupLR:
-    case LrScheduleType::kWarmupDecayLR: {
-      const bool decay = out->type == LrScheduleType::kWarmupDecayLR;
-      if (decay) {
-        r.WarnUnknown(*params, p,
-                      {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps",
-                       "warmup_type", "total_num_steps"});
-        KOLO_RETURN_IF_ERROR(read_total());
-      } else {
-        r.WarnUnknown(*params, p,
-                      {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps",
-                       "warmup_type"});
-      }
-      KOLO_RETURN_IF_ERROR(r.ReadNumber(*params, p, "warmup_min_lr", 0, false,
-                                        &out->warmup_min_lr));
-      bool has_max = false;
-      KOLO_RETURN_IF_ERROR(r.ReadNumber(*params, p, "warmup_max_lr", 0, false,
-                                        &out->warmup_max_lr, &has_max));
-      // DeepSpeed's WarmupLR (not WarmupDecayLR) warms up to the
-      // optimizer's lr when warmup_max_lr is not given.
-      if (!decay && !has_max) {
-        out->warmup_max_lr_from_optimizer = true;
-        if (optimizer) out->warmup_max_lr = optimizer->lr;
-      }
-      KOLO_RETURN_IF_ERROR(r.ReadInteger(*params, p, "warmup_num_steps", 1,
-                                         kInt64Max, &out->warmup_num_steps));
-      return read_warmup_type();
-    }
+    case LrScheduleType::kWarmupDecayLR:
+      return ParseWarmupSchedule(in, type, optimizer, out);
     case LrScheduleType::kWarmupCosineLR:
-      r.WarnUnknown(*params, p,
-                    {"total_num_steps", "warmup_min_ratio", "warmup_num_steps",
-                     "cos_min_ratio", "warmup_type"});
-      KOLO_RETURN_IF_ERROR(read_total());
-      KOLO_RETURN_IF_ERROR(r.ReadNumber(*params, p, "warmup_min_ratio", 0,
-                                        false, &out->warmup_min_ratio));
-      KOLO_RETURN_IF_ERROR(r.ReadNumber(*params, p, "cos_min_ratio", 0, false,
-                                        &out->cos_min_ratio));
-      KOLO_RETURN_IF_ERROR(r.ReadInteger(*params, p, "warmup_num_steps", 1,
-                                         kInt64Max, &out->warmup_num_steps));
-      return read_warmup_type();
-    case LrScheduleType::kOneCycle: {
-      r.WarnUnknown(*params, p,
-                    {"cycle_min_lr", "cycle_max_lr", "decay_lr_rate",
-                     "cycle_first_step_size", "cycle_second_step_size",
-                     "cycle_first_stair_count", "cycle_second_stair_count",
-                     "decay_step_size", "cycle_momentum", "cycle_min_mom",
-                     "cycle_max_mom", "decay_mom_rate"});
-      // DeepSpeed's OneCycle takes both bounds as required arguments.
-      for (auto [key, field] :
-           {std::pair{"cycle_min_lr", &out->cycle_min_lr},
-            std::pair{"cycle_max_lr", &out->cycle_max_lr}}) {
-        bool present = false;
-        KOLO_RETURN_IF_ERROR(
-            r.ReadNumber(*params, p, key, 0, false, field, &present));
-        if (!present) {
-          return r.Error(Join(p, key), "is missing; OneCycle needs it");
-        }
-      }
-      KOLO_RETURN_IF_ERROR(r.ReadNumber(*params, p, "decay_lr_rate", 0, false,
-                                        &out->decay_lr_rate));
-      KOLO_RETURN_IF_ERROR(r.ReadInteger(*params, p, "cycle_first_step_size", 1,
-                                         kInt64Max,
-                                         &out->cycle_first_step_size));
-      KOLO_RETURN_IF_ERROR(r.ReadInteger(*params, p, "cycle_second_step_size",
-                                         0, kInt64Max,
-                                         &out->cycle_second_step_size));
-      KOLO_RETURN_IF_ERROR(r.ReadInteger(*params, p, "cycle_first_stair_count",
-                                         0, kInt64Max,
-                                         &out->cycle_first_stair_count));
-      KOLO_RETURN_IF_ERROR(r.ReadInteger(*params, p, "cycle_second_stair_count",
-                                         0, kInt64Max,
-                                         &out->cycle_second_stair_count));
-      KOLO_RETURN_IF_ERROR(r.ReadInteger(*params, p, "decay_step_size", 0,
-                                         kInt64Max, &out->decay_step_size));
-      KOLO_RETURN_IF_ERROR(
-          r.ReadBool(*params, p, "cycle_momentum", &out->cycle_momentum));
-      KOLO_RETURN_IF_ERROR(r.ReadNumber(*params, p, "cycle_min_mom", 0, false,
-                                        &out->cycle_min_mom));
-      KOLO_RETURN_IF_ERROR(r.ReadNumber(*params, p, "cycle_max_mom", 0, false,
-                                        &out->cycle_max_mom));
-      return r.ReadNumber(*params, p, "decay_mom_rate", kAny, false,
-                          &out->decay_mom_rate);
-    }
+      return ParseWarmupCosineSchedule(in, type, out);
+    case LrScheduleType::kOneCycle: return ParseOneCycleSchedule(in, out);
     case LrScheduleType::kNone: break;
   }
   return Status::Ok();

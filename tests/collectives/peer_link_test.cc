@@ -4,7 +4,7 @@
 // a ring's worth to each other at once, a peer that never reads makes a
 // write time out, a destroyed peer is lost, and Abort wakes a blocked Poll.
 // The shm cases also check that nothing is left in /dev/shm.
-#include "transport/peer_link.h"
+#include "collectives/peer_links.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -20,6 +20,7 @@
 
 #include "store/memory_store.h"
 #include "store/tcp_store.h"
+#include "testing/own_shm_segments.h"
 
 namespace kolo {
 namespace {
@@ -50,22 +51,11 @@ FrameHeader HeaderFor(int32_t from, int32_t to, int64_t k, int64_t bytes) {
   return header;
 }
 
-// Entries of /dev/shm that this process's links could have left.
-std::vector<std::string> OwnSegments() {
-  std::vector<std::string> found;
-  const std::string prefix = "kolo-" + std::to_string(getpid()) + "-";
-  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(prefix, 0) == 0) found.push_back(name);
-  }
-  return found;
-}
-
 class PeerLinkTest : public ::testing::TestWithParam<std::string> {
  protected:
   void TearDown() override {
     if (GetParam() == "shm") {
-      EXPECT_THAT(OwnSegments(), ::testing::IsEmpty());
+      EXPECT_THAT(testing::OwnShmSegments(), ::testing::IsEmpty());
     }
   }
 
@@ -354,7 +344,7 @@ TEST(ShmPeerLinkTest, APeerProcessThatExitsIsLost) {
   close(port_pipe[0]);
   close(port_pipe[1]);
   link->reset();
-  EXPECT_THAT(OwnSegments(), ::testing::IsEmpty());
+  EXPECT_THAT(testing::OwnShmSegments(), ::testing::IsEmpty());
 }
 
 }  // namespace

@@ -13,9 +13,9 @@
 //   rings          per sender, shm_ring_bytes bytes. The segment is sized
 //                  with ftruncate and never touched as a whole, so a ring
 //                  costs memory only once its sender writes to it.
-// Names are published and unlinked as in ShmGroup (transport/shm_group.h):
-// once every rank mapped every segment each rank unlinks its own, so
-// nothing is left in /dev/shm however the job ends.
+// Names are drawn, published and unlinked as transport/shm_segments.h
+// describes: once every rank mapped every segment each rank unlinks its
+// own, so nothing is left in /dev/shm however the job ends.
 //
 // A frame is a stream of bytes in the ring: the 48-byte header, then the
 // payload. The writer copies as much as fits, publishes the new head
@@ -24,10 +24,8 @@
 // scans the rings in rotation for a complete header, so every sender gets
 // its turn; ReadPayload takes the payload's bytes as they come. A waiting
 // thread spins for up to 50 us (common/spin_wait.h), then sleeps on its
-// futex word in slices of 10 ms. The counter a sleeper registers in is
-// read by the waker after its own store, both seq_cst, so either the waker
-// sees the sleeper or the sleeper sees the new value; a waker that sees no
-// sleeper skips the system call.
+// futex word in slices of 10 ms (transport/futex.h: a waker that sees no
+// sleeper skips the system call).
 //
 // Ends. A link destroyed cleanly sets `closed` in its own segment and rings
 // every peer: a peer's Poll reports kPeerLost for it once it has taken what
@@ -36,28 +34,21 @@
 // (ProcessAlive, as ShmGroup does; not across pid namespaces). Abort rings
 // the rank's own doorbell and every ring it writes to, so both of its
 // threads wake and return.
-#include <fcntl.h>
-#include <linux/futex.h>
-#include <signal.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <climits>
 #include <cstring>
 #include <memory>
 #include <new>
-#include <random>
-#include <sstream>
 #include <vector>
 
+#include "collectives/peer_links.h"
 #include "common/spin_wait.h"
+#include "transport/futex.h"
 #include "transport/peer_link.h"
 #include "transport/process_liveness.h"
+#include "transport/shm_segments.h"
 
 namespace kolo {
 namespace {
@@ -69,9 +60,8 @@ constexpr auto kSleepSlice = std::chrono::milliseconds(10);
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(50);
 
 struct InboxHeader {
-  std::atomic<uint32_t> doorbell;       // bumped by every sender
-  std::atomic<uint32_t> reader_sleeps;  // the owner's reader is in FUTEX_WAIT
-  std::atomic<uint32_t> closed;         // the owner destroyed its link
+  SharedFutex doorbell;          // rung by every sender; the owner reads
+  std::atomic<uint32_t> closed;  // the owner destroyed its link
   int32_t pid;
   uint64_t pid_namespace;
 };
@@ -79,47 +69,20 @@ struct InboxHeader {
 struct alignas(64) RingControl {
   std::atomic<uint64_t> head;  // the sender's; a cache line of its own
   char padding[56];
-  std::atomic<uint64_t> tail;           // the receiver's
-  std::atomic<uint32_t> drained;        // bumped when tail moves
-  std::atomic<uint32_t> writer_sleeps;  // the sender is in FUTEX_WAIT
+  std::atomic<uint64_t> tail;  // the receiver's
+  SharedFutex drained;         // rung when tail moves; the sender waits
 };
 static_assert(sizeof(InboxHeader) <= kPageBytes, "the header fits its page");
 static_assert(std::atomic<uint64_t>::is_always_lock_free &&
                   std::atomic<uint32_t>::is_always_lock_free,
               "shared counters are plain words");
 
-long Futex(std::atomic<uint32_t>* word, int op, uint32_t value,
-           const struct timespec* timeout) {
-  // Not FUTEX_PRIVATE: the word lives in a mapping shared between processes.
-  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value,
-                 timeout, nullptr, 0);
-}
-
-// Bumps `word` and wakes its sleepers, if `sleepers` says there are any.
-void Ring(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleepers) {
-  word.fetch_add(1, std::memory_order_seq_cst);
-  if (sleepers.load(std::memory_order_seq_cst) > 0)
-    Futex(&word, FUTEX_WAKE, INT_MAX, nullptr);
-}
-
-// Sleeps on `word` while it still reads `seen`, for at most `span`.
-void Sleep(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleepers,
-           uint32_t seen, std::chrono::nanoseconds span) {
+// Sleeps on `futex` while its word still reads `seen`, for at most `span`
+// (and never longer than a slice, so that callers look at their peers).
+void Sleep(SharedFutex& futex, uint32_t seen, std::chrono::nanoseconds span) {
   span = std::max(std::chrono::nanoseconds(0),
                   std::min<std::chrono::nanoseconds>(span, kSleepSlice));
-  const struct timespec timeout = {
-      static_cast<time_t>(span.count() / 1000000000),
-      static_cast<long>(span.count() % 1000000000)};
-  sleepers.fetch_add(1, std::memory_order_seq_cst);
-  if (word.load(std::memory_order_seq_cst) == seen)
-    Futex(&word, FUTEX_WAIT, seen, &timeout);
-  sleepers.fetch_sub(1, std::memory_order_seq_cst);
-}
-
-Status SystemError(const std::string& name, const std::string& call,
-                   int error) {
-  return Internal("shm link: " + call + " of /dev/shm" + name +
-                  " failed: " + std::strerror(error));
+  futex.Sleep(span, [seen](uint32_t word) { return word != seen; });
 }
 
 class ShmPeerLink : public PeerLink {
@@ -134,7 +97,6 @@ class ShmPeerLink : public PeerLink {
             kPageBytes * kPageBytes),
         segment_bytes_(kPageBytes + control_bytes_ +
                        static_cast<size_t>(options.size) * ring_bytes_),
-        segments_(static_cast<size_t>(options.size), nullptr),
         same_pid_namespace_(static_cast<size_t>(options.size), false),
         gone_(new std::atomic<bool>[options.size]()),
         lost_(static_cast<size_t>(options.size), false),
@@ -144,23 +106,19 @@ class ShmPeerLink : public PeerLink {
                                                       : SpinStyle::kPause) {}
 
   ~ShmPeerLink() override {
-    if (joined_) {
+    if (segments_ && segments_->peers_mapped()) {
       // Peers learn of the end now rather than at their timeout: their
       // readers (Poll) and their writers to this inbox wake and look.
       Inbox(rank_)->closed.store(1, std::memory_order_seq_cst);
       for (int32_t p = 0; p < size_; ++p) {
         if (p == rank_) continue;
-        Ring(Inbox(p)->doorbell, Inbox(p)->reader_sleeps);
-        Ring(Control(rank_, p)->drained, Control(rank_, p)->writer_sleeps);
+        Inbox(p)->doorbell.Ring();
+        Control(rank_, p)->drained.Ring();
       }
-    }
-    for (void* base : segments_) {
-      if (base != nullptr) munmap(base, segment_bytes_);
     }
   }
 
-  Status Join(const std::string& base_name, Store* store,
-              std::chrono::milliseconds timeout);
+  Status Join(const PeerLinkOptions& options, Store* store);
 
   Status Write(int32_t peer, const FrameHeader& header, const void* payload,
                LinkClock::time_point deadline) override;
@@ -170,10 +128,9 @@ class ShmPeerLink : public PeerLink {
 
   void Abort() override {
     aborted_.store(true, std::memory_order_seq_cst);
-    Ring(Inbox(rank_)->doorbell, Inbox(rank_)->reader_sleeps);
+    Inbox(rank_)->doorbell.Ring();
     for (int32_t p = 0; p < size_; ++p) {
-      if (p != rank_)
-        Ring(Control(p, rank_)->drained, Control(p, rank_)->writer_sleeps);
+      if (p != rank_) Control(p, rank_)->drained.Ring();
     }
   }
 
@@ -181,22 +138,22 @@ class ShmPeerLink : public PeerLink {
 
  private:
   InboxHeader* Inbox(int32_t owner) const {
-    return static_cast<InboxHeader*>(segments_[owner]);
+    return static_cast<InboxHeader*>(segments_->of(owner));
   }
   // The ring in `owner`'s inbox that `sender` writes.
   RingControl* Control(int32_t owner, int32_t sender) const {
-    return reinterpret_cast<RingControl*>(static_cast<char*>(segments_[owner]) +
-                                          kPageBytes) +
+    return reinterpret_cast<RingControl*>(
+               static_cast<char*>(segments_->of(owner)) + kPageBytes) +
            sender;
   }
   char* RingData(int32_t owner, int32_t sender) const {
-    return static_cast<char*>(segments_[owner]) + kPageBytes + control_bytes_ +
-           static_cast<size_t>(sender) * ring_bytes_;
+    return static_cast<char*>(segments_->of(owner)) + kPageBytes +
+           control_bytes_ + static_cast<size_t>(sender) * ring_bytes_;
   }
 
   std::string Name(int32_t rank) const {
     std::string name = "rank " + std::to_string(rank);
-    if (segments_[rank] != nullptr)
+    if (segments_ && segments_->of(rank) != nullptr)
       name += " (pid " + std::to_string(Inbox(rank)->pid) + ")";
     return name;
   }
@@ -222,9 +179,8 @@ class ShmPeerLink : public PeerLink {
   const uint64_t ring_bytes_;
   const size_t control_bytes_;
   const size_t segment_bytes_;
-  std::vector<void*> segments_;           // indexed by rank; set in Join
-  std::vector<bool> same_pid_namespace_;  // set in Join
-  bool joined_ = false;
+  std::unique_ptr<ShmSegments> segments_;  // the inboxes; set in Join
+  std::vector<bool> same_pid_namespace_;   // set in Join
   std::atomic<bool> aborted_{false};
   // Raised by the reader when it finds a peer gone, for the writer, which
   // could otherwise go on filling a dead peer's ring while it has room.
@@ -242,68 +198,29 @@ class ShmPeerLink : public PeerLink {
   const SpinStyle spin_style_;
 };
 
-Status ShmPeerLink::Join(const std::string& base_name, Store* store,
-                         std::chrono::milliseconds timeout) {
-  auto segment_name = [&](int32_t rank) {
-    return base_name + "-link-" + std::to_string(rank);
-  };
-  const std::string own = segment_name(rank_);
-  const int fd = shm_open(own.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) return SystemError(own, "shm_open", errno);
-  // From here on the name must go whatever happens.
-  struct Unlinker {
-    std::string name;
-    ~Unlinker() { shm_unlink(name.c_str()); }
-  } unlinker{own};
-  // Sparse: ftruncate zeroes without touching pages, and zero is every
-  // ring's initial state.
-  if (ftruncate(fd, static_cast<off_t>(segment_bytes_)) != 0) {
-    const int error = errno;
-    close(fd);
-    return SystemError(
-        own, "ftruncate to " + std::to_string(segment_bytes_) + " bytes",
-        error);
-  }
-  void* base =
-      mmap(nullptr, segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int map_error = errno;
-  close(fd);
-  if (base == MAP_FAILED) return SystemError(own, "mmap", map_error);
-  segments_[rank_] = base;
-  InboxHeader* inbox = new (base) InboxHeader();
+Status ShmPeerLink::Join(const PeerLinkOptions& options, Store* store) {
+  ShmSegments::Options segment_options;
+  segment_options.rank = rank_;
+  segment_options.size = size_;
+  segment_options.bytes = segment_bytes_;
+  segment_options.timeout = options.timeout;
+  segment_options.name_tag = "-link-";
+  segment_options.what = "shm link of rank " + std::to_string(rank_);
+  // Sparse: zero is every ring's initial state.
+  segment_options.populate = false;
+  KOLO_ASSIGN_OR_RETURN(segments_,
+                        ShmSegments::Create(segment_options, *store));
+  InboxHeader* inbox = new (segments_->own()) InboxHeader();
   inbox->pid = static_cast<int32_t>(getpid());
   inbox->pid_namespace = PidNamespace();
   for (int32_t s = 0; s < size_; ++s) new (Control(rank_, s)) RingControl();
-
-  KOLO_RETURN_IF_ERROR(store->Set("ready/" + std::to_string(rank_), "1"));
-  std::vector<std::string> keys;
-  for (int32_t r = 0; r < size_; ++r)
-    keys.push_back("ready/" + std::to_string(r));
-  KOLO_RETURN_IF_ERROR(store->Wait(keys, timeout)
-                           .WithContext("shm link of rank " +
-                                        std::to_string(rank_) +
-                                        ": waiting for every rank's inbox"));
+  Status mapped = segments_->MapPeers(*store);
+  if (!segments_->peers_mapped()) return mapped;
   for (int32_t r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    const std::string name = segment_name(r);
-    const int peer_fd = shm_open(name.c_str(), O_RDWR, 0600);
-    if (peer_fd < 0) return SystemError(name, "shm_open", errno);
-    void* peer = mmap(nullptr, segment_bytes_, PROT_READ | PROT_WRITE,
-                      MAP_SHARED, peer_fd, 0);
-    const int error = errno;
-    close(peer_fd);
-    if (peer == MAP_FAILED) return SystemError(name, "mmap", error);
-    segments_[r] = peer;
-    same_pid_namespace_[r] = inbox->pid_namespace != 0 &&
+    same_pid_namespace_[r] = r != rank_ && inbox->pid_namespace != 0 &&
                              Inbox(r)->pid_namespace == inbox->pid_namespace;
   }
-  joined_ = true;
-  // Everyone has mapped everything: the names can go (the Unlinker).
-  KOLO_ASSIGN_OR_RETURN(int64_t mapped, store->Add("mapped", 1));
-  if (mapped == size_) KOLO_RETURN_IF_ERROR(store->Set("all_mapped", "1"));
-  return store->Wait({"all_mapped"}, timeout)
-      .WithContext("shm link of rank " + std::to_string(rank_) +
-                   ": waiting for every rank to map the inboxes");
+  return mapped;
 }
 
 Status ShmPeerLink::CheckPeer(int32_t peer, const char* what) const {
@@ -379,7 +296,7 @@ Status ShmPeerLink::Write(int32_t peer, const FrameHeader& header,
     }
     if (head != before) {
       control->head.store(head, std::memory_order_release);
-      Ring(inbox->doorbell, inbox->reader_sleeps);
+      inbox->doorbell.Ring();
     }
     if (span == 2) return Status::Ok();
 
@@ -393,7 +310,8 @@ Status ShmPeerLink::Write(int32_t peer, const FrameHeader& header,
       continue;
     }
     while (true) {
-      const uint32_t seen = control->drained.load(std::memory_order_seq_cst);
+      const uint32_t seen =
+          control->drained.word.load(std::memory_order_seq_cst);
       if (head - control->tail.load(std::memory_order_acquire) < ring_bytes_)
         break;
       if (aborted_.load()) {
@@ -412,7 +330,7 @@ Status ShmPeerLink::Write(int32_t peer, const FrameHeader& header,
                        " payload bytes) before the deadline: its ring of " +
                        std::to_string(ring_bytes_) + " bytes is full");
       }
-      Sleep(control->drained, control->writer_sleeps, seen, deadline - now);
+      Sleep(control->drained, seen, deadline - now);
     }
     writer_spin_.Finished(began);
   }
@@ -431,7 +349,7 @@ void ShmPeerLink::Take(int32_t sender, void* out, uint64_t bytes) {
     tail += n;
   }
   control->tail.store(tail, std::memory_order_release);
-  Ring(control->drained, control->writer_sleeps);
+  control->drained.Ring();
 }
 
 LinkEvent ShmPeerLink::Lost(int32_t peer, Status why) {
@@ -451,13 +369,14 @@ void ShmPeerLink::AwaitDoorbell(uint32_t seen, LinkClock::time_point began,
     *spun = true;
     if (reader_spin_.Spin(
             [&] {
-              return inbox->doorbell.load(std::memory_order_acquire) != seen;
+              return inbox->doorbell.word.load(std::memory_order_acquire) !=
+                     seen;
             },
             spin_style_, began)) {
       return;
     }
   }
-  Sleep(inbox->doorbell, inbox->reader_sleeps, seen, until - LinkClock::now());
+  Sleep(inbox->doorbell, seen, until - LinkClock::now());
 }
 
 bool ShmPeerLink::LivenessDue(LinkClock::time_point* last) {
@@ -473,7 +392,7 @@ LinkEvent ShmPeerLink::Poll(std::chrono::milliseconds wait) {
   const LinkClock::time_point began = LinkClock::now();
   bool spun = false;
   while (!aborted_.load()) {
-    const uint32_t seen = inbox->doorbell.load(std::memory_order_seq_cst);
+    const uint32_t seen = inbox->doorbell.word.load(std::memory_order_seq_cst);
     for (int32_t k = 0; k < size_; ++k) {
       const int32_t s = (next_ + k) % size_;
       if (s == rank_ || lost_[s]) continue;
@@ -536,7 +455,7 @@ Status ShmPeerLink::ReadPayload(int32_t peer, void* payload, int64_t bytes,
   const LinkClock::time_point began = LinkClock::now();
   bool spun = false;
   while (left > 0) {
-    const uint32_t seen = inbox->doorbell.load(std::memory_order_seq_cst);
+    const uint32_t seen = inbox->doorbell.word.load(std::memory_order_seq_cst);
     const uint64_t ready = control->head.load(std::memory_order_acquire) -
                            control->tail.load(std::memory_order_relaxed);
     if (ready > 0) {
@@ -588,25 +507,8 @@ StatusOr<std::unique_ptr<PeerLink>> CreateShmPeerLink(
         "shm link: a ring must be a positive multiple of 4096 bytes, got " +
         std::to_string(options.shm_ring_bytes));
   }
-  // Rank 0 names the job's inboxes; the name is new for every link.
-  std::string base;
-  if (options.rank == 0) {
-    std::random_device random;
-    std::ostringstream name;
-    name << "/kolo-" << getpid() << "-" << std::hex << random() << random();
-    base = name.str();
-    KOLO_RETURN_IF_ERROR(store->Set("name", base));
-  } else {
-    StatusOr<std::string> name = store->Get("name", options.timeout);
-    if (!name.ok()) {
-      return name.status().WithContext("shm link of rank " +
-                                       std::to_string(options.rank) +
-                                       ": waiting for rank 0's inbox name");
-    }
-    base = *name;
-  }
   std::unique_ptr<ShmPeerLink> link(new ShmPeerLink(options));
-  KOLO_RETURN_IF_ERROR(link->Join(base, store, options.timeout));
+  KOLO_RETURN_IF_ERROR(link->Join(options, store));
   return std::unique_ptr<PeerLink>(std::move(link));
 }
 

@@ -3,32 +3,30 @@
 // frames of both directions as one byte stream: a 48-byte header, then its
 // payload.
 //
-// The writer and the reader share each socket, one sending, the other
-// receiving, which a socket allows at once. Both use it non-blocking and
-// sleep in poll: the writer on POLLOUT until its deadline, the reader on
-// POLLIN of every peer at once. A header that arrives in pieces is kept
-// between polls, so a slow peer never holds up the others. Abort writes an
-// eventfd that every poll also waits on, and that stays readable.
+// The writer and the reader share each connection, one sending, the other
+// receiving, through TcpStreams (transport/tcp_streams.h), which keeps the
+// sockets in transport/: both move what the socket takes now and sleep in
+// its Await, the writer for room until its deadline, the reader for data
+// from every peer at once. A header that arrives in pieces is kept between
+// polls, so a slow peer never holds up the others. Abort wakes every wait.
 //
 // A connection that ends (EOF, reset) makes its peer lost: the reader
 // reports it once, as kPeerLost, and the writer, which may not see the end
 // itself (a send into a closed connection succeeds until the reset comes
-// back), learns it from a flag the reader raises, or from POLLRDHUP.
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
+// back), learns it from a flag the reader raises, or from the wait that
+// watches for the peer's end.
 #include <sys/uio.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstring>
 #include <utility>
 #include <vector>
 
+#include "collectives/peer_links.h"
 #include "transport/peer_link.h"
 #include "transport/tcp_mesh.h"
+#include "transport/tcp_streams.h"
 
 namespace kolo {
 namespace {
@@ -37,14 +35,8 @@ constexpr size_t kHeaderBytes = sizeof(FrameHeader);
 
 class TcpPeerLink : public PeerLink {
  public:
-  TcpPeerLink(int32_t rank, std::vector<TcpMesh::Connection> connections,
-              int abort_fd)
-      : rank_(rank),
-        connections_(std::move(connections)),
-        abort_fd_(abort_fd),
-        peers_(connections_.size()) {}
-
-  ~TcpPeerLink() override { ::close(abort_fd_); }
+  TcpPeerLink(int32_t rank, std::unique_ptr<TcpStreams> streams)
+      : rank_(rank), streams_(std::move(streams)), peers_(streams_->size()) {}
 
   Status Write(int32_t peer, const FrameHeader& header, const void* payload,
                LinkClock::time_point deadline) override {
@@ -57,20 +49,23 @@ class TcpPeerLink : public PeerLink {
     }
     if (aborted_.load()) return AbortedError(peer);
     if (peers_[peer].lost.load(std::memory_order_acquire)) return Closed(peer);
-    const int fd = connections_[peer].socket.fd();
     iovec parts[2] = {
         {const_cast<FrameHeader*>(&header), kHeaderBytes},
         {const_cast<void*>(payload), static_cast<size_t>(header.payload_bytes)},
     };
     size_t first = 0;
     const size_t count = header.payload_bytes > 0 ? 2 : 1;
+    std::vector<TcpStreams::Ready> ready;
     while (first < count) {
-      msghdr message{};
-      message.msg_iov = parts + first;
-      message.msg_iovlen = count - first;
-      const ssize_t n = ::sendmsg(fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n >= 0) {
-        size_t left = static_cast<size_t>(n);
+      const TcpStreams::Io io =
+          streams_->Send(peer, parts + first, count - first);
+      if (io.ended) return Closed(peer);
+      if (io.error != 0) {
+        return PeerFailure("tcp: sending to " + Describe(peer) +
+                           " failed: " + std::strerror(io.error));
+      }
+      if (!io.would_block) {
+        size_t left = io.bytes;
         while (first < count && left >= parts[first].iov_len) {
           left -= parts[first].iov_len;
           ++first;
@@ -82,26 +77,25 @@ class TcpPeerLink : public PeerLink {
         }
         continue;
       }
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        if (errno == EPIPE || errno == ECONNRESET) return Closed(peer);
-        return PeerFailure("tcp: sending to " + Describe(peer) +
-                           " failed: " + std::strerror(errno));
-      }
       // Full: wait for room, the end of the connection, or Abort.
-      pollfd fds[2] = {{fd, POLLOUT | POLLRDHUP, 0}, {abort_fd_, POLLIN, 0}};
-      const int ready = ::poll(fds, 2, PollTimeoutMs(deadline));
-      if (ready < 0 && errno != EINTR) {
-        return Internal("tcp: poll while writing to " + Describe(peer) + ": " +
-                        std::strerror(errno));
-      }
-      if (fds[1].revents != 0) return AbortedError(peer);
-      if ((fds[0].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0)
-        return Closed(peer);
-      if (ready == 0 && LinkClock::now() >= deadline) {
-        return Timeout("tcp: " + Describe(peer) + " took no more of a frame (" +
-                       std::to_string(header.payload_bytes) +
-                       " payload bytes) before the deadline");
+      int error = 0;
+      switch (streams_->Await({peer}, TcpStreams::Direction::kOut, deadline,
+                              &ready, &error)) {
+        case TcpStreams::Wake::kFailed:
+          return Internal("tcp: poll while writing to " + Describe(peer) +
+                          ": " + std::strerror(error));
+        case TcpStreams::Wake::kAborted: return AbortedError(peer);
+        case TcpStreams::Wake::kReady:
+          if (ready.front().ended) return Closed(peer);
+          break;
+        case TcpStreams::Wake::kNothing:
+          if (LinkClock::now() >= deadline) {
+            return Timeout("tcp: " + Describe(peer) +
+                           " took no more of a frame (" +
+                           std::to_string(header.payload_bytes) +
+                           " payload bytes) before the deadline");
+          }
+          break;
       }
     }
     return Status::Ok();
@@ -115,29 +109,28 @@ class TcpPeerLink : public PeerLink {
       for (int32_t p = 0; p < size; ++p) {
         if (peers_[p].state == State::kGone) return Lost(p);
       }
-      std::vector<pollfd> fds;
-      std::vector<int32_t> ranks;
+      std::vector<int32_t> open;
       for (int32_t k = 0; k < size; ++k) {
         const int32_t p = (next_ + k) % size;
         if (p == rank_ || peers_[p].state != State::kOpen) continue;
-        fds.push_back({connections_[p].socket.fd(), POLLIN, 0});
-        ranks.push_back(p);
+        open.push_back(p);
       }
-      fds.push_back({abort_fd_, POLLIN, 0});
-      const int ready = ::poll(fds.data(), fds.size(), PollTimeoutMs(until));
-      if (ready < 0 && errno != EINTR) {
+      std::vector<TcpStreams::Ready> ready;
+      int error = 0;
+      const TcpStreams::Wake wake = streams_->Await(
+          open, TcpStreams::Direction::kIn, until, &ready, &error);
+      if (wake == TcpStreams::Wake::kFailed) {
         LinkEvent event;
         event.kind = LinkEvent::Kind::kPeerLost;
         event.error =
             Internal("tcp: rank " + std::to_string(rank_) +
-                     " cannot poll its peers: " + std::strerror(errno));
+                     " cannot poll its peers: " + std::strerror(error));
         return event;
       }
-      if (fds.back().revents != 0) break;
+      if (wake == TcpStreams::Wake::kAborted) break;
       // In rotation from next_, so a busy peer does not starve the others.
-      for (size_t i = 0; i < ranks.size(); ++i) {
-        if (fds[i].revents == 0) continue;
-        const int32_t p = ranks[i];
+      for (const TcpStreams::Ready& r : ready) {
+        const int32_t p = r.peer;
         if (ReadHeader(p)) {
           next_ = (p + 1) % size;
           if (peers_[p].state == State::kGone) return Lost(p);
@@ -157,30 +150,30 @@ class TcpPeerLink : public PeerLink {
   Status ReadPayload(int32_t peer, void* payload, int64_t bytes,
                      LinkClock::time_point deadline) override {
     KOLO_RETURN_IF_ERROR(CheckPeer(peer, "read from"));
-    const int fd = connections_[peer].socket.fd();
     char* out = static_cast<char*>(payload);
     int64_t got = 0;
+    std::vector<TcpStreams::Ready> ready;
     while (got < bytes) {
       if (aborted_.load()) return AbortedError(peer);
       if (peers_[peer].state != State::kOpen) return Closed(peer);
-      const ssize_t n =
-          ::recv(fd, out + got, static_cast<size_t>(bytes - got), MSG_DONTWAIT);
-      if (n > 0) {
-        got += n;
+      const TcpStreams::Io io =
+          streams_->Receive(peer, out + got, static_cast<size_t>(bytes - got));
+      if (io.bytes > 0) {
+        got += static_cast<int64_t>(io.bytes);
         continue;
       }
-      if (n < 0 && errno == EINTR) continue;
-      if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+      if (!io.would_block) {
         MarkGone(peer);
         return Closed(peer);
       }
-      pollfd fds[2] = {{fd, POLLIN, 0}, {abort_fd_, POLLIN, 0}};
-      const int ready = ::poll(fds, 2, PollTimeoutMs(deadline));
-      if (ready < 0 && errno != EINTR) {
+      int error = 0;
+      const TcpStreams::Wake wake = streams_->Await(
+          {peer}, TcpStreams::Direction::kIn, deadline, &ready, &error);
+      if (wake == TcpStreams::Wake::kFailed) {
         return Internal("tcp: poll while reading from " + Describe(peer) +
-                        ": " + std::strerror(errno));
+                        ": " + std::strerror(error));
       }
-      if (ready == 0 && LinkClock::now() >= deadline) {
+      if (wake == TcpStreams::Wake::kNothing && LinkClock::now() >= deadline) {
         return Timeout("tcp: " + Describe(peer) + " sent " +
                        std::to_string(got) + " of the " +
                        std::to_string(bytes) +
@@ -192,10 +185,7 @@ class TcpPeerLink : public PeerLink {
 
   void Abort() override {
     aborted_.store(true);
-    const uint64_t one = 1;
-    // The eventfd stays readable: every later poll returns at once.
-    ssize_t written = ::write(abort_fd_, &one, sizeof(one));
-    (void)written;
+    streams_->Abort();
   }
 
   const char* engine() const override { return "tcp"; }
@@ -215,7 +205,7 @@ class TcpPeerLink : public PeerLink {
   };
 
   std::string Describe(int32_t peer) const {
-    return "rank " + std::to_string(peer) + " (" + connections_[peer].address +
+    return "rank " + std::to_string(peer) + " (" + streams_->address(peer) +
            ")";
   }
 
@@ -260,15 +250,14 @@ class TcpPeerLink : public PeerLink {
   bool ReadHeader(int32_t peer) {
     PeerState& state = peers_[peer];
     while (state.header_got < kHeaderBytes) {
-      const ssize_t n = ::recv(connections_[peer].socket.fd(),
-                               state.header + state.header_got,
-                               kHeaderBytes - state.header_got, MSG_DONTWAIT);
-      if (n > 0) {
-        state.header_got += static_cast<size_t>(n);
+      const TcpStreams::Io io =
+          streams_->Receive(peer, state.header + state.header_got,
+                            kHeaderBytes - state.header_got);
+      if (io.bytes > 0) {
+        state.header_got += io.bytes;
         continue;
       }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+      if (io.would_block) return false;
       MarkGone(peer);
       return true;
     }
@@ -276,8 +265,7 @@ class TcpPeerLink : public PeerLink {
   }
 
   const int32_t rank_;
-  const std::vector<TcpMesh::Connection> connections_;
-  const int abort_fd_;
+  const std::unique_ptr<TcpStreams> streams_;
   std::atomic<bool> aborted_{false};
   std::vector<PeerState> peers_;  // indexed by rank; fields but `lost`: reader
   int32_t next_ = 0;              // reader: where the next scan starts
@@ -298,13 +286,14 @@ StatusOr<std::unique_ptr<PeerLink>> CreateTcpPeerLink(
     return mesh.status().WithContext("tcp link of rank " +
                                      std::to_string(options.rank));
   }
-  const int abort_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (abort_fd < 0) {
-    return Internal("tcp link of rank " + std::to_string(options.rank) +
-                    ": eventfd: " + std::strerror(errno));
+  StatusOr<std::unique_ptr<TcpStreams>> streams =
+      TcpStreams::Create((*mesh)->ReleaseConnections());
+  if (!streams.ok()) {
+    return streams.status().WithContext("tcp link of rank " +
+                                        std::to_string(options.rank));
   }
   return std::unique_ptr<PeerLink>(
-      new TcpPeerLink(options.rank, (*mesh)->ReleaseConnections(), abort_fd));
+      new TcpPeerLink(options.rank, *std::move(streams)));
 }
 
 }  // namespace kolo
