@@ -64,6 +64,155 @@ StatusOr<std::vector<int64_t>> MicroBatchRows(int64_t rows, int32_t parts,
 // The tags of micro-batch `mb`'s messages, and the loss's.
 enum Slot { kActivationHeader = 0, kActivation, kGradientHeader, kGradient };
 
+// The options Create needs before it builds anything: whole replicas of
+// the pipeline in the world, and tags for every micro-batch's messages.
+Status CheckOptions(const PipelineOptions& options, int32_t size) {
+  const int32_t stages = options.stages;
+  if (stages < 1 || size % stages != 0) {
+    return InvalidArgument("pipeline of " + std::to_string(stages) +
+                           " stages does not divide the world of " +
+                           std::to_string(size) + " ranks");
+  }
+  if (options.micro_batches < 1 || options.tag_base < 0 ||
+      options.tag_base >= kMaxTag - 4 * options.micro_batches - 8) {
+    return InvalidArgument(
+        "pipeline micro_batches " + std::to_string(options.micro_batches) +
+        " with tag_base " + std::to_string(options.tag_base) +
+        ": needs micro_batches >= 1 and tags below kMaxTag");
+  }
+  return Status::Ok();
+}
+
+// A split the caller gave must cut all `layers` into `stages` non-empty
+// stages.
+Status CheckSplit(const std::vector<int64_t>& split, int32_t stages,
+                  int64_t layers) {
+  int64_t sum = 0;
+  bool positive = true;
+  for (int64_t n : split) {
+    sum += n;
+    positive = positive && n > 0;
+  }
+  if (static_cast<int32_t>(split.size()) != stages || sum != layers ||
+      !positive) {
+    return InvalidArgument("pipeline split of " + std::to_string(split.size()) +
+                           " stages adding up to " + std::to_string(sum) +
+                           " layers does not cut " + std::to_string(layers) +
+                           " layers into " + std::to_string(stages) +
+                           " non-empty stages");
+  }
+  return Status::Ok();
+}
+
+// Balance::kParameters: a layer costs its parameters' elements.
+std::vector<double> ParameterCosts(::torch::nn::Sequential model) {
+  const int64_t layers = static_cast<int64_t>(model->size());
+  std::vector<double> costs(layers, 0.0);
+  for (int64_t i = 0; i < layers; ++i) {
+    for (const ::torch::Tensor& p : model[i]->parameters()) {
+      costs[i] += static_cast<double>(p.numel());
+    }
+  }
+  return costs;
+}
+
+// Balance::kTime: a layer costs the seconds its forward takes on what the
+// layers before it make of `sample_input`, averaged over the ranks.
+StatusOr<std::vector<double>> TimeCosts(::torch::nn::Sequential model,
+                                        const ::torch::Tensor& sample_input,
+                                        int32_t size) {
+  if (!sample_input.defined()) {
+    return InvalidArgument(
+        "pipeline balance by time needs a sample micro-batch "
+        "(sample_input) on every rank");
+  }
+  const int64_t layers = static_cast<int64_t>(model->size());
+  std::vector<double> costs(layers, 0.0);
+  try {
+    ::torch::NoGradGuard no_grad;
+    // One pass to warm up allocators, then the best of three per layer.
+    ::torch::Tensor x = model->forward(sample_input);
+    x = sample_input;
+    for (int64_t i = 0; i < layers; ++i) {
+      double best = 1e30;
+      ::torch::Tensor y;
+      for (int rep = 0; rep < 3; ++rep) {
+        const Clock::time_point start = Clock::now();
+        y = (model->begin() + i)->forward(x);
+        best = std::min(best, SecondsSince(start));
+      }
+      costs[i] = best;
+      x = y;
+    }
+  } catch (const std::exception& e) {
+    return InvalidArgument("pipeline balance by time: the sample input " +
+                           Shape(sample_input) +
+                           " does not run through the model: " + e.what());
+  }
+  // Ranks time differently; averaged, every rank cuts the same way.
+  if (size > 1) {
+    KOLO_RETURN_IF_ERROR(kolo::Allreduce(costs.data(), costs.data(), layers,
+                                         DataType::kFloat64, ReduceOp::kAverage)
+                             .WithContext("pipeline balance by time"));
+  }
+  return costs;
+}
+
+// The layers per stage: the caller's split, checked, or one balanced by
+// the options' cost measure.
+StatusOr<std::vector<int64_t>> StageSplit(::torch::nn::Sequential model,
+                                          const PipelineOptions& options,
+                                          const ::torch::Tensor& sample_input,
+                                          int32_t size) {
+  const int64_t layers = static_cast<int64_t>(model->size());
+  if (!options.split.empty()) {
+    KOLO_RETURN_IF_ERROR(CheckSplit(options.split, options.stages, layers));
+    return options.split;
+  }
+  std::vector<double> costs;
+  if (options.balance == PipelineOptions::Balance::kParameters) {
+    costs = ParameterCosts(model);
+  } else {
+    KOLO_ASSIGN_OR_RETURN(costs, TimeCosts(model, sample_input, size));
+  }
+  return BalanceStages(costs, options.stages);
+}
+
+// The group of `stage`'s replicas. Collective: every rank creates every
+// stage's group, in stage order.
+StatusOr<std::shared_ptr<ProcessGroup>> NewStageGroup(int32_t stages,
+                                                      int32_t replicas,
+                                                      int32_t stage) {
+  std::shared_ptr<ProcessGroup> mine;
+  for (int32_t s = 0; s < stages; ++s) {
+    std::vector<int32_t> members;
+    for (int32_t q = 0; q < replicas; ++q) members.push_back(q * stages + s);
+    KOLO_ASSIGN_OR_RETURN(std::shared_ptr<ProcessGroup> group,
+                          NewGroup(members));
+    if (s == stage) mine = std::move(group);
+  }
+  return mine;
+}
+
+// Gives every replica of `stage` replica 0's parameters and buffers.
+Status BroadcastFromFirstReplica(::torch::nn::Sequential module,
+                                 ProcessGroup& group, int32_t stage) {
+  ::torch::NoGradGuard no_grad;
+  std::vector<::torch::Tensor> tensors = module->parameters();
+  for (const ::torch::Tensor& b : module->buffers()) tensors.push_back(b);
+  for (::torch::Tensor& t : tensors) {
+    KOLO_ASSIGN_OR_RETURN(DataType type, ToDataType(t.scalar_type()));
+    ::torch::Tensor c = t.contiguous();
+    KOLO_RETURN_IF_ERROR(
+        group.Broadcast(c.data_ptr(), c.numel(), type, 0)
+            .WithContext("pipeline stage " + std::to_string(stage) +
+                         ": broadcasting a parameter of shape " + Shape(t) +
+                         " from replica 0"));
+    if (!c.is_same(t)) t.copy_(c);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 double PipelineStatistics::BubbleFraction() const {
@@ -111,85 +260,13 @@ StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
   const int32_t size = kolo::Size();
   const int32_t rank = kolo::Rank();
   const int32_t stages = options.stages;
-  if (stages < 1 || size % stages != 0) {
-    return InvalidArgument("pipeline of " + std::to_string(stages) +
-                           " stages does not divide the world of " +
-                           std::to_string(size) + " ranks");
-  }
-  if (options.micro_batches < 1 || options.tag_base < 0 ||
-      options.tag_base >= kMaxTag - 4 * options.micro_batches - 8) {
-    return InvalidArgument(
-        "pipeline micro_batches " + std::to_string(options.micro_batches) +
-        " with tag_base " + std::to_string(options.tag_base) +
-        ": needs micro_batches >= 1 and tags below kMaxTag");
-  }
+  KOLO_RETURN_IF_ERROR(CheckOptions(options, size));
   KOLO_ASSIGN_OR_RETURN(
       PipelinePlan plan,
       BuildPipelinePlan(options.schedule, stages, options.micro_batches));
   KOLO_RETURN_IF_ERROR(CheckPipelinePlan(plan));
-
-  const int64_t layers = static_cast<int64_t>(model->size());
-  std::vector<int64_t> split = options.split;
-  if (!split.empty()) {
-    int64_t sum = 0;
-    bool positive = true;
-    for (int64_t n : split) {
-      sum += n;
-      positive = positive && n > 0;
-    }
-    if (static_cast<int32_t>(split.size()) != stages || sum != layers ||
-        !positive) {
-      return InvalidArgument(
-          "pipeline split of " + std::to_string(split.size()) +
-          " stages adding up to " + std::to_string(sum) +
-          " layers does not cut " + std::to_string(layers) + " layers into " +
-          std::to_string(stages) + " non-empty stages");
-    }
-  } else {
-    std::vector<double> costs(layers, 0.0);
-    if (options.balance == PipelineOptions::Balance::kParameters) {
-      for (int64_t i = 0; i < layers; ++i) {
-        for (const ::torch::Tensor& p : model[i]->parameters()) {
-          costs[i] += static_cast<double>(p.numel());
-        }
-      }
-    } else {
-      if (!sample_input.defined()) {
-        return InvalidArgument(
-            "pipeline balance by time needs a sample micro-batch "
-            "(sample_input) on every rank");
-      }
-      try {
-        ::torch::NoGradGuard no_grad;
-        // One pass to warm up allocators, then the best of three per layer.
-        ::torch::Tensor x = model->forward(sample_input);
-        x = sample_input;
-        for (int64_t i = 0; i < layers; ++i) {
-          double best = 1e30;
-          ::torch::Tensor y;
-          for (int rep = 0; rep < 3; ++rep) {
-            const Clock::time_point start = Clock::now();
-            y = (model->begin() + i)->forward(x);
-            best = std::min(best, SecondsSince(start));
-          }
-          costs[i] = best;
-          x = y;
-        }
-      } catch (const std::exception& e) {
-        return InvalidArgument("pipeline balance by time: the sample input " +
-                               Shape(sample_input) +
-                               " does not run through the model: " + e.what());
-      }
-      // Ranks time differently; averaged, every rank cuts the same way.
-      if (size > 1) {
-        KOLO_RETURN_IF_ERROR(kolo::Allreduce(costs.data(), costs.data(), layers,
-                                             DataType::kFloat64,
-                                             ReduceOp::kAverage)
-                                 .WithContext("pipeline balance by time"));
-      }
-    }
-    KOLO_ASSIGN_OR_RETURN(split, BalanceStages(costs, stages));
-  }
+  KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> split,
+                        StageSplit(model, options, sample_input, size));
 
   std::unique_ptr<Pipeline> pipeline(new Pipeline(options, std::move(plan)));
   Pipeline& p = *pipeline;
@@ -208,31 +285,11 @@ StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
   }
 
   if (p.replicas_ > 1) {
-    // Collective: every rank creates every stage's group, in stage order.
-    for (int32_t s = 0; s < stages; ++s) {
-      std::vector<int32_t> members;
-      for (int32_t q = 0; q < p.replicas_; ++q)
-        members.push_back(q * stages + s);
-      KOLO_ASSIGN_OR_RETURN(std::shared_ptr<ProcessGroup> group,
-                            NewGroup(members));
-      if (s == p.stage_) p.stage_group_ = std::move(group);
-    }
+    KOLO_ASSIGN_OR_RETURN(p.stage_group_,
+                          NewStageGroup(stages, p.replicas_, p.stage_));
     if (options.broadcast_parameters) {
-      ::torch::NoGradGuard no_grad;
-      std::vector<::torch::Tensor> tensors = p.stage_module_->parameters();
-      for (const ::torch::Tensor& b : p.stage_module_->buffers()) {
-        tensors.push_back(b);
-      }
-      for (::torch::Tensor& t : tensors) {
-        KOLO_ASSIGN_OR_RETURN(DataType type, ToDataType(t.scalar_type()));
-        ::torch::Tensor c = t.contiguous();
-        KOLO_RETURN_IF_ERROR(
-            p.stage_group_->Broadcast(c.data_ptr(), c.numel(), type, 0)
-                .WithContext("pipeline stage " + std::to_string(p.stage_) +
-                             ": broadcasting a parameter of shape " + Shape(t) +
-                             " from replica 0"));
-        if (!c.is_same(t)) t.copy_(c);
-      }
+      KOLO_RETURN_IF_ERROR(BroadcastFromFirstReplica(
+          p.stage_module_, *p.stage_group_, p.stage_));
     }
   }
   return pipeline;

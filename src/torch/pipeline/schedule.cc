@@ -35,6 +35,228 @@ std::string At(int32_t stage, size_t index, const PipelineAction& action) {
          " " + PipelineActionName(action);
 }
 
+// What one stage has done in CheckPipelinePlan's simulation: its program
+// counter and, per micro-batch, which of its actions have run.
+struct StageState {
+  size_t pc = 0;
+  std::vector<bool> received_activation, forwarded, sent_activation;
+  std::vector<bool> received_gradient, backwarded, sent_gradient;
+};
+
+// Marks micro-batch `mb` as done in `done`; an action that runs twice for
+// one micro-batch is an error whatever the other stages do.
+Status MarkOnce(std::vector<bool>& done, int32_t mb, const std::string& at,
+                const char* what) {
+  if (done[mb]) return InvalidArgument(at + ": " + what + " twice");
+  done[mb] = true;
+  return Status::Ok();
+}
+
+// The simulation behind CheckPipelinePlan. It keeps, per stage, a program
+// counter and what it has done to each micro-batch, and per direction and
+// stage boundary a FIFO channel of micro-batch numbers in flight. It steps
+// any stage that can move until none can: a send always moves (it
+// enqueues), a receive moves when its channel is non-empty (and fails when
+// the oldest message is another micro-batch's: the transport would hand
+// that one over), compute moves when its inputs are there. Stages that
+// cannot move and have actions left are deadlocked.
+class PlanSimulation {
+ public:
+  // `plan` has one action list per stage and outlives the simulation.
+  explicit PlanSimulation(const PipelinePlan& plan)
+      : plan_(plan),
+        stages_(plan.stages),
+        micro_batches_(plan.micro_batches),
+        activations_(plan.stages),
+        gradients_(plan.stages),
+        state_(plan.stages) {
+    for (StageState& st : state_) {
+      for (auto* v :
+           {&st.received_activation, &st.forwarded, &st.sent_activation,
+            &st.received_gradient, &st.backwarded, &st.sent_gradient}) {
+        v->assign(micro_batches_, false);
+      }
+    }
+  }
+
+  // Steps every stage that can move until none can; fails on an action
+  // that is wrong whatever the other stages do.
+  Status Run() {
+    for (;;) {
+      bool any = false;
+      for (int32_t s = 0; s < stages_; ++s) {
+        while (state_[s].pc < plan_.actions[s].size()) {
+          bool moved = false;
+          KOLO_RETURN_IF_ERROR(Step(s, moved));
+          if (!moved) break;
+          any = true;
+        }
+      }
+      if (!any) return Status::Ok();
+    }
+  }
+
+  // After Run: fails naming every stage that still has actions left.
+  Status CheckNoneBlocked() const {
+    std::string blocked;
+    for (int32_t s = 0; s < stages_; ++s) {
+      const StageState& st = state_[s];
+      if (st.pc < plan_.actions[s].size()) {
+        blocked += (blocked.empty() ? "" : ", ") +
+                   At(s, st.pc, plan_.actions[s][st.pc]);
+      }
+    }
+    if (!blocked.empty()) {
+      return InvalidArgument("pipeline plan deadlocks: blocked at " + blocked);
+    }
+    return Status::Ok();
+  }
+
+  // After Run: fails on the first stage, in stage order, that leaves a
+  // message unreceived or a micro-batch without one of its actions.
+  Status CheckComplete() const {
+    for (int32_t s = 0; s < stages_; ++s) {
+      KOLO_RETURN_IF_ERROR(CheckStageComplete(s));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  // Steps stage s once if it can: `moved` stays false when it is blocked.
+  Status Step(int32_t s, bool& moved) {
+    moved = false;
+    StageState& st = state_[s];
+    const PipelineAction& a = plan_.actions[s][st.pc];
+    const std::string at = At(s, st.pc, a);
+    const int32_t mb = a.micro_batch;
+    if (mb < 0 || mb >= micro_batches_) {
+      return InvalidArgument(at + ": micro-batch out of range [0, " +
+                             std::to_string(micro_batches_) + ")");
+    }
+    bool blocked = false;
+    switch (a.kind) {
+      case Kind::kRecvActivation:
+      case Kind::kRecvGradient:
+        KOLO_RETURN_IF_ERROR(
+            Receive(s, a.kind == Kind::kRecvActivation, mb, at, blocked));
+        break;
+      case Kind::kSendActivation:
+      case Kind::kSendGradient:
+        KOLO_RETURN_IF_ERROR(Send(s, a.kind == Kind::kSendActivation, mb, at));
+        break;
+      case Kind::kForward: KOLO_RETURN_IF_ERROR(Forward(s, mb, at)); break;
+      case Kind::kBackward: KOLO_RETURN_IF_ERROR(Backward(s, mb, at)); break;
+    }
+    if (blocked) return Status::Ok();
+    ++st.pc;
+    moved = true;
+    return Status::Ok();
+  }
+
+  // RecvActivation (`activation`) or RecvGradient of micro-batch `mb` at
+  // stage s; `blocked` when nothing is in flight to it yet.
+  Status Receive(int32_t s, bool activation, int32_t mb, const std::string& at,
+                 bool& blocked) {
+    const int32_t peer = activation ? s - 1 : s + 1;
+    if (peer < 0 || peer >= stages_) {
+      return InvalidArgument(at + ": no stage " + std::to_string(peer) +
+                             " to receive from");
+    }
+    std::deque<int32_t>& channel =
+        activation ? activations_[s - 1] : gradients_[s];
+    if (channel.empty()) {
+      blocked = true;
+      return Status::Ok();
+    }
+    if (channel.front() != mb) {
+      return InvalidArgument(
+          at + ": the oldest " + (activation ? "activation" : "gradient") +
+          " from stage " + std::to_string(peer) + " is micro-batch " +
+          std::to_string(channel.front()) + "'s (sends and receives " +
+          "in different orders)");
+    }
+    channel.pop_front();
+    StageState& st = state_[s];
+    return MarkOnce(activation ? st.received_activation : st.received_gradient,
+                    mb, at, "received");
+  }
+
+  // SendActivation (`activation`) or SendGradient of micro-batch `mb` at
+  // stage s: it always moves, into the channel to its peer.
+  Status Send(int32_t s, bool activation, int32_t mb, const std::string& at) {
+    const int32_t peer = activation ? s + 1 : s - 1;
+    if (peer < 0 || peer >= stages_) {
+      return InvalidArgument(at + ": no stage " + std::to_string(peer) +
+                             " to send to");
+    }
+    StageState& st = state_[s];
+    if (activation ? !st.forwarded[mb] : !st.backwarded[mb]) {
+      return InvalidArgument(at + ": sends before its " +
+                             (activation ? "Forward" : "Backward"));
+    }
+    KOLO_RETURN_IF_ERROR(MarkOnce(
+        activation ? st.sent_activation : st.sent_gradient, mb, at, "sent"));
+    (activation ? activations_[s] : gradients_[s - 1]).push_back(mb);
+    return Status::Ok();
+  }
+
+  Status Forward(int32_t s, int32_t mb, const std::string& at) {
+    StageState& st = state_[s];
+    if (s > 0 && !st.received_activation[mb]) {
+      return InvalidArgument(at + ": forward before its RecvActivation");
+    }
+    return MarkOnce(st.forwarded, mb, at, "forwarded");
+  }
+
+  Status Backward(int32_t s, int32_t mb, const std::string& at) {
+    StageState& st = state_[s];
+    if (!st.forwarded[mb]) {
+      return InvalidArgument(at + ": backward before its Forward");
+    }
+    if (s < stages_ - 1 && !st.received_gradient[mb]) {
+      return InvalidArgument(at + ": backward before its RecvGradient");
+    }
+    return MarkOnce(st.backwarded, mb, at, "backwarded");
+  }
+
+  Status CheckStageComplete(int32_t s) const {
+    const std::string where = "stage " + std::to_string(s);
+    if (!activations_[s].empty()) {
+      return InvalidArgument(where + ": SendActivation(" +
+                             std::to_string(activations_[s].front()) +
+                             ") is never received by stage " +
+                             std::to_string(s + 1));
+    }
+    if (!gradients_[s].empty()) {
+      return InvalidArgument(
+          "stage " + std::to_string(s + 1) + ": SendGradient(" +
+          std::to_string(gradients_[s].front()) +
+          ") is never received by stage " + std::to_string(s));
+    }
+    const StageState& st = state_[s];
+    for (int32_t mb = 0; mb < micro_batches_; ++mb) {
+      const char* missing = !st.forwarded[mb]    ? "Forward"
+                            : !st.backwarded[mb] ? "Backward"
+                            : (s < stages_ - 1 && !st.sent_activation[mb])
+                                ? "SendActivation"
+                            : (s > 0 && !st.sent_gradient[mb]) ? "SendGradient"
+                                                               : nullptr;
+      if (missing != nullptr) {
+        return InvalidArgument(where + " never runs " + missing + "(" +
+                               std::to_string(mb) + ")");
+      }
+    }
+    return Status::Ok();
+  }
+
+  const PipelinePlan& plan_;
+  const int32_t stages_;
+  const int32_t micro_batches_;
+  // activations_[s]: stage s -> s + 1; gradients_[s]: stage s + 1 -> s.
+  std::vector<std::deque<int32_t>> activations_, gradients_;
+  std::vector<StageState> state_;
+};
+
 }  // namespace
 
 const char* PipelineScheduleName(PipelineSchedule schedule) {
@@ -124,14 +346,8 @@ StatusOr<PipelinePlan> BuildPipelinePlan(PipelineSchedule schedule,
   return plan;
 }
 
-// The simulation keeps, per stage, a program counter and what it has done
-// to each micro-batch, and per direction and stage boundary a FIFO channel
-// of micro-batch numbers in flight. It steps any stage that can move until
-// none can: a send always moves (it enqueues), a receive moves when its
-// channel is non-empty (and fails when the oldest message is another
-// micro-batch's: the transport would hand that one over), compute moves
-// when its inputs are there. Stages that cannot move and have actions
-// left are deadlocked.
+// Simulates the plan (PlanSimulation says how) and fails on the first
+// action that is wrong, on a deadlock, or on work left undone.
 Status CheckPipelinePlan(const PipelinePlan& plan) {
   const int32_t stages = plan.stages;
   const int32_t m = plan.micro_batches;
@@ -142,153 +358,10 @@ Status CheckPipelinePlan(const PipelinePlan& plan) {
         std::to_string(m) + " micro-batches has " +
         std::to_string(plan.actions.size()) + " action lists");
   }
-  // activations[s]: stage s -> s + 1; gradients[s]: stage s + 1 -> s.
-  std::vector<std::deque<int32_t>> activations(stages), gradients(stages);
-  struct StageState {
-    size_t pc = 0;
-    std::vector<bool> received_activation, forwarded, sent_activation;
-    std::vector<bool> received_gradient, backwarded, sent_gradient;
-  };
-  std::vector<StageState> state(stages);
-  for (StageState& st : state) {
-    for (auto* v : {&st.received_activation, &st.forwarded, &st.sent_activation,
-                    &st.received_gradient, &st.backwarded, &st.sent_gradient}) {
-      v->assign(m, false);
-    }
-  }
-
-  // Steps stage s once if it can: returns false when blocked, an error when
-  // the action is wrong whatever the other stages do.
-  auto step = [&](int32_t s, bool& moved) -> Status {
-    moved = false;
-    StageState& st = state[s];
-    const PipelineAction& a = plan.actions[s][st.pc];
-    const std::string at = At(s, st.pc, a);
-    const int32_t mb = a.micro_batch;
-    if (mb < 0 || mb >= m) {
-      return InvalidArgument(at + ": micro-batch out of range [0, " +
-                             std::to_string(m) + ")");
-    }
-    auto once = [&](std::vector<bool>& done, const char* what) -> Status {
-      if (done[mb]) return InvalidArgument(at + ": " + what + " twice");
-      done[mb] = true;
-      return Status::Ok();
-    };
-    switch (a.kind) {
-      case Kind::kRecvActivation:
-      case Kind::kRecvGradient: {
-        const bool activation = a.kind == Kind::kRecvActivation;
-        const int32_t peer = activation ? s - 1 : s + 1;
-        if (peer < 0 || peer >= stages) {
-          return InvalidArgument(at + ": no stage " + std::to_string(peer) +
-                                 " to receive from");
-        }
-        std::deque<int32_t>& channel =
-            activation ? activations[s - 1] : gradients[s];
-        if (channel.empty()) return Status::Ok();  // blocked
-        if (channel.front() != mb) {
-          return InvalidArgument(
-              at + ": the oldest " + (activation ? "activation" : "gradient") +
-              " from stage " + std::to_string(peer) + " is micro-batch " +
-              std::to_string(channel.front()) + "'s (sends and receives " +
-              "in different orders)");
-        }
-        channel.pop_front();
-        KOLO_RETURN_IF_ERROR(
-            once(activation ? st.received_activation : st.received_gradient,
-                 "received"));
-        break;
-      }
-      case Kind::kSendActivation:
-      case Kind::kSendGradient: {
-        const bool activation = a.kind == Kind::kSendActivation;
-        const int32_t peer = activation ? s + 1 : s - 1;
-        if (peer < 0 || peer >= stages) {
-          return InvalidArgument(at + ": no stage " + std::to_string(peer) +
-                                 " to send to");
-        }
-        if (activation ? !st.forwarded[mb] : !st.backwarded[mb]) {
-          return InvalidArgument(at + ": sends before its " +
-                                 (activation ? "Forward" : "Backward"));
-        }
-        KOLO_RETURN_IF_ERROR(
-            once(activation ? st.sent_activation : st.sent_gradient, "sent"));
-        (activation ? activations[s] : gradients[s - 1]).push_back(mb);
-        break;
-      }
-      case Kind::kForward:
-        if (s > 0 && !st.received_activation[mb]) {
-          return InvalidArgument(at + ": forward before its RecvActivation");
-        }
-        KOLO_RETURN_IF_ERROR(once(st.forwarded, "forwarded"));
-        break;
-      case Kind::kBackward:
-        if (!st.forwarded[mb]) {
-          return InvalidArgument(at + ": backward before its Forward");
-        }
-        if (s < stages - 1 && !st.received_gradient[mb]) {
-          return InvalidArgument(at + ": backward before its RecvGradient");
-        }
-        KOLO_RETURN_IF_ERROR(once(st.backwarded, "backwarded"));
-        break;
-    }
-    ++st.pc;
-    moved = true;
-    return Status::Ok();
-  };
-
-  for (;;) {
-    bool any = false;
-    for (int32_t s = 0; s < stages; ++s) {
-      while (state[s].pc < plan.actions[s].size()) {
-        bool moved = false;
-        KOLO_RETURN_IF_ERROR(step(s, moved));
-        if (!moved) break;
-        any = true;
-      }
-    }
-    if (!any) break;
-  }
-
-  std::string blocked;
-  for (int32_t s = 0; s < stages; ++s) {
-    const StageState& st = state[s];
-    if (st.pc < plan.actions[s].size()) {
-      blocked +=
-          (blocked.empty() ? "" : ", ") + At(s, st.pc, plan.actions[s][st.pc]);
-    }
-  }
-  if (!blocked.empty()) {
-    return InvalidArgument("pipeline plan deadlocks: blocked at " + blocked);
-  }
-  for (int32_t s = 0; s < stages; ++s) {
-    const std::string where = "stage " + std::to_string(s);
-    if (!activations[s].empty()) {
-      return InvalidArgument(
-          where + ": SendActivation(" + std::to_string(activations[s].front()) +
-          ") is never received by stage " + std::to_string(s + 1));
-    }
-    if (!gradients[s].empty()) {
-      return InvalidArgument(
-          "stage " + std::to_string(s + 1) + ": SendGradient(" +
-          std::to_string(gradients[s].front()) +
-          ") is never received by stage " + std::to_string(s));
-    }
-    for (int32_t mb = 0; mb < m; ++mb) {
-      const StageState& st = state[s];
-      const char* missing = !st.forwarded[mb]    ? "Forward"
-                            : !st.backwarded[mb] ? "Backward"
-                            : (s < stages - 1 && !st.sent_activation[mb])
-                                ? "SendActivation"
-                            : (s > 0 && !st.sent_gradient[mb]) ? "SendGradient"
-                                                               : nullptr;
-      if (missing != nullptr) {
-        return InvalidArgument(where + " never runs " + missing + "(" +
-                               std::to_string(mb) + ")");
-      }
-    }
-  }
-  return Status::Ok();
+  PlanSimulation simulation(plan);
+  KOLO_RETURN_IF_ERROR(simulation.Run());
+  KOLO_RETURN_IF_ERROR(simulation.CheckNoneBlocked());
+  return simulation.CheckComplete();
 }
 
 std::vector<int32_t> PeakActivations(const PipelinePlan& plan) {

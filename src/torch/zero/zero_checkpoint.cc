@@ -119,6 +119,25 @@ class ShardReader {
     return tensor;
   }
 
+  // Fills `into` with elements [begin, begin + into.numel()) of the
+  // parameter at `old`, run by run, from the old slices that hold them.
+  Status ReadParameter(const OldPlace& old, const std::string& what,
+                       int64_t begin, ::torch::Tensor into) {
+    const int64_t old_slice = slices_[old.bucket];
+    for (int64_t done = 0; done < into.numel();) {
+      const int64_t old_at = old.offset + begin + done;
+      const int32_t shard = static_cast<int32_t>(old_at / old_slice);
+      const int64_t run =
+          std::min(into.numel() - done, (shard + 1) * old_slice - old_at);
+      KOLO_ASSIGN_OR_RETURN(::torch::Tensor source,
+                            Slice(shard, old.bucket, what));
+      into.narrow(0, done, run)
+          .copy_(source.narrow(0, old_at - shard * old_slice, run));
+      done += run;
+    }
+    return Status::Ok();
+  }
+
  private:
   std::string dir_;
   std::vector<std::string> files_;
@@ -126,6 +145,138 @@ class ShardReader {
   std::map<int32_t, ::torch::serialize::InputArchive> archives_;
   std::map<int32_t, std::map<std::string, ::torch::Tensor>> cache_;
 };
+
+// What a checkpoint's manifest says, as Load needs it.
+struct Manifest {
+  std::map<std::string, OldPlace> places;  // by parameter name
+  std::vector<int64_t> slices;             // per bucket
+  std::vector<std::string> files;          // per shard
+  std::vector<std::string> state_names;    // the optimizer's state tensors
+  int64_t optimizer_step = 0;
+  LossScaler::State scaler;
+  int64_t steps_taken = 0;
+};
+
+Status BadManifest(const std::string& path, const std::string& what) {
+  return InvalidArgument("checkpoint manifest " + path + ": " + what);
+}
+
+// The inverse of ScalerJson; throws json::exception on a missing field.
+LossScaler::State ScalerFromJson(const json& s) {
+  LossScaler::State scaler;
+  scaler.scale = s.at("scale").get<double>();
+  scaler.iteration = s.at("iteration").get<int64_t>();
+  scaler.last_overflow_iteration =
+      s.at("last_overflow_iteration").get<int64_t>();
+  scaler.hysteresis_left = s.at("hysteresis_left").get<int32_t>();
+  scaler.clean_steps = s.at("clean_steps").get<int64_t>();
+  scaler.skipped_steps = s.at("skipped_steps").get<int64_t>();
+  return scaler;
+}
+
+// Reads the manifest's buckets into `out`'s slices and places, checking
+// that the `shards` slices of each cover it and that its parameters lie
+// inside it; throws json::exception on a missing or mistyped field.
+Status ReadBuckets(const json& buckets, int64_t shards, const std::string& path,
+                   Manifest& out) {
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const json& b = buckets[i];
+    const int64_t elements = b.at("elements").get<int64_t>();
+    const int64_t slice = b.at("slice").get<int64_t>();
+    if (slice * shards != b.at("padded").get<int64_t>() ||
+        slice * shards < elements) {
+      return BadManifest(path, "bucket " + std::to_string(i) + " has " +
+                                   std::to_string(elements) + " elements in " +
+                                   std::to_string(shards) + " slices of " +
+                                   std::to_string(slice) +
+                                   ", which do not cover it evenly");
+    }
+    out.slices.push_back(slice);
+    for (const json& p : b.at("parameters")) {
+      OldPlace place;
+      place.bucket = static_cast<int64_t>(i);
+      place.offset = p.at("offset").get<int64_t>();
+      place.shape = p.at("shape").get<std::vector<int64_t>>();
+      const int64_t numel = p.at("numel").get<int64_t>();
+      if (place.offset < 0 || place.offset + numel > elements)
+        return BadManifest(path,
+                           "parameter " + p.at("name").get<std::string>() +
+                               " lies outside bucket " + std::to_string(i));
+      out.places[p.at("name").get<std::string>()] = place;
+    }
+  }
+  return Status::Ok();
+}
+
+// Parses the manifest at `path` (its contents are `text`) and checks that
+// a `optimizer_kind` optimizer wrote it.
+StatusOr<Manifest> ParseManifest(const std::string& text,
+                                 const std::string& optimizer_kind,
+                                 const std::string& path) {
+  Manifest out;
+  try {
+    json manifest = json::parse(text);
+    if (manifest.value("format", "") != kFormat)
+      return BadManifest(path, "not a kolo ZeRO checkpoint (format is not " +
+                                   std::string(kFormat) + ")");
+    if (manifest.value("version", 0) != kVersion)
+      return BadManifest(path, "version " + manifest["version"].dump() +
+                                   " is not " + std::to_string(kVersion));
+    const std::string kind = manifest.at("optimizer").get<std::string>();
+    if (kind != optimizer_kind) {
+      return BadManifest(path, "written by a " + kind +
+                                   " optimizer; this one is " + optimizer_kind);
+    }
+    out.files = manifest.at("files").get<std::vector<std::string>>();
+    const int64_t shards = manifest.at("shards").get<int64_t>();
+    if (static_cast<int64_t>(out.files.size()) != shards)
+      return BadManifest(path, std::to_string(out.files.size()) +
+                                   " files for " + std::to_string(shards) +
+                                   " shards");
+    KOLO_RETURN_IF_ERROR(
+        ReadBuckets(manifest.at("buckets"), shards, path, out));
+    out.state_names = manifest.at("state").get<std::vector<std::string>>();
+    out.optimizer_step = manifest.at("optimizer_step").get<int64_t>();
+    out.steps_taken = manifest.at("steps_taken").get<int64_t>();
+    out.scaler = ScalerFromJson(manifest.at("loss_scaler"));
+  } catch (const json::exception& e) {
+    return BadManifest(path, e.what());
+  }
+  return out;
+}
+
+// A parameter of the model a checkpoint is loaded into.
+struct ModelParameter {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+// The model must be the one the checkpoint holds, parameter by parameter.
+Status CheckSameModel(const std::map<std::string, OldPlace>& places,
+                      const std::vector<ModelParameter>& model,
+                      const std::string& path) {
+  if (places.size() != model.size()) {
+    for (const auto& [name, place] : places) {
+      bool found = false;
+      for (const ModelParameter& p : model) found = found || p.name == name;
+      if (!found)
+        return BadManifest(path, "parameter " + name + " is not in this model");
+    }
+  }
+  for (const ModelParameter& p : model) {
+    auto it = places.find(p.name);
+    if (it == places.end())
+      return BadManifest(path,
+                         "has no parameter " + p.name + " (this model has it)");
+    if (it->second.shape != p.shape) {
+      return BadManifest(path, "parameter " + p.name + " has shape " +
+                                   json(it->second.shape).dump() +
+                                   "; in this model it is " +
+                                   json(p.shape).dump());
+    }
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -223,99 +374,20 @@ Status ZeroOptimizer::Load(const std::string& dir) {
                       " does not exist");
     return text.status();
   }
-  json manifest;
-  std::map<std::string, OldPlace> old_places;
-  std::vector<int64_t> old_slices;
-  std::vector<std::string> files;
-  std::vector<std::string> state_names;
-  int64_t optimizer_step = 0;
-  LossScaler::State scaler;
-  int64_t steps_taken = 0;
-  auto bad = [&](const std::string& what) {
-    return InvalidArgument("checkpoint manifest " + manifest_path + ": " +
-                           what);
-  };
-  try {
-    manifest = json::parse(*text);
-    if (manifest.value("format", "") != kFormat)
-      return bad("not a kolo ZeRO checkpoint (format is not " +
-                 std::string(kFormat) + ")");
-    if (manifest.value("version", 0) != kVersion)
-      return bad("version " + manifest["version"].dump() + " is not " +
-                 std::to_string(kVersion));
-    const std::string kind = manifest.at("optimizer").get<std::string>();
-    if (kind != OptimizerKind(*optimizer_)) {
-      return bad("written by a " + kind + " optimizer; this one is " +
-                 OptimizerKind(*optimizer_));
-    }
-    files = manifest.at("files").get<std::vector<std::string>>();
-    const int64_t shards = manifest.at("shards").get<int64_t>();
-    if (static_cast<int64_t>(files.size()) != shards)
-      return bad(std::to_string(files.size()) + " files for " +
-                 std::to_string(shards) + " shards");
-    const json& buckets = manifest.at("buckets");
-    for (size_t i = 0; i < buckets.size(); ++i) {
-      const json& b = buckets[i];
-      const int64_t elements = b.at("elements").get<int64_t>();
-      const int64_t slice = b.at("slice").get<int64_t>();
-      if (slice * shards != b.at("padded").get<int64_t>() ||
-          slice * shards < elements) {
-        return bad("bucket " + std::to_string(i) + " has " +
-                   std::to_string(elements) + " elements in " +
-                   std::to_string(shards) + " slices of " +
-                   std::to_string(slice) + ", which do not cover it evenly");
-      }
-      old_slices.push_back(slice);
-      for (const json& p : b.at("parameters")) {
-        OldPlace place;
-        place.bucket = static_cast<int64_t>(i);
-        place.offset = p.at("offset").get<int64_t>();
-        place.shape = p.at("shape").get<std::vector<int64_t>>();
-        const int64_t numel = p.at("numel").get<int64_t>();
-        if (place.offset < 0 || place.offset + numel > elements)
-          return bad("parameter " + p.at("name").get<std::string>() +
-                     " lies outside bucket " + std::to_string(i));
-        old_places[p.at("name").get<std::string>()] = place;
-      }
-    }
-    state_names = manifest.at("state").get<std::vector<std::string>>();
-    optimizer_step = manifest.at("optimizer_step").get<int64_t>();
-    steps_taken = manifest.at("steps_taken").get<int64_t>();
-    const json& s = manifest.at("loss_scaler");
-    scaler.scale = s.at("scale").get<double>();
-    scaler.iteration = s.at("iteration").get<int64_t>();
-    scaler.last_overflow_iteration =
-        s.at("last_overflow_iteration").get<int64_t>();
-    scaler.hysteresis_left = s.at("hysteresis_left").get<int32_t>();
-    scaler.clean_steps = s.at("clean_steps").get<int64_t>();
-    scaler.skipped_steps = s.at("skipped_steps").get<int64_t>();
-  } catch (const json::exception& e) {
-    return bad(e.what());
-  }
-  // The model must be the one the checkpoint holds, parameter by parameter.
-  if (old_places.size() != parameters_.size()) {
-    for (const auto& [name, place] : old_places) {
-      bool found = false;
-      for (auto& p : parameters_) found = found || p->name == name;
-      if (!found) return bad("parameter " + name + " is not in this model");
-    }
-  }
-  for (auto& p : parameters_) {
-    auto it = old_places.find(p->name);
-    if (it == old_places.end())
-      return bad("has no parameter " + p->name + " (this model has it)");
-    if (it->second.shape != p->tensor.sizes().vec()) {
-      return bad("parameter " + p->name + " has shape " +
-                 json(it->second.shape).dump() + "; in this model it is " +
-                 json(p->tensor.sizes().vec()).dump());
-    }
-  }
+  KOLO_ASSIGN_OR_RETURN(
+      const Manifest manifest,
+      ParseManifest(*text, OptimizerKind(*optimizer_), manifest_path));
+  std::vector<ModelParameter> model;
+  for (auto& p : parameters_)
+    model.push_back({p->name, p->tensor.sizes().vec()});
+  KOLO_RETURN_IF_ERROR(CheckSameModel(manifest.places, model, manifest_path));
 
-  // Each rank fills the elements it owns, run by run, from the old slices
-  // that hold them.
-  ShardReader reader(dir, files, old_slices);
+  // Each rank fills the elements it owns, parameter by parameter, from the
+  // old slices that hold them.
+  ShardReader reader(dir, manifest.files, manifest.slices);
   std::vector<std::string> what = {"master"};
-  what.insert(what.end(), state_names.begin(), state_names.end());
+  what.insert(what.end(), manifest.state_names.begin(),
+              manifest.state_names.end());
   std::map<std::string, std::vector<::torch::Tensor>> loaded;
   Status status;
   for (const std::string& name : what) {
@@ -326,23 +398,10 @@ Status ZeroOptimizer::Load(const std::string& dir) {
       for (Parameter* p : b->members) {
         const int64_t first = std::max(low, p->offset);
         const int64_t last = std::min(high, p->offset + p->tensor.numel());
-        const OldPlace& old = old_places[p->name];
-        const int64_t old_slice = old_slices[old.bucket];
-        for (int64_t at = first; at < last && status.ok();) {
-          const int64_t old_at = old.offset + (at - p->offset);
-          const int32_t shard = static_cast<int32_t>(old_at / old_slice);
-          const int64_t run =
-              std::min(last - at, (shard + 1) * old_slice - old_at);
-          StatusOr<::torch::Tensor> source =
-              reader.Slice(shard, old.bucket, name);
-          if (!source.ok()) {
-            status = source.status();
-            break;
-          }
-          into.narrow(0, at - low, run)
-              .copy_(source->narrow(0, old_at - shard * old_slice, run));
-          at += run;
-        }
+        if (first >= last || !status.ok()) continue;
+        status = reader.ReadParameter(
+            manifest.places.at(p->name), name, first - p->offset,
+            into.narrow(0, first - low, last - first));
       }
       loaded[name].push_back(into);
     }
@@ -353,16 +412,16 @@ Status ZeroOptimizer::Load(const std::string& dir) {
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = *buckets_[i];
     b.master.copy_(loaded["master"][i]);
-    if (state_names.empty()) continue;
+    if (manifest.state_names.empty()) continue;
     ParameterState state;
-    state.step = optimizer_step;
-    for (const std::string& name : state_names)
+    state.step = manifest.optimizer_step;
+    for (const std::string& name : manifest.state_names)
       state.tensors.emplace_back(name, loaded[name][i]);
     KOLO_RETURN_IF_ERROR(SetParameterState(*optimizer_, b.master, state)
                              .WithContext("checkpoint " + manifest_path));
   }
-  loss_scaler_.Restore(scaler);
-  steps_taken_ = steps_taken;
+  loss_scaler_.Restore(manifest.scaler);
+  steps_taken_ = manifest.steps_taken;
   return GatherWeights();
 }
 
