@@ -12,12 +12,13 @@
 #include <tuple>
 
 #include "bench_common.h"
-#include "fusion.h"
 #include "json_file.h"
 #include "list_flag.h"
 #include "peer_python.h"
 #include "progress_line.h"
+#include "scratch_dir.h"
 #include "sibling_tools.h"
+#include "statistics.h"
 #include "train.h"
 
 namespace kolo::bench {
@@ -353,17 +354,8 @@ StatusOr<json> RunCheckpoint(const CheckpointFlags& f) {
     return it == missing.end() || it->second.empty();
   };
 
-  char dir_template[] = "/tmp/kolo-bench-checkpoint-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) {
-    return Internal("cannot create a temporary directory in /tmp");
-  }
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ignored;
-      fs::remove_all(dir, ignored);
-    }
-  } cleanup{dir_template};
+  StatusOr<ScratchDir> scratch = ScratchDir::Create("checkpoint");
+  if (!scratch.ok()) return scratch.status();
 
   // One configuration: a variant's save at save_np and load at load_np.
   struct Key {
@@ -394,15 +386,16 @@ StatusOr<json> RunCheckpoint(const CheckpointFlags& f) {
       f.threads == 1 ? "" : "s", f.repeat, f.repeat == 1 ? "" : "s");
   std::fflush(stdout);
   RunsProgress progress(jobs_per_repeat * f.repeat);
-  const fs::path json_path = cleanup.dir / "result.json";
-  const std::string log = (cleanup.dir / "log.txt").string();
+  const fs::path json_path = scratch->path() / "result.json";
+  const std::string log = (scratch->path() / "log.txt").string();
   for (int32_t r = 0; r < f.repeat; ++r) {
     for (const std::string& model : models) {
       for (const CheckpointVariant& v : variants) {
         if (!runs_here(v)) continue;
         for (int32_t save_np : save_nps) {
           const fs::path dir =
-              cleanup.dir / fmt::format("{}-{}-np{}", model, v.name, save_np);
+              scratch->path() /
+              fmt::format("{}-{}-np{}", model, v.name, save_np);
           const std::string save_label =
               fmt::format("{} {} save np {}", model, v.name, save_np);
           progress.Start(fmt::format("{} repeat {}", save_label, r + 1));

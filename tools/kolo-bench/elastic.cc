@@ -12,11 +12,12 @@
 #include <regex>
 #include <sstream>
 
-#include "fusion.h"
 #include "json_file.h"
 #include "kolo_internal/config.h"
 #include "list_flag.h"
+#include "scratch_dir.h"
 #include "sibling_tools.h"
+#include "statistics.h"
 #include "train.h"
 
 namespace kolo::bench {
@@ -216,17 +217,9 @@ int RunElasticCommand(const ElasticFlags& f) {
       return fail(tool + " is not an executable (see --kolorun, --kolo-train)");
     }
   }
-  char dir_template[] = "/tmp/kolo-bench-elastic-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr)
-    return fail("cannot make a scratch dir");
-  const fs::path scratch(dir_template);
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ignored;
-      fs::remove_all(dir, ignored);
-    }
-  } cleanup{scratch};
+  StatusOr<ScratchDir> scratch_dir = ScratchDir::Create("elastic");
+  if (!scratch_dir.ok()) return fail("cannot make a scratch dir");
+  const fs::path& scratch = scratch_dir->path();
 
   json records = json::array();
   fmt::print("{:<10} {:>3}  {:>11}  {:>10}  {:>12}  {:>12}  {:>9}  {:>9}\n",

@@ -23,6 +23,7 @@
 #include "metrics_scraper.h"
 #include "peer_python.h"
 #include "progress_line.h"
+#include "scratch_dir.h"
 #include "sibling_tools.h"
 #include "table.h"
 
@@ -428,11 +429,9 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
       runs.push_back({kTorchDdp, np, *batch});
   }
 
-  char dir_template[] = "/tmp/kolo-bench-train-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) {
-    return Internal("cannot create a temporary directory in /tmp");
-  }
-  const fs::path scratch(dir_template);
+  StatusOr<ScratchDir> scratch_dir = ScratchDir::Create("train");
+  if (!scratch_dir.ok()) return scratch_dir.status();
+  const fs::path& scratch = scratch_dir->path();
   std::map<std::string, std::vector<json>> results;  // by RunLabel
   const std::string subsets =
       (f.train_subset > 0 ? fmt::format(", first {} training", f.train_subset)
@@ -468,8 +467,6 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
       std::optional<ScrapeCount> scraped;
       if (scraper) scraped = scraper->Stop();
       if (!result.ok()) {
-        std::error_code ignored;
-        fs::remove_all(scratch, ignored);
         return result.status().WithContext(label(run));
       }
       const json& figures = (*result)["result"];
@@ -495,8 +492,6 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
     }
   }
   progress.Finish();
-  std::error_code ignored;
-  fs::remove_all(scratch, ignored);
 
   // One figure of every repeat of `run`, scaled.
   auto figures = [&](const Run& run, const char* name, double scale = 1.0) {

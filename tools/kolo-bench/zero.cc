@@ -13,11 +13,12 @@
 #include <tuple>
 
 #include "bench_common.h"
-#include "fusion.h"
 #include "json_file.h"
 #include "list_flag.h"
 #include "peer_python.h"
 #include "progress_line.h"
+#include "scratch_dir.h"
+#include "statistics.h"
 
 namespace kolo::bench {
 namespace {
@@ -372,17 +373,8 @@ StatusOr<json> RunZero(const ZeroFlags& f) {
     return fmt::format("{} np {} {}", job.model, job.np, job.variant.name);
   };
 
-  char dir_template[] = "/tmp/kolo-bench-zero-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) {
-    return Internal("cannot create a temporary directory in /tmp");
-  }
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ignored;
-      fs::remove_all(dir, ignored);
-    }
-  } cleanup{dir_template};
+  StatusOr<ScratchDir> scratch = ScratchDir::Create("zero");
+  if (!scratch.ok()) return scratch.status();
 
   fmt::print(
       "# kolo-bench zero: {}, lr {}, {}, {}, batch {} per worker, {} "
@@ -401,11 +393,11 @@ StatusOr<json> RunZero(const ZeroFlags& f) {
   for (int32_t r = 0; r < f.repeat; ++r) {
     for (const Job& job : jobs) {
       progress.Start(fmt::format("{} repeat {}", label(job), r + 1));
-      const fs::path json_path = cleanup.dir / "result.json";
+      const fs::path json_path = scratch->path() / "result.json";
       StatusOr<JobOutput> out =
           RunJob(ZeroCommand(f, job.variant, job.model, job.np, tools,
                              json_path.string()),
-                 json_path.string(), (cleanup.dir / "log.txt").string());
+                 json_path.string(), (scratch->path() / "log.txt").string());
       if (!out.ok()) return out.status().WithContext(label(job));
       StatusOr<ZeroMeasurement> m =
           ReadZeroMeasurement(out->json, out->output, job.variant, job.np);
