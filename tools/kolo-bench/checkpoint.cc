@@ -12,12 +12,13 @@
 #include <tuple>
 
 #include "bench_common.h"
-#include "fusion.h"
 #include "json_file.h"
 #include "list_flag.h"
 #include "peer_python.h"
 #include "progress_line.h"
+#include "scratch_dir.h"
 #include "sibling_tools.h"
+#include "statistics.h"
 #include "train.h"
 
 namespace kolo::bench {
@@ -63,12 +64,6 @@ StatusOr<double> ResultNumber(const json& object, const char* key,
 
 bool Positive(double v) { return v > 0 && std::isfinite(v); }
 bool Finite(double v) { return std::isfinite(v); }
-
-double LargestRank(const std::vector<int64_t>& values) {
-  int64_t most = 0;
-  for (int64_t v : values) most = std::max(most, v);
-  return static_cast<double>(most);
-}
 
 std::string RatioCell(const std::optional<double>& value) {
   return value ? FormatFixed(*value, 2) : "";
@@ -208,7 +203,7 @@ CheckpointRow SummarizeCheckpoint(
   }
   for (const CheckpointMeasurement& m : loads) {
     load_seconds.push_back(m.seconds);
-    rss.push_back(LargestRank(m.peak_rss_bytes));
+    rss.push_back(Largest(m.peak_rss_bytes));
   }
   row.save_seconds = SpreadOf(save_seconds).median;
   row.load_seconds = SpreadOf(load_seconds).median;
@@ -353,17 +348,8 @@ StatusOr<json> RunCheckpoint(const CheckpointFlags& f) {
     return it == missing.end() || it->second.empty();
   };
 
-  char dir_template[] = "/tmp/kolo-bench-checkpoint-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) {
-    return Internal("cannot create a temporary directory in /tmp");
-  }
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ignored;
-      fs::remove_all(dir, ignored);
-    }
-  } cleanup{dir_template};
+  KOLO_ASSIGN_OR_RETURN(const ScratchDir scratch,
+                        ScratchDir::Create("checkpoint"));
 
   // One configuration: a variant's save at save_np and load at load_np.
   struct Key {
@@ -394,15 +380,15 @@ StatusOr<json> RunCheckpoint(const CheckpointFlags& f) {
       f.threads == 1 ? "" : "s", f.repeat, f.repeat == 1 ? "" : "s");
   std::fflush(stdout);
   RunsProgress progress(jobs_per_repeat * f.repeat);
-  const fs::path json_path = cleanup.dir / "result.json";
-  const std::string log = (cleanup.dir / "log.txt").string();
+  const fs::path json_path = scratch.path() / "result.json";
+  const std::string log = (scratch.path() / "log.txt").string();
   for (int32_t r = 0; r < f.repeat; ++r) {
     for (const std::string& model : models) {
       for (const CheckpointVariant& v : variants) {
         if (!runs_here(v)) continue;
         for (int32_t save_np : save_nps) {
-          const fs::path dir =
-              cleanup.dir / fmt::format("{}-{}-np{}", model, v.name, save_np);
+          const fs::path dir = scratch.path() / fmt::format("{}-{}-np{}", model,
+                                                            v.name, save_np);
           const std::string save_label =
               fmt::format("{} {} save np {}", model, v.name, save_np);
           progress.Start(fmt::format("{} repeat {}", save_label, r + 1));

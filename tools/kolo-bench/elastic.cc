@@ -12,11 +12,13 @@
 #include <regex>
 #include <sstream>
 
-#include "fusion.h"
+#include "job_runner.h"
 #include "json_file.h"
 #include "kolo_internal/config.h"
 #include "list_flag.h"
+#include "scratch_dir.h"
 #include "sibling_tools.h"
+#include "statistics.h"
 #include "train.h"
 
 namespace kolo::bench {
@@ -39,25 +41,6 @@ double Rate(const std::vector<std::pair<int64_t, double>>& times, size_t first,
     intervals.push_back(times[i].second - times[i - 1].second);
   const double median = SpreadOf(intervals).median;
   return median > 0 ? static_cast<double>(global_batch) / median : 0;
-}
-
-struct RunOutput {
-  json result;
-  std::string output;
-};
-
-// What kolo-train printed and the JSON it wrote.
-StatusOr<RunOutput> RunJob(const std::vector<std::string>& command,
-                           const fs::path& json_path, const fs::path& log) {
-  RunOutput out;
-  KOLO_ASSIGN_OR_RETURN(out.output,
-                        RunLogged(command, json_path.string(), log.string()));
-  std::ifstream result(json_path);
-  out.result = json::parse(result, nullptr, /*allow_exceptions=*/false);
-  if (out.result.is_discarded()) {
-    return Internal(fmt::format("{} is not JSON", json_path.string()));
-  }
-  return out;
 }
 
 std::vector<std::string> JobCommand(const ElasticFlags& f,
@@ -216,17 +199,8 @@ int RunElasticCommand(const ElasticFlags& f) {
       return fail(tool + " is not an executable (see --kolorun, --kolo-train)");
     }
   }
-  char dir_template[] = "/tmp/kolo-bench-elastic-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr)
-    return fail("cannot make a scratch dir");
-  const fs::path scratch(dir_template);
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ignored;
-      fs::remove_all(dir, ignored);
-    }
-  } cleanup{scratch};
+  StatusOr<ScratchDir> scratch = ScratchDir::Create("elastic");
+  if (!scratch.ok()) return fail(scratch.status().message());
 
   json records = json::array();
   fmt::print("{:<10} {:>3}  {:>11}  {:>10}  {:>12}  {:>12}  {:>9}  {:>9}\n",
@@ -238,19 +212,20 @@ int RunElasticCommand(const ElasticFlags& f) {
       for (int32_t run = 0; run < f.repeat; ++run) {
         for (bool faulty : {false, true}) {
           const fs::path json_path =
-              scratch / fmt::format("{}-{}-{}-{}.json", model, np, run, faulty);
-          const fs::path log = scratch / "log.txt";
-          StatusOr<RunOutput> out = RunJob(
+              *scratch /
+              fmt::format("{}-{}-{}-{}.json", model, np, run, faulty);
+          StatusOr<JobOutput> out = RunJob(
               JobCommand(f, kolorun, kolo_train, model, np, json_path, faulty),
-              json_path, log);
+              json_path.string(), (*scratch / "log.txt").string(),
+              JobJson::kObject);
           if (!out.ok()) return fail(out.status().message());
-          const double accuracy = out->result.value("test_accuracy", 0.0);
+          const double accuracy = out->json.value("test_accuracy", 0.0);
           json record = {{"model", model},
                          {"np", np},
                          {"run", run},
                          {"faulty", faulty},
                          {"test_accuracy", accuracy},
-                         {"resets", out->result.value("resets", 0)}};
+                         {"resets", out->json.value("resets", 0)}};
           if (!faulty) {
             plain_acc.push_back(accuracy);
           } else {
@@ -258,8 +233,8 @@ int RunElasticCommand(const ElasticFlags& f) {
             StatusOr<double> kill_time = FindKillTime(out->output);
             if (!kill_time.ok()) return fail(kill_time.status().message());
             StatusOr<RecoveryMeasurement> m = MeasureRecovery(
-                out->result["step_times"], *kill_time, f.kill_step,
-                out->result.value("global_batch", int64_t{1}));
+                out->json["step_times"], *kill_time, f.kill_step,
+                out->json.value("global_batch", int64_t{1}));
             if (!m.ok()) return fail(m.status().message());
             recovery.push_back(m->recovery_seconds);
             lost.push_back(static_cast<double>(m->steps_lost));

@@ -573,19 +573,6 @@ int64_t GradientBuffer::CountWrong(ReduceOp op, int64_t step,
   return wrong;
 }
 
-Spread SpreadOf(std::vector<double> values) {
-  Spread spread;
-  if (values.empty()) return spread;
-  std::sort(values.begin(), values.end());
-  const size_t middle = values.size() / 2;
-  spread.median = values.size() % 2 == 1
-                      ? values[middle]
-                      : (values[middle - 1] + values[middle]) / 2;
-  spread.min = values.front();
-  spread.max = values.back();
-  return spread;
-}
-
 Status ParseFusionFlags(const FusionFlags& flags) {
   if (flags.steps < 1) {
     return InvalidArgument(

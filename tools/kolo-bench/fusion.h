@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "kolo/kolo.h"
+#include "statistics.h"
 #include "table.h"
 
 namespace CLI {
@@ -117,14 +118,6 @@ class GradientBuffer {
   std::vector<int64_t> offsets_;
   std::vector<float> data_;
 };
-
-// Median, smallest and largest of a sample (all 0 when it is empty).
-struct Spread {
-  double median = 0;
-  double min = 0;
-  double max = 0;
-};
-Spread SpreadOf(std::vector<double> values);
 
 // Flags exactly as typed; ParseFusionFlags validates them.
 struct FusionFlags {

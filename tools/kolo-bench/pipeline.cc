@@ -12,13 +12,14 @@
 #include <map>
 
 #include "bench_common.h"
-#include "fusion.h"
 #include "json_file.h"
 #include "kolo_internal/config.h"
 #include "list_flag.h"
 #include "peer_python.h"
 #include "progress_line.h"
+#include "scratch_dir.h"
 #include "sibling_tools.h"
+#include "statistics.h"
 
 namespace kolo::bench {
 namespace {
@@ -82,13 +83,6 @@ StatusOr<std::vector<T>> PerRank(const json& result,
     }
   }
   return std::vector<T>{};
-}
-
-template <typename T>
-double Largest(const std::vector<T>& values) {
-  double most = 0;
-  for (T v : values) most = std::max(most, static_cast<double>(v));
-  return most;
 }
 
 // A per-rank figure's cell: "-" when the job did not report it.
@@ -534,17 +528,8 @@ StatusOr<json> RunPipeline(const PipelineFlags& given) {
     }
   }
 
-  char dir_template[] = "/tmp/kolo-bench-pipeline-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) {
-    return Internal("cannot create a temporary directory in /tmp");
-  }
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ignored;
-      fs::remove_all(dir, ignored);
-    }
-  } cleanup{dir_template};
+  KOLO_ASSIGN_OR_RETURN(const ScratchDir scratch,
+                        ScratchDir::Create("pipeline"));
 
   fmt::print(
       "# kolo-bench pipeline{}: synthetic 3x{}x{}, batch {} per step, {} "
@@ -560,7 +545,7 @@ StatusOr<json> RunPipeline(const PipelineFlags& given) {
     for (const PipelineJob& job : jobs) {
       const std::string label = PipelineJobLabel(job);
       progress.Start(fmt::format("{} repeat {}", label, r + 1));
-      const fs::path json_path = cleanup.dir / "result.json";
+      const fs::path json_path = scratch.path() / "result.json";
       std::vector<std::string> command;
       if (job.framework == kKolo) {
         command = PipelineCommand(f, job, tools, json_path.string());
@@ -573,7 +558,7 @@ StatusOr<json> RunPipeline(const PipelineFlags& given) {
                                 json_path.string());
       }
       StatusOr<JobOutput> out = RunJob(command, json_path.string(),
-                                       (cleanup.dir / "log.txt").string());
+                                       (scratch.path() / "log.txt").string());
       if (!out.ok()) return out.status().WithContext(label);
       StatusOr<PipelineMeasurement> m =
           ReadPipelineMeasurement(out->json, out->output, job);

@@ -23,7 +23,9 @@
 #include "metrics_scraper.h"
 #include "peer_python.h"
 #include "progress_line.h"
+#include "scratch_dir.h"
 #include "sibling_tools.h"
+#include "statistics.h"
 #include "table.h"
 
 namespace kolo::bench {
@@ -54,17 +56,6 @@ StatusOr<json> Measure(const std::vector<std::string>& command,
   KOLO_ASSIGN_OR_RETURN(JobOutput job,
                         RunJob(command, json_path.string(), log.string()));
   return std::move(job.json);
-}
-
-// Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom.
-double StudentT95(int64_t dof) {
-  static const double kTable[] = {
-      12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-      2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-      2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
-  if (dof < 1) return 0;
-  if (dof <= 30) return kTable[dof - 1];
-  return 1.96;
 }
 
 std::string FormatRate(const MeanInterval& m) {
@@ -149,39 +140,12 @@ StatusOr<TrainTools> FindTrainTools(const std::string& kolorun,
   return tools;
 }
 
-std::string OutputTail(const std::string& output, int lines) {
-  std::vector<std::string> all;
-  std::istringstream in(output);
-  for (std::string line; std::getline(in, line);) all.push_back(line);
-  std::string tail;
-  const size_t first =
-      all.size() > static_cast<size_t>(lines) ? all.size() - lines : 0;
-  for (size_t i = first; i < all.size(); ++i) tail += "\n  " + all[i];
-  return tail;
-}
-
 std::string JobTorchVersion(const json& job, const std::string& fallback) {
   const json& config = job.value("config", json::object());
   const auto it = config.find("torch_version");
   if (it != config.end() && it->is_string() && !it->get<std::string>().empty())
     return it->get<std::string>();
   return fallback;
-}
-
-StatusOr<JobOutput> RunJob(const std::vector<std::string>& command,
-                           const std::string& json_path,
-                           const std::string& log) {
-  JobOutput job;
-  KOLO_ASSIGN_OR_RETURN(job.output, RunLogged(command, json_path, log));
-  std::ifstream in(json_path);
-  job.json = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (job.json.is_discarded() || !job.json.is_object() ||
-      !job.json.contains("result") || !job.json["result"].is_object()) {
-    return Internal(fmt::format("{} wrote no result JSON to {}:{}",
-                                command.front(), json_path,
-                                OutputTail(job.output)));
-  }
-  return job;
 }
 
 StatusOr<std::vector<std::string>> ParseTrainPeers(const std::string& text) {
@@ -271,22 +235,6 @@ std::vector<std::string> TrainCommand(const TrainFlags& f,
   if (!f.config_path.empty()) c.insert(c.end(), {"--config", f.config_path});
   c.insert(c.end(), f.kolo_train_args.begin(), f.kolo_train_args.end());
   return c;
-}
-
-MeanInterval Summarize(const std::vector<double>& values) {
-  MeanInterval out;
-  if (values.empty()) return out;
-  double sum = 0;
-  for (double v : values) sum += v;
-  out.mean = sum / static_cast<double>(values.size());
-  if (values.size() < 2) return out;
-  double squares = 0;
-  for (double v : values) squares += (v - out.mean) * (v - out.mean);
-  const double n = static_cast<double>(values.size());
-  const double stddev = std::sqrt(squares / (n - 1));
-  out.half_width = StudentT95(static_cast<int64_t>(values.size()) - 1) *
-                   stddev / std::sqrt(n);
-  return out;
 }
 
 StatusOr<int64_t> PerWorkerBatch(int64_t batch, int32_t np,
@@ -428,11 +376,7 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
       runs.push_back({kTorchDdp, np, *batch});
   }
 
-  char dir_template[] = "/tmp/kolo-bench-train-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) {
-    return Internal("cannot create a temporary directory in /tmp");
-  }
-  const fs::path scratch(dir_template);
+  KOLO_ASSIGN_OR_RETURN(const ScratchDir scratch, ScratchDir::Create("train"));
   std::map<std::string, std::vector<json>> results;  // by RunLabel
   const std::string subsets =
       (f.train_subset > 0 ? fmt::format(", first {} training", f.train_subset)
@@ -467,11 +411,7 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
           json_path, scratch / "log.txt");
       std::optional<ScrapeCount> scraped;
       if (scraper) scraped = scraper->Stop();
-      if (!result.ok()) {
-        std::error_code ignored;
-        fs::remove_all(scratch, ignored);
-        return result.status().WithContext(label(run));
-      }
+      if (!result.ok()) return result.status().WithContext(label(run));
       const json& figures = (*result)["result"];
       std::string line =
           fmt::format("#   repeat {}: {:<16} {:>8.0f} images/s", r + 1,
@@ -495,8 +435,6 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
     }
   }
   progress.Finish();
-  std::error_code ignored;
-  fs::remove_all(scratch, ignored);
 
   // One figure of every repeat of `run`, scaled.
   auto figures = [&](const Run& run, const char* name, double scale = 1.0) {

@@ -13,11 +13,12 @@
 #include <tuple>
 
 #include "bench_common.h"
-#include "fusion.h"
 #include "json_file.h"
 #include "list_flag.h"
 #include "peer_python.h"
 #include "progress_line.h"
+#include "scratch_dir.h"
+#include "statistics.h"
 
 namespace kolo::bench {
 namespace {
@@ -59,12 +60,6 @@ StatusOr<std::vector<int64_t>> PerRank(const json& object, const char* key,
     out.push_back(value.get<int64_t>());
   }
   return out;
-}
-
-double Largest(const std::vector<int64_t>& per_rank) {
-  int64_t most = 0;
-  for (int64_t v : per_rank) most = std::max(most, v);
-  return static_cast<double>(most);
 }
 
 std::string Optional(const std::optional<double>& value, int decimals) {
@@ -372,17 +367,7 @@ StatusOr<json> RunZero(const ZeroFlags& f) {
     return fmt::format("{} np {} {}", job.model, job.np, job.variant.name);
   };
 
-  char dir_template[] = "/tmp/kolo-bench-zero-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) {
-    return Internal("cannot create a temporary directory in /tmp");
-  }
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ignored;
-      fs::remove_all(dir, ignored);
-    }
-  } cleanup{dir_template};
+  KOLO_ASSIGN_OR_RETURN(const ScratchDir scratch, ScratchDir::Create("zero"));
 
   fmt::print(
       "# kolo-bench zero: {}, lr {}, {}, {}, batch {} per worker, {} "
@@ -401,11 +386,11 @@ StatusOr<json> RunZero(const ZeroFlags& f) {
   for (int32_t r = 0; r < f.repeat; ++r) {
     for (const Job& job : jobs) {
       progress.Start(fmt::format("{} repeat {}", label(job), r + 1));
-      const fs::path json_path = cleanup.dir / "result.json";
+      const fs::path json_path = scratch.path() / "result.json";
       StatusOr<JobOutput> out =
           RunJob(ZeroCommand(f, job.variant, job.model, job.np, tools,
                              json_path.string()),
-                 json_path.string(), (cleanup.dir / "log.txt").string());
+                 json_path.string(), (scratch.path() / "log.txt").string());
       if (!out.ok()) return out.status().WithContext(label(job));
       StatusOr<ZeroMeasurement> m =
           ReadZeroMeasurement(out->json, out->output, job.variant, job.np);

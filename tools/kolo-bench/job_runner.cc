@@ -1,0 +1,42 @@
+#include "job_runner.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "sibling_tools.h"
+
+namespace kolo::bench {
+
+using nlohmann::json;
+
+StatusOr<JobOutput> RunJob(const std::vector<std::string>& command,
+                           const std::string& json_path, const std::string& log,
+                           JobJson expect) {
+  JobOutput job;
+  KOLO_ASSIGN_OR_RETURN(job.output, RunLogged(command, json_path, log));
+  std::ifstream in(json_path);
+  job.json = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const bool has_result = job.json.is_object() && job.json.contains("result") &&
+                          job.json["result"].is_object();
+  if (!job.json.is_object() || (expect == JobJson::kResult && !has_result)) {
+    return Internal(fmt::format("{} wrote no {}JSON to {}:{}", command.front(),
+                                expect == JobJson::kResult ? "result " : "",
+                                json_path, OutputTail(job.output)));
+  }
+  return job;
+}
+
+std::string OutputTail(const std::string& output, int lines) {
+  std::vector<std::string> all;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) all.push_back(line);
+  std::string tail;
+  const size_t first =
+      all.size() > static_cast<size_t>(lines) ? all.size() - lines : 0;
+  for (size_t i = first; i < all.size(); ++i) tail += "\n  " + all[i];
+  return tail;
+}
+
+}  // namespace kolo::bench
