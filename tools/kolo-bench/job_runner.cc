@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 #include "sibling_tools.h"
 
@@ -26,6 +29,24 @@ StatusOr<JobOutput> RunJob(const std::vector<std::string>& command,
                                 json_path, OutputTail(job.output)));
   }
   return job;
+}
+
+StatusOr<TrainResult> ReadTimedResult(const json& job,
+                                      const std::string& output) {
+  auto fail = [&](const std::string& what) {
+    return Internal(
+        fmt::format("{}; the job's output ends:{}", what, OutputTail(output)));
+  };
+  StatusOr<TrainResult> result = TrainResultOfJob(job, "its JSON");
+  if (!result.ok()) return fail(result.status().message());
+  for (auto [key, value] : {std::pair<const char*, std::optional<double>>{
+                                "images_per_second", result->images_per_second},
+                            {"step_ms", result->step_ms}}) {
+    if (!value || !(*value > 0) || !std::isfinite(*value)) {
+      return fail(fmt::format("result.{} is missing or not positive", key));
+    }
+  }
+  return result;
 }
 
 std::string OutputTail(const std::string& output, int lines) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kolo/status.h"
+#include "train_result.h"
 
 namespace kolo::bench {
 
@@ -29,6 +30,13 @@ enum class JobJson { kResult, kObject };
 StatusOr<JobOutput> RunJob(const std::vector<std::string>& command,
                            const std::string& json_path, const std::string& log,
                            JobJson expect = JobJson::kResult);
+
+// The result of a --benchmark-steps job (kolo-train's or a peer's JSON,
+// `job`) through the one schema, with a positive, finite images_per_second
+// and step_ms; kInternal naming the key and quoting the job's `output`
+// otherwise.
+StatusOr<TrainResult> ReadTimedResult(const nlohmann::json& job,
+                                      const std::string& output);
 
 // The last `lines` lines of `output`, each indented on a line of its own:
 // how an error quotes a job.

@@ -242,22 +242,14 @@ StatusOr<PipelineMeasurement> ReadPipelineMeasurement(const json& job_json,
     return Internal(
         fmt::format("{}; the job's output ends:{}", what, OutputTail(output)));
   };
-  if (!job_json.is_object() || !job_json.contains("result") ||
-      !job_json["result"].is_object()) {
-    return fail("no result in its JSON");
-  }
+  StatusOr<TrainResult> timed = ReadTimedResult(job_json, output);
+  if (!timed.ok()) return timed.status();
+  // The pipeline's per-stage figures, under "pipeline" or "memory" or
+  // beside the rest, as kolo-train and the peer write them.
   const json& result = job_json["result"];
   PipelineMeasurement m;
-  for (auto [key, value] : {std::pair<const char*, double*>{
-                                "images_per_second", &m.images_per_second},
-                            {"step_ms", &m.step_ms}}) {
-    const auto it = result.find(key);
-    if (it == result.end() || !it->is_number() || !(it->get<double>() > 0) ||
-        !std::isfinite(it->get<double>())) {
-      return fail(fmt::format("result.{} is missing or not positive", key));
-    }
-    *value = it->get<double>();
-  }
+  m.images_per_second = timed->images_per_second;
+  m.step_ms = *timed->step_ms;
   const int32_t np = job.stages;
   struct Field {
     std::initializer_list<const char*> keys;

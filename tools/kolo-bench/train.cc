@@ -49,13 +49,22 @@ std::string RunLabel(const Run& run) {
   return fmt::format("{} np {}", run.framework, run.np);
 }
 
-// Runs `command` with its output in `log`; the result JSON it wrote, or an
-// error quoting the last lines of its output.
-StatusOr<json> Measure(const std::vector<std::string>& command,
-                       const fs::path& json_path, const fs::path& log) {
-  KOLO_ASSIGN_OR_RETURN(JobOutput job,
+// One job's JSON as it wrote it (the record keeps it) and its result read
+// through the schema.
+struct Measured {
+  json job;
+  TrainResult result;
+};
+
+// Runs `command` with its output in `log`; what it wrote, or an error
+// quoting the last lines of its output or naming the key it got wrong.
+StatusOr<Measured> Measure(const std::vector<std::string>& command,
+                           const fs::path& json_path, const fs::path& log) {
+  KOLO_ASSIGN_OR_RETURN(JobOutput out,
                         RunJob(command, json_path.string(), log.string()));
-  return std::move(job.json);
+  KOLO_ASSIGN_OR_RETURN(TrainResult result,
+                        TrainResultOfJob(out.json, json_path.string()));
+  return Measured{std::move(out.json), std::move(result)};
 }
 
 std::string FormatRate(const MeanInterval& m) {
@@ -377,7 +386,7 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
   }
 
   KOLO_ASSIGN_OR_RETURN(const ScratchDir scratch, ScratchDir::Create("train"));
-  std::map<std::string, std::vector<json>> results;  // by RunLabel
+  std::map<std::string, std::vector<Measured>> results;  // by RunLabel
   const std::string subsets =
       (f.train_subset > 0 ? fmt::format(", first {} training", f.train_subset)
                           : "") +
@@ -406,20 +415,20 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
         scraper.emplace((scratch / "log.txt").string(),
                         std::chrono::seconds(1));
       }
-      StatusOr<json> result = Measure(
+      StatusOr<Measured> result = Measure(
           TrainCommand(f, run.framework, run.np, run.batch, tools, json_path),
           json_path, scratch / "log.txt");
       std::optional<ScrapeCount> scraped;
       if (scraper) scraped = scraper->Stop();
       if (!result.ok()) return result.status().WithContext(label(run));
-      const json& figures = (*result)["result"];
+      const TrainResult& figures = result->result;
       std::string line =
           fmt::format("#   repeat {}: {:<16} {:>8.0f} images/s", r + 1,
-                      label(run), figures["images_per_second"].get<double>());
+                      label(run), figures.images_per_second);
       if (accuracy) {
         line += fmt::format(", test accuracy {:.2f}%, {:.1f} s wall",
-                            100.0 * figures["test_accuracy"].get<double>(),
-                            figures["wall_seconds"].get<double>());
+                            100.0 * figures.test_accuracy.value_or(0),
+                            figures.wall_seconds.value_or(0));
       }
       if (scraped) {
         line += fmt::format(
@@ -427,8 +436,8 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
             scraped->scrapes > 0 ? scraped->bytes / 1024.0 / scraped->scrapes
                                  : 0.0,
             1000.0 * scraped->slowest_seconds);
-        (*result)["result"]["metrics_scrapes"] = scraped->scrapes;
-        (*result)["result"]["metrics_scrape_bytes"] = scraped->bytes;
+        result->job["result"]["metrics_scrapes"] = scraped->scrapes;
+        result->job["result"]["metrics_scrape_bytes"] = scraped->bytes;
       }
       progress.Print(line);
       results[RunLabel(run)].push_back(*std::move(result));
@@ -437,15 +446,20 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
   progress.Finish();
 
   // One figure of every repeat of `run`, scaled.
-  auto figures = [&](const Run& run, const char* name, double scale = 1.0) {
+  auto figures = [&](const Run& run, std::optional<double> TrainResult::*name,
+                     double scale = 1.0) {
     std::vector<double> v;
-    for (const json& j : results[RunLabel(run)]) {
-      v.push_back(scale * j["result"][name].get<double>());
+    for (const Measured& m : results[RunLabel(run)]) {
+      v.push_back(scale * (m.result.*name).value_or(0));
     }
     return v;
   };
   auto rates = [&](const Run& run) {
-    return figures(run, "images_per_second");
+    std::vector<double> v;
+    for (const Measured& m : results[RunLabel(run)]) {
+      v.push_back(m.result.images_per_second);
+    }
+    return v;
   };
   auto mean_of = [&](const std::string& framework,
                      int32_t np) -> std::optional<double> {
@@ -496,16 +510,18 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
     const MeanInterval m = Summarize(rates(run));
     std::vector<double> comm_ms;  // kolo's runtime statistics only
     double peak_rss_mib = 0;      // the largest worker's, over the repeats
-    for (const json& j : results[RunLabel(run)]) {
-      const json& result = j["result"];
-      if (result.contains("communication_seconds")) {
-        comm_ms.push_back(1000.0 *
-                          result["communication_seconds"].get<double>() /
+    std::vector<json> jobs;       // as each wrote its JSON, for the record
+    for (const Measured& measured : results[RunLabel(run)]) {
+      const TrainResult& result = measured.result;
+      if (result.communication_seconds) {
+        comm_ms.push_back(1000.0 * *result.communication_seconds /
                           static_cast<double>(f.iters));
       }
-      for (const json& bytes : result.value("peak_rss_bytes", json::array())) {
-        peak_rss_mib = std::max(peak_rss_mib, bytes.get<double>() / (1 << 20));
-      }
+      peak_rss_mib = std::max(
+          peak_rss_mib,
+          Largest(result.peak_rss_bytes.value_or(std::vector<int64_t>{})) /
+              (1 << 20));
+      jobs.push_back(measured.job);
     }
     const std::optional<double> base = mean_of(run.framework, 1);
     // Plain LibTorch's one process: a slow np 1 of the framework itself
@@ -517,8 +533,7 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
     // torch it imported.
     const std::string torch_version =
         run.framework == kTorchDdp
-            ? JobTorchVersion(results[RunLabel(run)].front(),
-                              peer ? peer->torch_version : "")
+            ? JobTorchVersion(jobs.front(), peer ? peer->torch_version : "")
             : KoloTorchVersion();
     json row = {{"framework", name(run)},
                 {"np", run.np},
@@ -528,21 +543,22 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
                 {"images_per_second_mean", m.mean},
                 {"images_per_second_ci95", m.half_width},
                 {"peak_rss_mib", peak_rss_mib},
-                {"runs", results[RunLabel(run)]}};
+                {"runs", jobs}};
     std::vector<std::string> cells = {std::to_string(run.np), name(run),
                                       std::to_string(run.batch)};
     double step_ms = 0, wall_seconds = 0, test_accuracy = 0;
     if (accuracy) {
-      wall_seconds = Summarize(figures(run, "wall_seconds")).mean;
+      wall_seconds = Summarize(figures(run, &TrainResult::wall_seconds)).mean;
       // Percent, as tables and reports give it; the jobs report fractions.
-      test_accuracy = Summarize(figures(run, "test_accuracy", 100.0)).mean;
+      test_accuracy =
+          Summarize(figures(run, &TrainResult::test_accuracy, 100.0)).mean;
       row["epochs"] = f.epochs;
       row["wall_seconds"] = wall_seconds;
       row["test_accuracy"] = test_accuracy;
       cells.insert(cells.end(),
                    {std::to_string(f.epochs), FormatFixed(wall_seconds, 1)});
     } else {
-      step_ms = Summarize(figures(run, "step_ms")).mean;
+      step_ms = Summarize(figures(run, &TrainResult::step_ms)).mean;
       row["step_ms_mean"] = step_ms;
     }
     cells.insert(cells.end(), {FormatRate(m), FormatFixed(m.mean / run.np, 0)});

@@ -27,9 +27,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr const char* kKoloDdp = "kolo-ddp";
-// The memory fields every job reports, one integer per rank.
-constexpr const char* kMemoryFields[] = {
-    "optimizer_state_bytes", "gradient_bytes", "master_weight_bytes"};
 
 const std::vector<ZeroVariant>& AllVariants() {
   static const std::vector<ZeroVariant> kAll = {
@@ -39,27 +36,13 @@ const std::vector<ZeroVariant>& AllVariants() {
   return kAll;
 }
 
-// A per-rank array of `np` non-negative integers in `object[key]`, or why
-// not.
-StatusOr<std::vector<int64_t>> PerRank(const json& object, const char* key,
-                                       const std::string& where, int32_t np) {
-  const auto it = object.find(key);
-  if (it == object.end()) {
-    return Internal(fmt::format("no {}.{}", where, key));
-  }
-  if (!it->is_array() || it->size() != static_cast<size_t>(np)) {
-    return Internal(fmt::format("{}.{} is {}, not {} per-rank figure{}", where,
-                                key, it->dump(), np, np == 1 ? "" : "s"));
-  }
-  std::vector<int64_t> out;
-  for (const json& value : *it) {
-    if (!value.is_number_integer() || value.get<int64_t>() < 0) {
-      return Internal(fmt::format("{}.{} is {}: not all non-negative integers",
-                                  where, key, it->dump()));
-    }
-    out.push_back(value.get<int64_t>());
-  }
-  return out;
+// Why `values`, the per-rank figure `name`, does not hold one figure for
+// each of `np` ranks; Ok when it does.
+Status CheckPerRank(const std::vector<int64_t>& values, const std::string& name,
+                    int32_t np) {
+  if (values.size() == static_cast<size_t>(np)) return Status::Ok();
+  return Internal(fmt::format("{} is {}, not {} per-rank figure{}", name,
+                              json(values).dump(), np, np == 1 ? "" : "s"));
 }
 
 std::string Optional(const std::optional<double>& value, int decimals) {
@@ -138,41 +121,37 @@ StatusOr<ZeroMeasurement> ReadZeroMeasurement(const json& job,
     return Internal(
         fmt::format("{}; the job's output ends:{}", what, OutputTail(output)));
   };
-  if (!job.is_object() || !job.contains("result") ||
-      !job["result"].is_object()) {
-    return fail("no result in its JSON");
-  }
-  const json& result = job["result"];
+  StatusOr<TrainResult> result = ReadTimedResult(job, output);
+  if (!result.ok()) return result.status();
   ZeroMeasurement m;
-  for (auto [key, value] : {std::pair<const char*, double*>{
-                                "images_per_second", &m.images_per_second},
-                            {"step_ms", &m.step_ms}}) {
-    const auto it = result.find(key);
-    if (it == result.end() || !it->is_number() || !(it->get<double>() > 0) ||
-        !std::isfinite(it->get<double>())) {
-      return fail(fmt::format("result.{} is missing or not positive", key));
-    }
-    *value = it->get<double>();
-  }
-  const auto memory = result.find("memory");
-  if (memory == result.end() || !memory->is_object()) {
+  m.images_per_second = result->images_per_second;
+  m.step_ms = *result->step_ms;
+  if (!result->memory) {
     return fail(
         "no result.memory (optimizer_state_bytes, gradient_bytes, "
         "master_weight_bytes per rank): does this kolo-train measure ZeRO's "
         "memory?");
   }
-  std::vector<int64_t>* fields[] = {&m.optimizer_state_bytes, &m.gradient_bytes,
-                                    &m.master_weight_bytes};
-  for (size_t i = 0; i < 3; ++i) {
-    StatusOr<std::vector<int64_t>> values =
-        PerRank(*memory, kMemoryFields[i], "result.memory", np);
-    if (!values.ok()) return fail(values.status().message());
-    *fields[i] = *std::move(values);
+  const RankMemory& memory = *result->memory;
+  struct PerRankFigure {
+    const char* name;
+    const std::optional<std::vector<int64_t>>& values;
+    std::vector<int64_t>* out;
+  };
+  for (const PerRankFigure& figure :
+       {PerRankFigure{"result.memory.optimizer_state_bytes",
+                      memory.optimizer_state_bytes, &m.optimizer_state_bytes},
+        PerRankFigure{"result.memory.gradient_bytes", memory.gradient_bytes,
+                      &m.gradient_bytes},
+        PerRankFigure{"result.memory.master_weight_bytes",
+                      memory.master_weight_bytes, &m.master_weight_bytes},
+        PerRankFigure{"result.peak_rss_bytes", result->peak_rss_bytes,
+                      &m.peak_rss_bytes}}) {
+    if (!figure.values) return fail(fmt::format("no {}", figure.name));
+    Status counted = CheckPerRank(*figure.values, figure.name, np);
+    if (!counted.ok()) return fail(counted.message());
+    *figure.out = *figure.values;
   }
-  StatusOr<std::vector<int64_t>> rss =
-      PerRank(result, "peak_rss_bytes", "result", np);
-  if (!rss.ok()) return fail(rss.status().message());
-  m.peak_rss_bytes = *std::move(rss);
   const json& config = job.value("config", json::object());
   const auto stage = config.find("zero_stage");
   if (stage == config.end() || !stage->is_number_integer()) {
