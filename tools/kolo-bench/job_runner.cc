@@ -8,6 +8,8 @@
 #include <sstream>
 #include <utility>
 
+#include "json_file.h"
+#include "progress_line.h"
 #include "sibling_tools.h"
 
 namespace kolo::bench {
@@ -47,6 +49,39 @@ StatusOr<TrainResult> ReadTimedResult(const json& job,
     }
   }
   return result;
+}
+
+Status RunRepeats(
+    const std::vector<std::string>& labels, int32_t repeat,
+    const std::function<StatusOr<std::string>(size_t, int32_t)>& run) {
+  RunsProgress progress(static_cast<int64_t>(labels.size()) * repeat);
+  for (int32_t r = 0; r < repeat; ++r) {
+    for (size_t job = 0; job < labels.size(); ++job) {
+      progress.Start(fmt::format("{} repeat {}", labels[job], r + 1));
+      StatusOr<std::string> line = run(job, r);
+      if (!line.ok()) return line.status().WithContext(labels[job]);
+      progress.Print(*line);
+    }
+  }
+  progress.Finish();
+  return Status::Ok();
+}
+
+StatusOr<json> FinishRecord(json record, const std::string& json_path) {
+  if (!json_path.empty()) {
+    KOLO_RETURN_IF_ERROR(AppendJsonRecord(json_path, record));
+  }
+  return record;
+}
+
+int CommandExit(const char* command, const Status& status) {
+  if (status.ok()) return 0;
+  fmt::print(stderr, "kolo-bench {}: {}\n", command, status.message());
+  return 1;
+}
+
+void PrintHeader(const Table& table) {
+  for (const std::string& line : table.HeaderLines()) fmt::print("{}\n", line);
 }
 
 std::string OutputTail(const std::string& output, int lines) {

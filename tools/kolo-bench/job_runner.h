@@ -1,14 +1,21 @@
-// How kolo-bench runs one job: a program started the way a user would
-// (kolorun -np N kolo-train ..., a PyTorch peer), its output in a log, the
-// JSON it wrote read back.
+// How kolo-bench runs its jobs. Every measuring command (train, zero,
+// pipeline, checkpoint) has the same skeleton: a table of jobs, each a
+// program started the way a user would (kolorun -np N kolo-train ..., a
+// PyTorch peer) with its output in a log and its JSON read back; the table
+// run --repeat times, one repeat through every job before the next, with a
+// progress line; then a table printed from the measurements and a record
+// returned and, with --json, appended to a file. This file holds the parts
+// that are the same; each command keeps its job table and row reader.
 #ifndef KOLO_TOOLS_KOLO_BENCH_JOB_RUNNER_H_
 #define KOLO_TOOLS_KOLO_BENCH_JOB_RUNNER_H_
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "kolo/status.h"
+#include "table.h"
 #include "train_result.h"
 
 namespace kolo::bench {
@@ -37,6 +44,29 @@ StatusOr<JobOutput> RunJob(const std::vector<std::string>& command,
 // otherwise.
 StatusOr<TrainResult> ReadTimedResult(const nlohmann::json& job,
                                       const std::string& output);
+
+// Runs the jobs named `labels` `repeat` times, one repeat through all of
+// them before the next, so that drift on a noisy machine spreads over every
+// configuration alike. On a terminal a progress line says which job is on
+// ("<label> repeat <r>") and how long the rest will take. `run(job, repeat)`
+// (repeat from 0) runs one and returns the line that reports it, printed
+// above the progress line; its error ends the runs, prefixed with the job's
+// label.
+Status RunRepeats(
+    const std::vector<std::string>& labels, int32_t repeat,
+    const std::function<StatusOr<std::string>(size_t, int32_t)>& run);
+
+// A command's record: appended to `json_path` when one is given (one file
+// collects the runs a report is drawn from), then returned.
+StatusOr<nlohmann::json> FinishRecord(nlohmann::json record,
+                                      const std::string& json_path);
+
+// A command's exit code: 0 when `status` is Ok, else 1 after
+// "kolo-bench <command>: <message>" on stderr.
+int CommandExit(const char* command, const Status& status);
+
+// Prints a table's header lines.
+void PrintHeader(const Table& table);
 
 // The last `lines` lines of `output`, each indented on a line of its own:
 // how an error quotes a job.
