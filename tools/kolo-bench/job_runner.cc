@@ -59,7 +59,11 @@ Status RunRepeats(
     for (size_t job = 0; job < labels.size(); ++job) {
       progress.Start(fmt::format("{} repeat {}", labels[job], r + 1));
       StatusOr<std::string> line = run(job, r);
-      if (!line.ok()) return line.status().WithContext(labels[job]);
+      if (!line.ok()) {
+        const std::string named = labels[job] + ": ";
+        if (line.status().message().rfind(named, 0) == 0) return line.status();
+        return line.status().WithContext(labels[job]);
+      }
       progress.Print(*line);
     }
   }

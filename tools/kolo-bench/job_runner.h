@@ -51,7 +51,7 @@ StatusOr<TrainResult> ReadTimedResult(const nlohmann::json& job,
 // ("<label> repeat <r>") and how long the rest will take. `run(job, repeat)`
 // (repeat from 0) runs one and returns the line that reports it, printed
 // above the progress line; its error ends the runs, prefixed with the job's
-// label.
+// label unless its message already starts with it.
 Status RunRepeats(
     const std::vector<std::string>& labels, int32_t repeat,
     const std::function<StatusOr<std::string>(size_t, int32_t)>& run);
