@@ -282,14 +282,10 @@ CLI::App* AddCheckpointCommand(CLI::App& app, CheckpointFlags* f) {
   cmd->add_option("--image-size", f->image_size,
                   "the synthetic 3-channel images' height and width")
       ->capture_default_str();
-  cmd->add_option("--threads", f->threads, "LibTorch threads per rank")
-      ->capture_default_str();
-  cmd->add_option("--repeat", f->repeat,
-                  "saves and loads per configuration, interleaved (the table "
-                  "gives medians)")
-      ->capture_default_str();
-  cmd->add_option("--json", f->json_path,
-                  "append the record (every figure, every job's JSON) here");
+  AddJobFlags(cmd, &f->threads, "rank", nullptr, nullptr, &f->repeat,
+              "saves and loads per configuration, interleaved (the table "
+              "gives medians)");
+  AddRecordFlag(cmd, &f->json_path);
   cmd->add_option("--kolorun", f->kolorun, "kolorun to start kolo's jobs with");
   cmd->add_option("--worker", f->worker,
                   "kolo-bench-checkpoint-worker to run kolo's side with");

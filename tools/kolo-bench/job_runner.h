@@ -18,6 +18,10 @@
 #include "table.h"
 #include "train_result.h"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace kolo::bench {
 
 // What one job printed and the JSON it wrote.
@@ -64,6 +68,17 @@ StatusOr<nlohmann::json> FinishRecord(nlohmann::json record,
 // A command's exit code: 0 when `status` is Ok, else 1 after
 // "kolo-bench <command>: <message>" on stderr.
 int CommandExit(const char* command, const Status& status);
+
+// The flags the measuring commands share, in the order --help lists them:
+// --threads (LibTorch threads per `unit`: "worker", "rank"), for timed jobs
+// (`warmup` and `iters` given) --warmup and --iters, then --repeat, which
+// `repeat_help` describes.
+void AddJobFlags(CLI::App* cmd, int32_t* threads, const char* unit,
+                 int64_t* warmup, int64_t* iters, int32_t* repeat,
+                 const char* repeat_help);
+
+// --json FILE: where a command appends its record.
+void AddRecordFlag(CLI::App* cmd, std::string* json_path);
 
 // Prints a table's header lines.
 void PrintHeader(const Table& table);

@@ -418,16 +418,8 @@ CLI::App* AddPipelineCommand(CLI::App& app, PipelineFlags* f) {
   cmd->add_option("--image-size", f->image_size,
                   "the synthetic 3-channel images' height and width")
       ->capture_default_str();
-  cmd->add_option("--threads", f->threads, "LibTorch threads per rank")
-      ->capture_default_str();
-  cmd->add_option("--warmup", f->warmup, "untimed steps before the timed ones")
-      ->capture_default_str();
-  cmd->add_option("--iters", f->iters, "timed steps per job")
-      ->capture_default_str();
-  cmd->add_option("--repeat", f->repeat,
-                  "jobs per configuration, interleaved (the tables give "
-                  "medians)")
-      ->capture_default_str();
+  AddJobFlags(cmd, &f->threads, "rank", &f->warmup, &f->iters, &f->repeat,
+              "jobs per configuration, interleaved (the tables give medians)");
   cmd->add_flag("--quick", f->quick,
                 "lenet, tiny sizes, one repeat: checks the plumbing, measures "
                 "nothing worth reporting");
@@ -436,8 +428,7 @@ CLI::App* AddPipelineCommand(CLI::App& app, PipelineFlags* f) {
                   "on each throughput configuration, cut where kolo cuts; "
                   "empty: kolo alone")
       ->capture_default_str();
-  cmd->add_option("--json", f->json_path,
-                  "append the record (every figure, every job's JSON) here");
+  AddRecordFlag(cmd, &f->json_path);
   AddToolFlags(cmd, &f->kolorun, &f->kolo_train, nullptr, &f->python);
   return cmd;
 }

@@ -276,18 +276,9 @@ CLI::App* AddZeroCommand(CLI::App& app, ZeroFlags* f) {
       ->capture_default_str();
   cmd->add_option("--batch-size", f->batch_size, "images per worker per step")
       ->capture_default_str();
-  cmd->add_option("--threads", f->threads, "LibTorch threads per worker")
-      ->capture_default_str();
-  cmd->add_option("--warmup", f->warmup, "untimed steps before the timed ones")
-      ->capture_default_str();
-  cmd->add_option("--iters", f->iters, "timed steps per job")
-      ->capture_default_str();
-  cmd->add_option("--repeat", f->repeat,
-                  "jobs per configuration, interleaved (the table gives "
-                  "medians)")
-      ->capture_default_str();
-  cmd->add_option("--json", f->json_path,
-                  "append the record (every figure, every job's JSON) here");
+  AddJobFlags(cmd, &f->threads, "worker", &f->warmup, &f->iters, &f->repeat,
+              "jobs per configuration, interleaved (the table gives medians)");
+  AddRecordFlag(cmd, &f->json_path);
   AddToolFlags(cmd, &f->kolorun, &f->kolo_train, &f->ddp_script, &f->python);
   return cmd;
 }
