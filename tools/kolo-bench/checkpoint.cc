@@ -65,12 +65,6 @@ StatusOr<double> ResultNumber(const json& object, const char* key,
 bool Positive(double v) { return v > 0 && std::isfinite(v); }
 bool Finite(double v) { return std::isfinite(v); }
 
-double LargestRank(const std::vector<int64_t>& values) {
-  int64_t most = 0;
-  for (int64_t v : values) most = std::max(most, v);
-  return static_cast<double>(most);
-}
-
 std::string RatioCell(const std::optional<double>& value) {
   return value ? FormatFixed(*value, 2) : "";
 }
@@ -209,7 +203,7 @@ CheckpointRow SummarizeCheckpoint(
   }
   for (const CheckpointMeasurement& m : loads) {
     load_seconds.push_back(m.seconds);
-    rss.push_back(LargestRank(m.peak_rss_bytes));
+    rss.push_back(Largest(m.peak_rss_bytes));
   }
   row.save_seconds = SpreadOf(save_seconds).median;
   row.load_seconds = SpreadOf(load_seconds).median;
@@ -288,14 +282,10 @@ CLI::App* AddCheckpointCommand(CLI::App& app, CheckpointFlags* f) {
   cmd->add_option("--image-size", f->image_size,
                   "the synthetic 3-channel images' height and width")
       ->capture_default_str();
-  cmd->add_option("--threads", f->threads, "LibTorch threads per rank")
-      ->capture_default_str();
-  cmd->add_option("--repeat", f->repeat,
-                  "saves and loads per configuration, interleaved (the table "
-                  "gives medians)")
-      ->capture_default_str();
-  cmd->add_option("--json", f->json_path,
-                  "append the record (every figure, every job's JSON) here");
+  AddJobFlags(cmd, &f->threads, "rank", nullptr, nullptr, &f->repeat,
+              "saves and loads per configuration, interleaved (the table "
+              "gives medians)");
+  AddRecordFlag(cmd, &f->json_path);
   cmd->add_option("--kolorun", f->kolorun, "kolorun to start kolo's jobs with");
   cmd->add_option("--worker", f->worker,
                   "kolo-bench-checkpoint-worker to run kolo's side with");
@@ -304,154 +294,203 @@ CLI::App* AddCheckpointCommand(CLI::App& app, CheckpointFlags* f) {
 }
 
 int RunCheckpointCommand(const CheckpointFlags& f) {
-  StatusOr<json> record = RunCheckpoint(f);
-  if (!record.ok()) {
-    fmt::print(stderr, "kolo-bench checkpoint: {}\n",
-               record.status().message());
-    return 1;
-  }
-  return 0;
+  return CommandExit("checkpoint", RunCheckpoint(f).status());
 }
 
-StatusOr<json> RunCheckpoint(const CheckpointFlags& f) {
-  KOLO_RETURN_IF_ERROR(Validate(f));
-  KOLO_ASSIGN_OR_RETURN(std::vector<CheckpointVariant> variants,
-                        ParseCheckpointVariants(f.variants));
-  KOLO_ASSIGN_OR_RETURN(std::vector<int32_t> save_nps, ParseNpList(f.save_np));
-  KOLO_ASSIGN_OR_RETURN(std::vector<int32_t> load_nps, ParseNpList(f.load_np));
-  const std::vector<std::string> models = SplitList(f.models);
+namespace {
+
+// What RunCheckpoint measures, decided before the first job, and why a
+// side cannot run here, by framework (such variants get a row saying so).
+struct CheckpointPlan {
+  std::vector<CheckpointVariant> variants;
+  std::vector<int32_t> save_nps;
+  std::vector<int32_t> load_nps;
+  std::vector<std::string> models;
   CheckpointTools tools;
+  std::map<std::string, std::string> missing;
+  std::optional<PeerPython> peer;
+
+  bool RunsHere(const CheckpointVariant& v) const {
+    const auto it = missing.find(v.framework);
+    return it == missing.end() || it->second.empty();
+  }
+};
+
+StatusOr<CheckpointPlan> PlanCheckpoint(const CheckpointFlags& f) {
+  KOLO_RETURN_IF_ERROR(Validate(f));
+  CheckpointPlan plan;
+  KOLO_ASSIGN_OR_RETURN(plan.variants, ParseCheckpointVariants(f.variants));
+  KOLO_ASSIGN_OR_RETURN(plan.save_nps, ParseNpList(f.save_np));
+  KOLO_ASSIGN_OR_RETURN(plan.load_nps, ParseNpList(f.load_np));
+  plan.models = SplitList(f.models);
+  CheckpointTools& tools = plan.tools;
   tools.kolorun = f.kolorun.empty() ? FindTool("kolorun") : f.kolorun;
   tools.worker = f.worker.empty() ? FindTool(kWorker) : f.worker;
   tools.python = FindPython(f.python);
   tools.script = FindPeerScript("torch_checkpoint.py");
-
-  // Why a side cannot run here, by framework; such variants get a row
-  // saying so.
-  std::map<std::string, std::string> missing;
-  std::optional<PeerPython> peer;
-  for (const CheckpointVariant& v : variants) {
+  for (const CheckpointVariant& v : plan.variants) {
     if (v.framework == kKolo) {
       if (access(tools.kolorun.c_str(), X_OK) != 0) {
         return NotFound(tools.kolorun +
                         " is not an executable (see --kolorun)");
       }
       if (access(tools.worker.c_str(), X_OK) != 0) {
-        missing[kKolo] = "not built (" + tools.worker +
-                         " is built with LibTorch, KOLO_WITH_TORCH=ON; see "
-                         "--worker)";
+        plan.missing[kKolo] = "not built (" + tools.worker +
+                              " is built with LibTorch, KOLO_WITH_TORCH=ON; "
+                              "see --worker)";
       }
-    } else if (!peer) {
-      peer = ProbePeerPython(tools.python);
-      missing[kTorchDcp] = peer->Missing();
-      if (missing[kTorchDcp].empty() && !fs::exists(tools.script)) {
-        missing[kTorchDcp] = "script not found: " + tools.script;
-      }
+    } else if (!plan.peer) {
+      plan.peer = ProbePeerPython(tools.python);
+      plan.missing[kTorchDcp] = plan.peer->Missing(tools.script);
     }
   }
-  auto runs_here = [&](const CheckpointVariant& v) {
-    const auto it = missing.find(v.framework);
-    return it == missing.end() || it->second.empty();
-  };
+  return plan;
+}
 
-  StatusOr<ScratchDir> scratch = ScratchDir::Create("checkpoint");
-  if (!scratch.ok()) return scratch.status();
-
-  // One configuration: a variant's save at save_np and load at load_np.
-  struct Key {
-    std::string model;
-    std::string variant;
-    int32_t save_np;
-    int32_t load_np;
-    bool operator<(const Key& o) const {
-      return std::tie(model, variant, save_np, load_np) <
-             std::tie(o.model, o.variant, o.save_np, o.load_np);
-    }
-  };
-  std::map<Key, std::vector<CheckpointMeasurement>> saves, loads;
-  std::map<Key, json> jobs_json;
-  int64_t jobs_per_repeat = 0;
-  for (const CheckpointVariant& v : variants) {
-    if (runs_here(v)) {
-      jobs_per_repeat += static_cast<int64_t>(models.size() * save_nps.size() *
-                                              (1 + load_nps.size()));
-    }
+// One configuration: a variant's save at save_np and load at load_np.
+struct Key {
+  std::string model;
+  std::string variant;
+  int32_t save_np;
+  int32_t load_np;
+  bool operator<(const Key& o) const {
+    return std::tie(model, variant, save_np, load_np) <
+           std::tie(o.model, o.variant, o.save_np, o.load_np);
   }
+};
 
-  fmt::print(
-      "# kolo-bench checkpoint: Adam's state after one step on {} synthetic "
-      "3x{}x{} images per rank, saved at np {} and loaded at np {}, {} "
-      "thread{} per rank, {} repeat{}\n",
-      f.batch_size, f.image_size, f.image_size, f.save_np, f.load_np, f.threads,
-      f.threads == 1 ? "" : "s", f.repeat, f.repeat == 1 ? "" : "s");
-  std::fflush(stdout);
-  RunsProgress progress(jobs_per_repeat * f.repeat);
-  const fs::path json_path = scratch->path() / "result.json";
-  const std::string log = (scratch->path() / "log.txt").string();
-  for (int32_t r = 0; r < f.repeat; ++r) {
-    for (const std::string& model : models) {
-      for (const CheckpointVariant& v : variants) {
-        if (!runs_here(v)) continue;
-        for (int32_t save_np : save_nps) {
-          const fs::path dir =
-              scratch->path() /
-              fmt::format("{}-{}-np{}", model, v.name, save_np);
-          const std::string save_label =
-              fmt::format("{} {} save np {}", model, v.name, save_np);
-          progress.Start(fmt::format("{} repeat {}", save_label, r + 1));
-          StatusOr<JobOutput> saved =
-              RunJob(CheckpointCommand(f, v, model, true, save_np, dir.string(),
-                                       tools, json_path.string()),
-                     json_path.string(), log);
-          if (!saved.ok()) return saved.status().WithContext(save_label);
-          StatusOr<CheckpointMeasurement> save =
-              ReadCheckpointMeasurement(saved->json, saved->output, save_np);
-          if (!save.ok()) return save.status().WithContext(save_label);
-          progress.Print(fmt::format(
-              "#   repeat {}: {:<36} {:>8.3f} s, {} MiB in {} files", r + 1,
-              save_label, save->seconds, Mib(static_cast<double>(save->bytes)),
-              save->files));
-          for (int32_t load_np : load_nps) {
-            const Key key{model, v.name, save_np, load_np};
-            const std::string label = fmt::format("{} {} np {} -> np {}", model,
-                                                  v.name, save_np, load_np);
-            progress.Start(fmt::format("{} repeat {}", label, r + 1));
-            StatusOr<JobOutput> loaded = RunJob(
-                CheckpointCommand(f, v, model, false, load_np, dir.string(),
-                                  tools, json_path.string()),
-                json_path.string(), log);
-            if (!loaded.ok()) return loaded.status().WithContext(label);
-            StatusOr<CheckpointMeasurement> load = ReadCheckpointMeasurement(
-                loaded->json, loaded->output, load_np);
-            if (!load.ok()) return load.status().WithContext(label);
-            KOLO_RETURN_IF_ERROR(CheckRestored(*save, *load, label));
-            progress.Print(fmt::format(
-                "#   repeat {}: {:<36} {:>8.3f} s, weights and moments as "
-                "saved",
-                r + 1, label, load->seconds));
-            saves[key].push_back(*save);
-            loads[key].push_back(*std::move(load));
-            jobs_json[key].push_back(
-                {{"save", saved->json}, {"load", loaded->json}});
-          }
-          std::error_code ignored;
-          fs::remove_all(dir, ignored);
+// One job of the table: a save (load_np 0) or a load of the save before it.
+struct CheckpointJob {
+  std::string model;
+  CheckpointVariant variant;
+  int32_t save_np;
+  int32_t load_np;
+  bool last_load;  // the save's directory goes after it
+};
+
+std::string CheckpointJobLabel(const CheckpointJob& job) {
+  if (job.load_np == 0) {
+    return fmt::format("{} {} save np {}", job.model, job.variant.name,
+                       job.save_np);
+  }
+  return fmt::format("{} {} np {} -> np {}", job.model, job.variant.name,
+                     job.save_np, job.load_np);
+}
+
+// One repeat's jobs in order: each runnable variant's save at every save
+// np, each followed by its loads.
+std::vector<CheckpointJob> CheckpointJobs(const CheckpointPlan& plan) {
+  std::vector<CheckpointJob> jobs;
+  for (const std::string& model : plan.models) {
+    for (const CheckpointVariant& v : plan.variants) {
+      if (!plan.RunsHere(v)) continue;
+      for (int32_t save_np : plan.save_nps) {
+        jobs.push_back({model, v, save_np, 0, false});
+        for (size_t l = 0; l < plan.load_nps.size(); ++l) {
+          jobs.push_back({model, v, save_np, plan.load_nps[l],
+                          l + 1 == plan.load_nps.size()});
         }
       }
     }
   }
-  progress.Finish();
+  return jobs;
+}
 
+// Every repeat's measurements and JSON by configuration, and the save the
+// loads running now restore.
+struct CheckpointResults {
+  std::map<Key, std::vector<CheckpointMeasurement>> saves, loads;
+  std::map<Key, json> jobs_json;
+  CheckpointMeasurement save;
+  json save_json;
+};
+
+// Runs `job`; returns the line that reports it.
+StatusOr<std::string> MeasureCheckpointJob(const CheckpointFlags& f,
+                                           const CheckpointPlan& plan,
+                                           const CheckpointJob& job,
+                                           const ScratchDir& scratch, int32_t r,
+                                           CheckpointResults& results) {
+  const fs::path dir = scratch / fmt::format("{}-{}-np{}", job.model,
+                                             job.variant.name, job.save_np);
+  const fs::path json_path = scratch / "result.json";
+  const bool save = job.load_np == 0;
+  const int32_t np = save ? job.save_np : job.load_np;
+  KOLO_ASSIGN_OR_RETURN(
+      JobOutput out,
+      RunJob(CheckpointCommand(f, job.variant, job.model, save, np,
+                               dir.string(), plan.tools, json_path.string()),
+             json_path.string(), (scratch / "log.txt").string()));
+  KOLO_ASSIGN_OR_RETURN(CheckpointMeasurement m,
+                        ReadCheckpointMeasurement(out.json, out.output, np));
+  const std::string label = CheckpointJobLabel(job);
+  if (save) {
+    results.save = m;
+    results.save_json = std::move(out.json);
+    return fmt::format("#   repeat {}: {:<36} {:>8.3f} s, {} MiB in {} files",
+                       r + 1, label, m.seconds,
+                       Mib(static_cast<double>(m.bytes)), m.files);
+  }
+  KOLO_RETURN_IF_ERROR(CheckRestored(results.save, m, label));
+  std::string line = fmt::format(
+      "#   repeat {}: {:<36} {:>8.3f} s, weights and moments as saved", r + 1,
+      label, m.seconds);
+  const Key key{job.model, job.variant.name, job.save_np, job.load_np};
+  results.saves[key].push_back(results.save);
+  results.loads[key].push_back(std::move(m));
+  results.jobs_json[key].push_back(
+      {{"save", results.save_json}, {"load", std::move(out.json)}});
+  if (job.last_load) {
+    std::error_code ignored;
+    fs::remove_all(dir, ignored);
+  }
+  return line;
+}
+
+// Row `row`'s record, with every repeat's seconds and jobs.
+json CheckpointRowJson(const CheckpointRow& row, const Key& key,
+                       CheckpointResults& results) {
+  std::vector<double> save_seconds, load_seconds;
+  for (const CheckpointMeasurement& m : results.saves[key]) {
+    save_seconds.push_back(m.seconds);
+  }
+  for (const CheckpointMeasurement& m : results.loads[key]) {
+    load_seconds.push_back(m.seconds);
+  }
+  json r = {{"model", row.model},
+            {"variant", row.variant},
+            {"framework", row.framework},
+            {"torch_version", row.torch_version},
+            {"save_np", row.save_np},
+            {"load_np", row.load_np},
+            {"save_seconds", save_seconds},
+            {"load_seconds", load_seconds},
+            {"save_seconds_median", row.save_seconds},
+            {"load_seconds_median", row.load_seconds},
+            {"bytes", row.bytes},
+            {"files", row.files},
+            {"load_peak_rss_bytes", row.load_peak_rss_bytes},
+            {"runs", results.jobs_json[key]}};
+  if (row.save_ratio) r["save_seconds_ratio_to_dcp"] = *row.save_ratio;
+  if (row.load_ratio) r["load_seconds_ratio_to_dcp"] = *row.load_ratio;
+  return r;
+}
+
+// The table, the variants that cannot run here and the closing lines;
+// returns the record's rows.
+json PrintCheckpointTable(const CheckpointPlan& plan,
+                          CheckpointResults& results) {
   std::vector<CheckpointRow> rows;
   std::vector<Key> keys;
-  for (const std::string& model : models) {
-    for (const CheckpointVariant& v : variants) {
-      if (!runs_here(v)) continue;
-      for (int32_t save_np : save_nps) {
-        for (int32_t load_np : load_nps) {
+  for (const std::string& model : plan.models) {
+    for (const CheckpointVariant& v : plan.variants) {
+      if (!plan.RunsHere(v)) continue;
+      for (int32_t save_np : plan.save_nps) {
+        for (int32_t load_np : plan.load_nps) {
           const Key key{model, v.name, save_np, load_np};
           rows.push_back(SummarizeCheckpoint(model, v, save_np, load_np,
-                                             saves[key], loads[key]));
+                                             results.saves[key],
+                                             results.loads[key]));
           keys.push_back(key);
         }
       }
@@ -459,8 +498,9 @@ StatusOr<json> RunCheckpoint(const CheckpointFlags& f) {
   }
   CompareWithDcp(&rows);
   const Table table = CheckpointTable();
-  for (const std::string& line : table.HeaderLines()) fmt::print("{}\n", line);
+  PrintHeader(table);
   json out_rows = json::array();
+  const std::optional<PeerPython>& peer = plan.peer;
   for (size_t i = 0; i < rows.size(); ++i) {
     CheckpointRow& row = rows[i];
     fmt::print("{}\n", table.Row(CheckpointCells(row)));
@@ -469,34 +509,11 @@ StatusOr<json> RunCheckpoint(const CheckpointFlags& f) {
                               ? KoloTorchVersion()
                               : (peer ? peer->torch_version : "");
     }
-    std::vector<double> save_seconds, load_seconds;
-    for (const CheckpointMeasurement& m : saves[keys[i]]) {
-      save_seconds.push_back(m.seconds);
-    }
-    for (const CheckpointMeasurement& m : loads[keys[i]]) {
-      load_seconds.push_back(m.seconds);
-    }
-    json r = {{"model", row.model},
-              {"variant", row.variant},
-              {"framework", row.framework},
-              {"torch_version", row.torch_version},
-              {"save_np", row.save_np},
-              {"load_np", row.load_np},
-              {"save_seconds", save_seconds},
-              {"load_seconds", load_seconds},
-              {"save_seconds_median", row.save_seconds},
-              {"load_seconds_median", row.load_seconds},
-              {"bytes", row.bytes},
-              {"files", row.files},
-              {"load_peak_rss_bytes", row.load_peak_rss_bytes},
-              {"runs", jobs_json[keys[i]]}};
-    if (row.save_ratio) r["save_seconds_ratio_to_dcp"] = *row.save_ratio;
-    if (row.load_ratio) r["load_seconds_ratio_to_dcp"] = *row.load_ratio;
-    out_rows.push_back(std::move(r));
+    out_rows.push_back(CheckpointRowJson(row, keys[i], results));
   }
-  for (const CheckpointVariant& v : variants) {
-    if (runs_here(v)) continue;
-    const std::string& why = missing[v.framework];
+  for (const CheckpointVariant& v : plan.variants) {
+    if (plan.RunsHere(v)) continue;
+    const std::string& why = plan.missing.at(v.framework);
     fmt::print("{}\n", table.Row({"-", v.name, "-", "-", why}));
     out_rows.push_back(
         {{"variant", v.name}, {"framework", v.framework}, {"missing", why}});
@@ -508,26 +525,53 @@ StatusOr<json> RunCheckpoint(const CheckpointFlags& f) {
   fmt::print("{}\n", TorchVersionsLine(peer ? &*peer : nullptr));
   std::fflush(stdout);
 
-  std::vector<std::string> variant_names;
-  for (const CheckpointVariant& v : variants) variant_names.push_back(v.name);
-  json record = {{"benchmark", "checkpoint"},
-                 {"tool", "kolo-bench checkpoint"},
-                 {"config",
-                  {{"models", models},
-                   {"save_np", save_nps},
-                   {"load_np", load_nps},
-                   {"variants", variant_names},
-                   {"optimizer", "adam"},
-                   {"batch_size", f.batch_size},
-                   {"image_size", f.image_size},
-                   {"threads", f.threads},
-                   {"repeat", f.repeat}}},
-                 {"environment", RunEnvironment(peer ? &*peer : nullptr)},
-                 {"rows", out_rows}};
-  if (!f.json_path.empty()) {
-    KOLO_RETURN_IF_ERROR(AppendJsonRecord(f.json_path, record));
+  return out_rows;
+}
+
+}  // namespace
+
+StatusOr<json> RunCheckpoint(const CheckpointFlags& f) {
+  KOLO_ASSIGN_OR_RETURN(const CheckpointPlan plan, PlanCheckpoint(f));
+  KOLO_ASSIGN_OR_RETURN(const ScratchDir scratch,
+                        ScratchDir::Create("checkpoint"));
+  fmt::print(
+      "# kolo-bench checkpoint: Adam's state after one step on {} synthetic "
+      "3x{}x{} images per rank, saved at np {} and loaded at np {}, {} "
+      "thread{} per rank, {} repeat{}\n",
+      f.batch_size, f.image_size, f.image_size, f.save_np, f.load_np, f.threads,
+      f.threads == 1 ? "" : "s", f.repeat, f.repeat == 1 ? "" : "s");
+  std::fflush(stdout);
+  const std::vector<CheckpointJob> jobs = CheckpointJobs(plan);
+  std::vector<std::string> labels;
+  for (const CheckpointJob& job : jobs) {
+    labels.push_back(CheckpointJobLabel(job));
   }
-  return record;
+  CheckpointResults results;
+  KOLO_RETURN_IF_ERROR(RunRepeats(
+      labels, f.repeat, [&](size_t i, int32_t r) -> StatusOr<std::string> {
+        return MeasureCheckpointJob(f, plan, jobs[i], scratch, r, results);
+      }));
+  const json out_rows = PrintCheckpointTable(plan, results);
+  std::vector<std::string> variant_names;
+  for (const CheckpointVariant& v : plan.variants) {
+    variant_names.push_back(v.name);
+  }
+  json record = {
+      {"benchmark", "checkpoint"},
+      {"tool", "kolo-bench checkpoint"},
+      {"config",
+       {{"models", plan.models},
+        {"save_np", plan.save_nps},
+        {"load_np", plan.load_nps},
+        {"variants", variant_names},
+        {"optimizer", "adam"},
+        {"batch_size", f.batch_size},
+        {"image_size", f.image_size},
+        {"threads", f.threads},
+        {"repeat", f.repeat}}},
+      {"environment", RunEnvironment(plan.peer ? &*plan.peer : nullptr)},
+      {"rows", out_rows}};
+  return FinishRecord(std::move(record), f.json_path);
 }
 
 }  // namespace kolo::bench

@@ -12,6 +12,7 @@
 #include <regex>
 #include <sstream>
 
+#include "job_runner.h"
 #include "json_file.h"
 #include "kolo_internal/config.h"
 #include "list_flag.h"
@@ -40,25 +41,6 @@ double Rate(const std::vector<std::pair<int64_t, double>>& times, size_t first,
     intervals.push_back(times[i].second - times[i - 1].second);
   const double median = SpreadOf(intervals).median;
   return median > 0 ? static_cast<double>(global_batch) / median : 0;
-}
-
-struct RunOutput {
-  json result;
-  std::string output;
-};
-
-// What kolo-train printed and the JSON it wrote.
-StatusOr<RunOutput> RunJob(const std::vector<std::string>& command,
-                           const fs::path& json_path, const fs::path& log) {
-  RunOutput out;
-  KOLO_ASSIGN_OR_RETURN(out.output,
-                        RunLogged(command, json_path.string(), log.string()));
-  std::ifstream result(json_path);
-  out.result = json::parse(result, nullptr, /*allow_exceptions=*/false);
-  if (out.result.is_discarded()) {
-    return Internal(fmt::format("{} is not JSON", json_path.string()));
-  }
-  return out;
 }
 
 std::vector<std::string> JobCommand(const ElasticFlags& f,
@@ -189,101 +171,120 @@ CLI::App* AddElasticCommand(CLI::App& app, ElasticFlags* f) {
   return cmd;
 }
 
-int RunElasticCommand(const ElasticFlags& f) {
-  auto fail = [](const std::string& message) {
-    fmt::print(stderr, "kolo-bench elastic: {}\n", message);
-    return 1;
-  };
+namespace {
+
+// One (model, np) row's samples over its repeats.
+struct ElasticSamples {
+  std::vector<double> recovery, before, after, lost, plain_acc, fault_acc;
+};
+
+// The worker counts of --np: each at least 2, since a kill needs a
+// survivor; kInvalidArgument naming the flag.
+StatusOr<std::vector<int32_t>> ParseElasticNps(const ElasticFlags& f) {
   if (f.repeat < 1 || f.kill_step < 1 || f.commit_every < 1 ||
       f.batch_size < 1 || f.epochs < 1 || f.global_batch < 1) {
-    return fail(
+    return InvalidArgument(
         "--repeat, --kill-step, --commit-every, --batch-size, --global-batch "
         "and --epochs must be at least 1");
   }
   std::vector<int32_t> nps;
   for (const std::string& item : SplitList(f.np)) {
     StatusOr<int64_t> np = ParseInt(item, 2, 1024, "--np");
-    if (!np.ok()) return fail(np.status().message() + " (a kill needs 2)");
+    if (!np.ok()) {
+      return InvalidArgument(np.status().message() + " (a kill needs 2)");
+    }
     nps.push_back(static_cast<int32_t>(*np));
   }
-  const std::vector<std::string> models = SplitList(f.models);
-  if (nps.empty() || models.empty()) return fail("--np and --models are empty");
-  const std::string kolorun =
-      f.kolorun.empty() ? FindTool("kolorun") : f.kolorun;
-  const std::string kolo_train =
-      f.kolo_train.empty() ? FindTool("kolo-train") : f.kolo_train;
-  for (const std::string& tool : {kolorun, kolo_train}) {
-    if (access(tool.c_str(), X_OK) != 0) {
-      return fail(tool + " is not an executable (see --kolorun, --kolo-train)");
-    }
-  }
-  StatusOr<ScratchDir> scratch_dir = ScratchDir::Create("elastic");
-  if (!scratch_dir.ok()) return fail("cannot make a scratch dir");
-  const fs::path& scratch = scratch_dir->path();
+  return nps;
+}
 
+// One job, plain or with a rank killed: its record (into `records`) and
+// its samples.
+Status MeasureElasticJob(const ElasticFlags& f, const TrainTools& tools,
+                         const ScratchDir& scratch, const std::string& model,
+                         int32_t np, int32_t run, bool faulty,
+                         ElasticSamples* samples, json* records) {
+  const fs::path json_path =
+      scratch / fmt::format("{}-{}-{}-{}.json", model, np, run, faulty);
+  KOLO_ASSIGN_OR_RETURN(
+      JobOutput out, RunJob(JobCommand(f, tools.kolorun, tools.kolo_train,
+                                       model, np, json_path, faulty),
+                            json_path.string(), (scratch / "log.txt").string(),
+                            JobJson::kObject));
+  const double accuracy = out.json.value("test_accuracy", 0.0);
+  json record = {{"model", model},
+                 {"np", np},
+                 {"run", run},
+                 {"faulty", faulty},
+                 {"test_accuracy", accuracy},
+                 {"resets", out.json.value("resets", 0)}};
+  if (!faulty) {
+    samples->plain_acc.push_back(accuracy);
+    records->push_back(record);
+    return Status::Ok();
+  }
+  samples->fault_acc.push_back(accuracy);
+  KOLO_ASSIGN_OR_RETURN(double kill_time, FindKillTime(out.output));
+  KOLO_ASSIGN_OR_RETURN(
+      RecoveryMeasurement m,
+      MeasureRecovery(out.json["step_times"], kill_time, f.kill_step,
+                      out.json.value("global_batch", int64_t{1})));
+  samples->recovery.push_back(m.recovery_seconds);
+  samples->lost.push_back(static_cast<double>(m.steps_lost));
+  samples->before.push_back(m.images_per_second_before);
+  samples->after.push_back(m.images_per_second_after);
+  record["recovery_seconds"] = m.recovery_seconds;
+  record["steps_lost"] = m.steps_lost;
+  record["images_per_second_before"] = m.images_per_second_before;
+  record["images_per_second_after"] = m.images_per_second_after;
+  records->push_back(record);
+  return Status::Ok();
+}
+
+Status RunElastic(const ElasticFlags& f) {
+  KOLO_ASSIGN_OR_RETURN(const std::vector<int32_t> nps, ParseElasticNps(f));
+  const std::vector<std::string> models = SplitList(f.models);
+  if (nps.empty() || models.empty()) {
+    return InvalidArgument("--np and --models are empty");
+  }
+  KOLO_ASSIGN_OR_RETURN(const TrainTools tools,
+                        FindTrainTools(f.kolorun, f.kolo_train, "", ""));
+  KOLO_ASSIGN_OR_RETURN(const ScratchDir scratch,
+                        ScratchDir::Create("elastic"));
   json records = json::array();
   fmt::print("{:<10} {:>3}  {:>11}  {:>10}  {:>12}  {:>12}  {:>9}  {:>9}\n",
              "model", "np", "recovery s", "steps lost", "img/s before",
              "img/s after", "acc plain", "acc fault");
   for (const std::string& model : models) {
     for (int32_t np : nps) {
-      std::vector<double> recovery, before, after, lost, plain_acc, fault_acc;
+      ElasticSamples s;
       for (int32_t run = 0; run < f.repeat; ++run) {
         for (bool faulty : {false, true}) {
-          const fs::path json_path =
-              scratch / fmt::format("{}-{}-{}-{}.json", model, np, run, faulty);
-          const fs::path log = scratch / "log.txt";
-          StatusOr<RunOutput> out = RunJob(
-              JobCommand(f, kolorun, kolo_train, model, np, json_path, faulty),
-              json_path, log);
-          if (!out.ok()) return fail(out.status().message());
-          const double accuracy = out->result.value("test_accuracy", 0.0);
-          json record = {{"model", model},
-                         {"np", np},
-                         {"run", run},
-                         {"faulty", faulty},
-                         {"test_accuracy", accuracy},
-                         {"resets", out->result.value("resets", 0)}};
-          if (!faulty) {
-            plain_acc.push_back(accuracy);
-          } else {
-            fault_acc.push_back(accuracy);
-            StatusOr<double> kill_time = FindKillTime(out->output);
-            if (!kill_time.ok()) return fail(kill_time.status().message());
-            StatusOr<RecoveryMeasurement> m = MeasureRecovery(
-                out->result["step_times"], *kill_time, f.kill_step,
-                out->result.value("global_batch", int64_t{1}));
-            if (!m.ok()) return fail(m.status().message());
-            recovery.push_back(m->recovery_seconds);
-            lost.push_back(static_cast<double>(m->steps_lost));
-            before.push_back(m->images_per_second_before);
-            after.push_back(m->images_per_second_after);
-            record["recovery_seconds"] = m->recovery_seconds;
-            record["steps_lost"] = m->steps_lost;
-            record["images_per_second_before"] = m->images_per_second_before;
-            record["images_per_second_after"] = m->images_per_second_after;
-          }
-          records.push_back(record);
+          KOLO_RETURN_IF_ERROR(MeasureElasticJob(f, tools, scratch, model, np,
+                                                 run, faulty, &s, &records));
         }
       }
       fmt::print(
           "{:<10} {:>3}  {:>11.3f}  {:>10.0f}  {:>12.0f}  {:>12.0f}  "
           "{:>8.2f}%  {:>8.2f}%\n",
-          model, np, SpreadOf(recovery).median, SpreadOf(lost).median,
-          SpreadOf(before).median, SpreadOf(after).median,
-          100 * SpreadOf(plain_acc).median, 100 * SpreadOf(fault_acc).median);
+          model, np, SpreadOf(s.recovery).median, SpreadOf(s.lost).median,
+          SpreadOf(s.before).median, SpreadOf(s.after).median,
+          100 * SpreadOf(s.plain_acc).median,
+          100 * SpreadOf(s.fault_acc).median);
       std::fflush(stdout);
     }
   }
-  if (!f.json_path.empty()) {
-    Status written =
-        WriteJsonFile(f.json_path, {{"benchmark", "elastic"},
-                                    {"kill_step", f.kill_step},
-                                    {"commit_every", f.commit_every},
-                                    {"records", records}});
-    if (!written.ok()) return fail(written.message());
-  }
-  return 0;
+  if (f.json_path.empty()) return Status::Ok();
+  return WriteJsonFile(f.json_path, {{"benchmark", "elastic"},
+                                     {"kill_step", f.kill_step},
+                                     {"commit_every", f.commit_every},
+                                     {"records", records}});
+}
+
+}  // namespace
+
+int RunElasticCommand(const ElasticFlags& f) {
+  return CommandExit("elastic", RunElastic(f));
 }
 
 }  // namespace kolo::bench

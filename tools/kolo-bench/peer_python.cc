@@ -62,6 +62,14 @@ std::string PeerPython::Missing() const {
          "project's .venv with it, or name an interpreter with --python)";
 }
 
+std::string PeerPython::Missing(const std::string& script) const {
+  std::string missing = Missing();
+  if (missing.empty() && !std::filesystem::exists(script)) {
+    missing = "script not found: " + script;
+  }
+  return missing;
+}
+
 PeerPython ParsePeerProbe(const std::string& python, bool ran,
                           const std::string& output) {
   PeerPython peer;

@@ -46,6 +46,9 @@ struct PeerPython {
   // Why the peers cannot run, for a table's row: "not installed (...)",
   // naming the interpreter and how to get one; empty when they can.
   std::string Missing() const;
+  // The same, or "script not found: <script>" when the peer's script is
+  // not there; empty when the peer can run.
+  std::string Missing(const std::string& script) const;
 };
 
 // Runs `python` once to read its torch's version and fp16 support.

@@ -85,13 +85,6 @@ StatusOr<std::vector<T>> PerRank(const json& result,
   return std::vector<T>{};
 }
 
-template <typename T>
-double Largest(const std::vector<T>& values) {
-  double most = 0;
-  for (T v : values) most = std::max(most, static_cast<double>(v));
-  return most;
-}
-
 // A per-rank figure's cell: "-" when the job did not report it.
 template <typename T>
 std::string Cell(const std::vector<T>& values, size_t rank, bool mib) {
@@ -249,22 +242,14 @@ StatusOr<PipelineMeasurement> ReadPipelineMeasurement(const json& job_json,
     return Internal(
         fmt::format("{}; the job's output ends:{}", what, OutputTail(output)));
   };
-  if (!job_json.is_object() || !job_json.contains("result") ||
-      !job_json["result"].is_object()) {
-    return fail("no result in its JSON");
-  }
+  StatusOr<TrainResult> timed = ReadTimedResult(job_json, output);
+  if (!timed.ok()) return timed.status();
+  // The pipeline's per-stage figures, under "pipeline" or "memory" or
+  // beside the rest, as kolo-train and the peer write them.
   const json& result = job_json["result"];
   PipelineMeasurement m;
-  for (auto [key, value] : {std::pair<const char*, double*>{
-                                "images_per_second", &m.images_per_second},
-                            {"step_ms", &m.step_ms}}) {
-    const auto it = result.find(key);
-    if (it == result.end() || !it->is_number() || !(it->get<double>() > 0) ||
-        !std::isfinite(it->get<double>())) {
-      return fail(fmt::format("result.{} is missing or not positive", key));
-    }
-    *value = it->get<double>();
-  }
+  m.images_per_second = timed->images_per_second;
+  m.step_ms = *timed->step_ms;
   const int32_t np = job.stages;
   struct Field {
     std::initializer_list<const char*> keys;
@@ -433,16 +418,8 @@ CLI::App* AddPipelineCommand(CLI::App& app, PipelineFlags* f) {
   cmd->add_option("--image-size", f->image_size,
                   "the synthetic 3-channel images' height and width")
       ->capture_default_str();
-  cmd->add_option("--threads", f->threads, "LibTorch threads per rank")
-      ->capture_default_str();
-  cmd->add_option("--warmup", f->warmup, "untimed steps before the timed ones")
-      ->capture_default_str();
-  cmd->add_option("--iters", f->iters, "timed steps per job")
-      ->capture_default_str();
-  cmd->add_option("--repeat", f->repeat,
-                  "jobs per configuration, interleaved (the tables give "
-                  "medians)")
-      ->capture_default_str();
+  AddJobFlags(cmd, &f->threads, "rank", &f->warmup, &f->iters, &f->repeat,
+              "jobs per configuration, interleaved (the tables give medians)");
   cmd->add_flag("--quick", f->quick,
                 "lenet, tiny sizes, one repeat: checks the plumbing, measures "
                 "nothing worth reporting");
@@ -451,155 +428,159 @@ CLI::App* AddPipelineCommand(CLI::App& app, PipelineFlags* f) {
                   "on each throughput configuration, cut where kolo cuts; "
                   "empty: kolo alone")
       ->capture_default_str();
-  cmd->add_option("--json", f->json_path,
-                  "append the record (every figure, every job's JSON) here");
+  AddRecordFlag(cmd, &f->json_path);
   AddToolFlags(cmd, &f->kolorun, &f->kolo_train, nullptr, &f->python);
   return cmd;
 }
 
 int RunPipelineCommand(const PipelineFlags& flags) {
-  StatusOr<json> record = RunPipeline(flags);
-  if (!record.ok()) {
-    fmt::print(stderr, "kolo-bench pipeline: {}\n", record.status().message());
-    return 1;
-  }
-  return 0;
+  return CommandExit("pipeline", RunPipeline(flags).status());
 }
 
-StatusOr<json> RunPipeline(const PipelineFlags& given) {
-  const PipelineFlags f = given.quick ? Quick(given) : given;
+namespace {
+
+// What RunPipeline measures, decided before the first job: the memory
+// table's jobs, the throughput table's, and one repeat's jobs in order (a
+// configuration in both tables runs once); why the torch-pipelining peer
+// cannot run here, if it cannot.
+struct PipelinePlan {
+  std::vector<int32_t> memory_stages;
+  std::vector<int32_t> stages;
+  std::vector<int32_t> micro;
+  std::vector<std::string> peers;
+  TrainTools tools;
+  std::optional<PeerPython> peer;
+  std::string peer_missing;
+  std::string peer_script;
+  std::vector<PipelineJob> memory_jobs;
+  std::vector<PipelineJob> throughput_jobs;
+  std::vector<PipelineJob> jobs;
+};
+
+StatusOr<PipelinePlan> PlanPipeline(const PipelineFlags& f) {
+  PipelinePlan plan;
   KOLO_RETURN_IF_ERROR(Validate(f));
-  KOLO_ASSIGN_OR_RETURN(std::vector<int32_t> memory_stages,
+  KOLO_ASSIGN_OR_RETURN(plan.memory_stages,
                         Counts(f.memory_stages, "--memory-stages", 64));
-  KOLO_ASSIGN_OR_RETURN(std::vector<int32_t> stages,
-                        Counts(f.stages, "--stages", 64));
-  KOLO_ASSIGN_OR_RETURN(std::vector<int32_t> micro,
+  KOLO_ASSIGN_OR_RETURN(plan.stages, Counts(f.stages, "--stages", 64));
+  KOLO_ASSIGN_OR_RETURN(plan.micro,
                         Counts(f.micro_batches, "--micro-batches", 1024));
-  for (int32_t p : stages) {
+  for (int32_t p : plan.stages) {
     if (p < 2) {
       return InvalidArgument(
           "--stages: the throughput table pipelines, so every count must be "
           "at least 2");
     }
   }
-  KOLO_ASSIGN_OR_RETURN(std::vector<std::string> peers,
-                        ParsePipelinePeers(f.peers));
-  KOLO_ASSIGN_OR_RETURN(TrainTools tools,
+  KOLO_ASSIGN_OR_RETURN(plan.peers, ParsePipelinePeers(f.peers));
+  KOLO_ASSIGN_OR_RETURN(plan.tools,
                         FindTrainTools(f.kolorun, f.kolo_train, "", f.python));
-  std::optional<PeerPython> peer;
-  std::string peer_missing;
-  const std::string peer_script = FindPeerScript("torch_pipeline.py");
-  if (!peers.empty()) {
-    peer = ProbePeerPython(tools.python);
-    peer_missing = peer->Missing();
-    if (peer_missing.empty() && !fs::exists(peer_script)) {
-      peer_missing = "script not found: " + peer_script;
-    }
+  plan.peer_script = FindPeerScript("torch_pipeline.py");
+  if (!plan.peers.empty()) {
+    plan.peer = ProbePeerPython(plan.tools.python);
+    plan.peer_missing = plan.peer->Missing(plan.peer_script);
   }
-  const bool run_peer = !peers.empty() && peer_missing.empty();
+  const bool run_peer = !plan.peers.empty() && plan.peer_missing.empty();
 
   // The memory jobs, then the throughput jobs; a configuration in both is
   // run once.
-  std::vector<PipelineJob> jobs;
   auto add = [&](const PipelineJob& job) {
     const std::string label = PipelineJobLabel(job);
-    for (const PipelineJob& j : jobs) {
+    for (const PipelineJob& j : plan.jobs) {
       if (PipelineJobLabel(j) == label) return;
     }
-    jobs.push_back(job);
+    plan.jobs.push_back(job);
   };
-  std::vector<PipelineJob> memory_jobs, throughput_jobs;
   for (const std::string& model : SplitList(f.memory_models)) {
-    for (int32_t p : memory_stages) {
+    for (int32_t p : plan.memory_stages) {
       PipelineJob job{model, p, 1, ""};
       if (p > 1) {
         job.micro_batches = static_cast<int32_t>(f.memory_micro_batches);
         job.schedule = f.memory_schedule;
       }
-      memory_jobs.push_back(job);
+      plan.memory_jobs.push_back(job);
       add(job);
     }
   }
-  for (int32_t p : stages) {
-    for (int32_t m : micro) {
+  for (int32_t p : plan.stages) {
+    for (int32_t m : plan.micro) {
       for (const std::string& schedule : SplitList(f.schedules)) {
-        throughput_jobs.push_back({f.model, p, m, schedule, kKolo});
-        add(throughput_jobs.back());
+        plan.throughput_jobs.push_back({f.model, p, m, schedule, kKolo});
+        add(plan.throughput_jobs.back());
         // Right after kolo's: it takes the cut kolo's job reports.
         if (run_peer) {
-          throughput_jobs.push_back(
+          plan.throughput_jobs.push_back(
               {f.model, p, m, schedule, kTorchPipelining});
-          add(throughput_jobs.back());
+          add(plan.throughput_jobs.back());
         }
       }
     }
   }
 
-  StatusOr<ScratchDir> scratch = ScratchDir::Create("pipeline");
-  if (!scratch.ok()) return scratch.status();
+  return plan;
+}
 
-  fmt::print(
-      "# kolo-bench pipeline{}: synthetic 3x{}x{}, batch {} per step, {} "
-      "thread{} per rank, {} warm-up + {} timed steps, {} repeat{}\n",
-      f.quick ? " --quick" : "", f.image_size, f.image_size, f.batch_size,
-      f.threads, f.threads == 1 ? "" : "s", f.warmup, f.iters, f.repeat,
-      f.repeat == 1 ? "" : "s");
-  std::fflush(stdout);
+// Every repeat's measurements and JSON, by PipelineJobLabel.
+struct PipelineResults {
   std::map<std::string, std::vector<PipelineMeasurement>> measured;
   std::map<std::string, json> runs;
-  RunsProgress progress(static_cast<int64_t>(jobs.size()) * f.repeat);
-  for (int32_t r = 0; r < f.repeat; ++r) {
-    for (const PipelineJob& job : jobs) {
-      const std::string label = PipelineJobLabel(job);
-      progress.Start(fmt::format("{} repeat {}", label, r + 1));
-      const fs::path json_path = scratch->path() / "result.json";
-      std::vector<std::string> command;
-      if (job.framework == kKolo) {
-        command = PipelineCommand(f, job, tools, json_path.string());
-      } else {
-        PipelineJob kolo_job = job;
-        kolo_job.framework = kKolo;
-        command =
-            PipelinePeerCommand(f, job, tools.python, peer_script,
-                                ReportedSplit(runs[PipelineJobLabel(kolo_job)]),
-                                json_path.string());
-      }
-      StatusOr<JobOutput> out = RunJob(command, json_path.string(),
-                                       (scratch->path() / "log.txt").string());
-      if (!out.ok()) return out.status().WithContext(label);
-      StatusOr<PipelineMeasurement> m =
-          ReadPipelineMeasurement(out->json, out->output, job);
-      if (!m.ok()) return m.status().WithContext(label);
-      for (double b : StageBubbles(*m)) {
-        if (!(b >= 0 && b <= 1)) {
-          return Internal(
-              fmt::format("{}: a stage's bubble is {}, not in "
-                          "[0, 1]; the job's output ends:{}",
-                          label, b, OutputTail(out->output)));
-        }
-      }
-      progress.Print(fmt::format(
-          "#   repeat {}: {:<24} {:>8.1f} images/s, peak RSS {} MiB (largest "
-          "rank)",
-          r + 1, label, m->images_per_second,
-          FormatFixed(Largest(m->peak_rss_bytes) / kMiB, 0)));
-      measured[label].push_back(*std::move(m));
-      runs[label].push_back(std::move(out->json));
+};
+
+// One job of `job`; its measurement and JSON go into `results`, the line
+// that reports it is returned.
+StatusOr<std::string> MeasurePipelineJob(const PipelineFlags& f,
+                                         const PipelinePlan& plan,
+                                         const PipelineJob& job,
+                                         const ScratchDir& scratch, int32_t r,
+                                         PipelineResults& results) {
+  const std::string label = PipelineJobLabel(job);
+  const fs::path json_path = scratch / "result.json";
+  std::vector<std::string> command;
+  if (job.framework == kKolo) {
+    command = PipelineCommand(f, job, plan.tools, json_path.string());
+  } else {
+    PipelineJob kolo_job = job;
+    kolo_job.framework = kKolo;
+    command = PipelinePeerCommand(
+        f, job, plan.tools.python, plan.peer_script,
+        ReportedSplit(results.runs[PipelineJobLabel(kolo_job)]),
+        json_path.string());
+  }
+  KOLO_ASSIGN_OR_RETURN(JobOutput out, RunJob(command, json_path.string(),
+                                              (scratch / "log.txt").string()));
+  KOLO_ASSIGN_OR_RETURN(PipelineMeasurement m,
+                        ReadPipelineMeasurement(out.json, out.output, job));
+  for (double b : StageBubbles(m)) {
+    if (!(b >= 0 && b <= 1)) {
+      return Internal(fmt::format(
+          "a stage's bubble is {}, not in [0, 1]; the job's output ends:{}", b,
+          OutputTail(out.output)));
     }
   }
-  progress.Finish();
+  std::string line = fmt::format(
+      "#   repeat {}: {:<24} {:>8.1f} images/s, peak RSS {} MiB (largest "
+      "rank)",
+      r + 1, label, m.images_per_second,
+      FormatFixed(Largest(m.peak_rss_bytes) / kMiB, 0));
+  results.measured[label].push_back(std::move(m));
+  results.runs[label].push_back(std::move(out.json));
+  return line;
+}
 
-  // Memory: one row per rank of the last repeat's job (the byte counts are
-  // the same in every repeat), RSS as the median over the repeats.
+// The memory table: one row per rank of the last repeat's job (the byte
+// counts are the same in every repeat), RSS as the median over the
+// repeats. Returns its record rows.
+json PrintPipelineMemory(const PipelineFlags& f, const PipelinePlan& plan,
+                         PipelineResults& results) {
+  std::map<std::string, std::vector<PipelineMeasurement>>& measured =
+      results.measured;
   fmt::print("\n# memory per rank ({} m {} for the split rows)\n",
              f.memory_schedule, f.memory_micro_batches);
   const Table memory_table = PipelineMemoryTable();
-  for (const std::string& line : memory_table.HeaderLines()) {
-    fmt::print("{}\n", line);
-  }
+  PrintHeader(memory_table);
   json memory_rows = json::array();
   std::map<std::string, double> unsplit_rss;  // by model
-  for (const PipelineJob& job : memory_jobs) {
+  for (const PipelineJob& job : plan.memory_jobs) {
     const std::vector<PipelineMeasurement>& repeats =
         measured[PipelineJobLabel(job)];
     const PipelineMeasurement& last = repeats.back();
@@ -645,18 +626,27 @@ StatusOr<json> RunPipeline(const PipelineFlags& given) {
     }
   }
 
+  return memory_rows;
+}
+
+// The throughput table, with the peer's rows and the closing lines.
+// Returns its record rows.
+json PrintPipelineThroughput(const PipelineFlags& f, const PipelinePlan& plan,
+                             PipelineResults& results) {
+  std::map<std::string, std::vector<PipelineMeasurement>>& measured =
+      results.measured;
+  std::map<std::string, json>& runs = results.runs;
+  const std::optional<PeerPython>& peer = plan.peer;
   fmt::print(
       "\n# throughput: {} on synthetic 3x{}x{}, batch {} per step; bubble = "
       "a stage's waiting over its step time, the mean over the stages\n",
       f.model, f.image_size, f.image_size, f.batch_size);
   const Table throughput_table = PipelineThroughputTable();
-  for (const std::string& line : throughput_table.HeaderLines()) {
-    fmt::print("{}\n", line);
-  }
+  PrintHeader(throughput_table);
   json throughput_rows = json::array();
   bool first_stage_only = false;
   std::optional<double> kolo_rate;  // the last kolo row's, for its peer row
-  for (const PipelineJob& job : throughput_jobs) {
+  for (const PipelineJob& job : plan.throughput_jobs) {
     const std::string label = PipelineJobLabel(job);
     const bool kolo = job.framework == kKolo;
     const bool one_stage = StageBubbles(measured[label].back()).size() < 2;
@@ -708,11 +698,12 @@ StatusOr<json> RunPipeline(const PipelineFlags& given) {
     if (kolo_ratio) r["kolo_ratio"] = *kolo_ratio;
     throughput_rows.push_back(std::move(r));
   }
-  if (!peer_missing.empty()) {
-    fmt::print("{}\n", throughput_table.Row({f.model, "-", "-", "-",
-                                             kTorchPipelining, peer_missing}));
+  if (!plan.peer_missing.empty()) {
+    fmt::print("{}\n",
+               throughput_table.Row({f.model, "-", "-", "-", kTorchPipelining,
+                                     plan.peer_missing}));
     throughput_rows.push_back(
-        {{"framework", kTorchPipelining}, {"missing", peer_missing}});
+        {{"framework", kTorchPipelining}, {"missing", plan.peer_missing}});
   }
   if (first_stage_only) {
     fmt::print(
@@ -728,24 +719,54 @@ StatusOr<json> RunPipeline(const PipelineFlags& given) {
   fmt::print("{}\n", TorchVersionsLine(peer ? &*peer : nullptr));
   std::fflush(stdout);
 
+  return throughput_rows;
+}
+
+}  // namespace
+
+StatusOr<json> RunPipeline(const PipelineFlags& given) {
+  const PipelineFlags f = given.quick ? Quick(given) : given;
+  KOLO_ASSIGN_OR_RETURN(const PipelinePlan plan, PlanPipeline(f));
+  KOLO_ASSIGN_OR_RETURN(const ScratchDir scratch,
+                        ScratchDir::Create("pipeline"));
+  fmt::print(
+      "# kolo-bench pipeline{}: synthetic 3x{}x{}, batch {} per step, {} "
+      "thread{} per rank, {} warm-up + {} timed steps, {} repeat{}\n",
+      f.quick ? " --quick" : "", f.image_size, f.image_size, f.batch_size,
+      f.threads, f.threads == 1 ? "" : "s", f.warmup, f.iters, f.repeat,
+      f.repeat == 1 ? "" : "s");
+  std::fflush(stdout);
+  PipelineResults results;
+  std::vector<std::string> labels;
+  for (const PipelineJob& job : plan.jobs) {
+    labels.push_back(PipelineJobLabel(job));
+  }
+  KOLO_RETURN_IF_ERROR(RunRepeats(
+      labels, f.repeat, [&](size_t i, int32_t r) -> StatusOr<std::string> {
+        return MeasurePipelineJob(f, plan, plan.jobs[i], scratch, r, results);
+      }));
+  const json memory_rows = PrintPipelineMemory(f, plan, results);
+  const json throughput_rows = PrintPipelineThroughput(f, plan, results);
+  const std::map<std::string, json>& runs = results.runs;
+  const std::optional<PeerPython>& peer = plan.peer;
   json all_runs = json::array();
-  for (const PipelineJob& job : jobs) {
+  for (const PipelineJob& job : plan.jobs) {
     all_runs.push_back({{"job", PipelineJobLabel(job)},
-                        {"runs", runs[PipelineJobLabel(job)]}});
+                        {"runs", runs.at(PipelineJobLabel(job))}});
   }
   json record = {{"benchmark", "pipeline"},
                  {"tool", "kolo-bench pipeline"},
                  {"config",
                   {{"quick", f.quick},
                    {"memory_models", SplitList(f.memory_models)},
-                   {"memory_stages", memory_stages},
+                   {"memory_stages", plan.memory_stages},
                    {"memory_schedule", f.memory_schedule},
                    {"memory_micro_batches", f.memory_micro_batches},
                    {"model", f.model},
-                   {"stages", stages},
-                   {"micro_batches", micro},
+                   {"stages", plan.stages},
+                   {"micro_batches", plan.micro},
                    {"schedules", SplitList(f.schedules)},
-                   {"peers", peers},
+                   {"peers", plan.peers},
                    {"balance", f.balance},
                    {"dataset", "synthetic"},
                    {"image_size", f.image_size},
@@ -758,10 +779,7 @@ StatusOr<json> RunPipeline(const PipelineFlags& given) {
                  {"memory_rows", memory_rows},
                  {"throughput_rows", throughput_rows},
                  {"jobs", all_runs}};
-  if (!f.json_path.empty()) {
-    KOLO_RETURN_IF_ERROR(AppendJsonRecord(f.json_path, record));
-  }
-  return record;
+  return FinishRecord(std::move(record), f.json_path);
 }
 
 }  // namespace kolo::bench

@@ -2,26 +2,41 @@
 
 #include <stdlib.h>
 
-#include <system_error>
 #include <utility>
+#include <vector>
 
 namespace kolo::bench {
 
-StatusOr<ScratchDir> ScratchDir::Create(const std::string& command) {
-  std::string path = "/tmp/kolo-bench-" + command + "-XXXXXX";
+namespace fs = std::filesystem;
+
+StatusOr<ScratchDir> ScratchDir::Create(const std::string& name) {
+  const std::string pattern = "/tmp/kolo-bench-" + name + "-XXXXXX";
+  std::vector<char> path(pattern.begin(), pattern.end());
+  path.push_back('\0');
   if (mkdtemp(path.data()) == nullptr) {
     return Internal("cannot create a temporary directory in /tmp");
   }
-  return ScratchDir(std::filesystem::path(path));
+  return ScratchDir(fs::path(path.data()));
 }
 
 ScratchDir::ScratchDir(ScratchDir&& other) noexcept
-    : path_(std::exchange(other.path_, {})) {}
+    : path_(std::exchange(other.path_, fs::path())) {}
 
-ScratchDir::~ScratchDir() {
+ScratchDir& ScratchDir::operator=(ScratchDir&& other) noexcept {
+  if (this != &other) {
+    Remove();
+    path_ = std::exchange(other.path_, fs::path());
+  }
+  return *this;
+}
+
+ScratchDir::~ScratchDir() { Remove(); }
+
+void ScratchDir::Remove() {
   if (path_.empty()) return;
-  std::error_code ignored;  // a scratch dir left behind is no error
-  std::filesystem::remove_all(path_, ignored);
+  std::error_code ignored;
+  fs::remove_all(path_, ignored);
+  path_.clear();
 }
 
 }  // namespace kolo::bench

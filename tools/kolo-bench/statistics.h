@@ -1,12 +1,17 @@
-// The summaries kolo-bench takes of a command's repeated runs.
-#pragma once
+// The few statistics kolo-bench's tables give: a sample's median and range,
+// its mean with a 95% interval, and the largest of a per-rank figure. Every
+// command summarises its repeats with these, so they live apart from any
+// one command.
+#ifndef KOLO_TOOLS_KOLO_BENCH_STATISTICS_H_
+#define KOLO_TOOLS_KOLO_BENCH_STATISTICS_H_
 
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 namespace kolo::bench {
 
-// Median, smallest and largest of a sample (all 0 when it is empty). The
-// median of an even sample is the mean of its two middle values.
+// Median, smallest and largest of a sample (all 0 when it is empty).
 struct Spread {
   double median = 0;
   double min = 0;
@@ -14,4 +19,23 @@ struct Spread {
 };
 Spread SpreadOf(std::vector<double> values);
 
+// Mean and half-width of the 95% confidence interval of `values`
+// (Student's t with n-1 degrees of freedom; 0 for fewer than 2 values).
+struct MeanInterval {
+  double mean = 0;
+  double half_width = 0;
+};
+MeanInterval Summarize(const std::vector<double>& values);
+
+// The largest of a per-rank figure as a double; 0 when `values` is empty
+// or holds nothing above 0.
+template <typename T>
+double Largest(const std::vector<T>& values) {
+  double most = 0;
+  for (T v : values) most = std::max(most, static_cast<double>(v));
+  return most;
+}
+
 }  // namespace kolo::bench
+
+#endif  // KOLO_TOOLS_KOLO_BENCH_STATISTICS_H_

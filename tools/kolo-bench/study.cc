@@ -292,6 +292,141 @@ void AddPsSteps(const TrainFlags& step, const std::string& title, bool quick,
   }
 }
 
+// An accuracy run of `model` on Fashion-MNIST for `epochs` epochs on the
+// first `train` training and `test` test images, beside the peers that
+// can measure accuracy.
+TrainFlags FashionMnistRun(const TrainFlags& base, const StudyFlags& study,
+                           const char* model, int64_t epochs, int64_t train,
+                           int64_t test) {
+  TrainFlags f = base;
+  f.model = model;
+  f.dataset = "fashion-mnist";
+  f.data_dir = study.data_dir;
+  f.epochs = epochs;
+  f.train_subset = train;
+  f.test_subset = test;
+  f.peers = AccuracyPeers(study.peers);
+  return f;
+}
+
+// A throughput run of `model` on synthetic `image_size` images.
+TrainFlags SyntheticRun(const TrainFlags& base, const char* model,
+                        int64_t image_size, int64_t warmup, int64_t iters,
+                        int32_t repeat) {
+  TrainFlags f = base;
+  f.model = model;
+  f.dataset = "synthetic";
+  f.image_size = image_size;
+  f.warmup = warmup;
+  f.iters = iters;
+  f.repeat = repeat;
+  return f;
+}
+
+// Each preset's steps, from the flags every step shares.
+using StudyPlanner = std::vector<StudyStep> (*)(const StudyFlags&,
+                                                const StudyScale&,
+                                                const TrainFlags&);
+
+std::vector<StudyStep> SmallCnnSteps(const StudyFlags& study,
+                                     const StudyScale& s,
+                                     const TrainFlags& base) {
+  TrainFlags f = FashionMnistRun(base, study, "lenet", s.lenet_epochs,
+                                 s.lenet_train_subset, s.lenet_test_subset);
+  f.batch_size = 128;
+  f.np = "1,2,4";
+  return {{"lenet on Fashion-MNIST: time, images/s, test accuracy", f}};
+}
+
+std::vector<StudyStep> ResnetMobilenetSteps(const StudyFlags& study,
+                                            const StudyScale& s,
+                                            const TrainFlags& base) {
+  TrainFlags resnet = SyntheticRun(base, "resnet50", 28, s.resnet50_warmup,
+                                   s.resnet50_iters, s.resnet50_repeat);
+  resnet.batch_size = 32;
+  resnet.np = "1,2";
+  TrainFlags mobilenet =
+      FashionMnistRun(base, study, "mobilenetv2", s.mobilenet_epochs,
+                      s.mobilenet_train_subset, s.mobilenet_test_subset);
+  mobilenet.batch_size = 32;
+  mobilenet.np = "1,2";
+  return {{"resnet50 on synthetic 28x28: throughput", resnet},
+          {"mobilenetv2 on Fashion-MNIST: time, images/s, test accuracy",
+           mobilenet}};
+}
+
+std::vector<StudyStep> ScalingSteps(const StudyFlags&, const StudyScale& s,
+                                    const TrainFlags& base) {
+  std::vector<StudyStep> steps;
+  for (const char* scaling : {"weak", "strong"}) {
+    TrainFlags f =
+        SyntheticRun(base, "resnet18", base.image_size, s.resnet18_warmup,
+                     s.resnet18_iters, s.resnet18_repeat);
+    f.batch_size = 128;  // per worker (weak) or global (strong)
+    f.np = "1,2,4";
+    f.scaling = scaling;
+    steps.push_back(
+        {fmt::format("resnet18 on synthetic 32x32, global batch 128 at np "
+                     "1: {} scaling",
+                     scaling),
+         f});
+  }
+  return steps;
+}
+
+std::vector<StudyStep> DeepSpeedSteps(const StudyFlags& study,
+                                      const StudyScale& s,
+                                      const TrainFlags& base) {
+  TrainFlags lenet =
+      FashionMnistRun(base, study, "lenet", s.ds_lenet_epochs,
+                      s.ds_lenet_train_subset, s.ds_lenet_test_subset);
+  lenet.batch_size = 128;
+  lenet.np = "1,2,4";
+  ApplyDeepSpeed(&lenet);
+  TrainFlags resnet = SyntheticRun(base, "resnet18", 32, s.ds_resnet18_warmup,
+                                   s.ds_resnet18_iters, 1);
+  resnet.batch_size = 32;
+  resnet.np = "1,2,4";
+  // kolo-train --no-kolo has no ZeRO to run the recipe with.
+  resnet.peers = AccuracyPeers(study.peers);
+  ApplyDeepSpeed(&resnet);
+  return {{"lenet on Fashion-MNIST, DeepSpeed's recipe (Adam, "
+           "clipping 1.0, bf16, ZeRO-2): time, images/s, test "
+           "accuracy",
+           lenet},
+          {"resnet18 on CIFAR-style synthetic 3x32x32, DeepSpeed's "
+           "recipe: throughput",
+           resnet}};
+}
+
+// kolo only: the peers have no parameter server to compare.
+std::vector<StudyStep> PsVsAllreduceSteps(const StudyFlags& study,
+                                          const StudyScale& s,
+                                          const TrainFlags& base) {
+  std::vector<StudyStep> steps;
+  TrainFlags lenet =
+      FashionMnistRun(base, study, "lenet", s.ps_lenet_epochs,
+                      s.ps_lenet_train_subset, s.ps_lenet_test_subset);
+  lenet.peers.clear();
+  lenet.batch_size = 128;
+  AddPsSteps(lenet, "lenet on Fashion-MNIST: time, images/s, test accuracy",
+             study.quick, &steps);
+  // --quick proves the plumbing on lenet alone: a resnet18 job takes 7 to
+  // 10 s on 2 cores whatever its steps, mostly starting its ranks.
+  if (study.quick) return steps;
+  TrainFlags resnet =
+      SyntheticRun(base, "resnet18", base.image_size, s.ps_resnet18_warmup,
+                   s.ps_resnet18_iters, s.ps_resnet18_repeat);
+  resnet.peers.clear();
+  resnet.batch_size = 32;
+  // Timed steps cycle through these; generating 60,000 synthetic images
+  // would take longer than the steps.
+  resnet.train_subset = 1024;
+  AddPsSteps(resnet, "resnet18 on synthetic 3x32x32: throughput", study.quick,
+             &steps);
+  return steps;
+}
+
 }  // namespace
 
 std::vector<std::string> StudyNames() {
@@ -329,134 +464,23 @@ std::string PresetScale(const std::string& name) {
 
 StatusOr<std::vector<StudyStep>> PlanStudy(const StudyFlags& study) {
   KOLO_RETURN_IF_ERROR(ParseTrainPeers(study.peers).status());
-  const StudyScale& s = study.quick ? kQuick : kFull;
-  const TrainFlags base = BaseFlags(study);
-  std::vector<StudyStep> steps;
-  if (study.name == kSmallCnn) {
-    TrainFlags f = base;
-    f.model = "lenet";
-    f.dataset = "fashion-mnist";
-    f.data_dir = study.data_dir;
-    f.batch_size = 128;
-    f.np = "1,2,4";
-    f.epochs = s.lenet_epochs;
-    f.train_subset = s.lenet_train_subset;
-    f.test_subset = s.lenet_test_subset;
-    f.peers = AccuracyPeers(study.peers);
-    steps.push_back(
-        {"lenet on Fashion-MNIST: time, images/s, test accuracy", f});
-  } else if (study.name == kResnetMobilenet) {
-    TrainFlags resnet = base;
-    resnet.model = "resnet50";
-    resnet.dataset = "synthetic";
-    resnet.image_size = 28;
-    resnet.batch_size = 32;
-    resnet.np = "1,2";
-    resnet.warmup = s.resnet50_warmup;
-    resnet.iters = s.resnet50_iters;
-    resnet.repeat = s.resnet50_repeat;
-    steps.push_back({"resnet50 on synthetic 28x28: throughput", resnet});
-    TrainFlags mobilenet = base;
-    mobilenet.model = "mobilenetv2";
-    mobilenet.dataset = "fashion-mnist";
-    mobilenet.data_dir = study.data_dir;
-    mobilenet.batch_size = 32;
-    mobilenet.np = "1,2";
-    mobilenet.epochs = s.mobilenet_epochs;
-    mobilenet.train_subset = s.mobilenet_train_subset;
-    mobilenet.test_subset = s.mobilenet_test_subset;
-    mobilenet.peers = AccuracyPeers(study.peers);
-    steps.push_back(
-        {"mobilenetv2 on Fashion-MNIST: time, images/s, test accuracy",
-         mobilenet});
-  } else if (study.name == kScaling) {
-    for (const char* scaling : {"weak", "strong"}) {
-      TrainFlags f = base;
-      f.model = "resnet18";
-      f.dataset = "synthetic";
-      f.batch_size = 128;  // per worker (weak) or global (strong)
-      f.np = "1,2,4";
-      f.scaling = scaling;
-      f.warmup = s.resnet18_warmup;
-      f.iters = s.resnet18_iters;
-      f.repeat = s.resnet18_repeat;
-      steps.push_back(
-          {fmt::format("resnet18 on synthetic 32x32, global batch 128 at np "
-                       "1: {} scaling",
-                       scaling),
-           f});
+  static const std::pair<const char*, StudyPlanner> kPlanners[] = {
+      {kSmallCnn, SmallCnnSteps},
+      {kResnetMobilenet, ResnetMobilenetSteps},
+      {kScaling, ScalingSteps},
+      {kDeepSpeed, DeepSpeedSteps},
+      {kPsVsAllreduce, PsVsAllreduceSteps}};
+  for (const auto& [name, planner] : kPlanners) {
+    if (study.name == name) {
+      return planner(study, study.quick ? kQuick : kFull, BaseFlags(study));
     }
-  } else if (study.name == kDeepSpeed) {
-    TrainFlags lenet = base;
-    lenet.model = "lenet";
-    lenet.dataset = "fashion-mnist";
-    lenet.data_dir = study.data_dir;
-    lenet.batch_size = 128;
-    lenet.np = "1,2,4";
-    lenet.epochs = s.ds_lenet_epochs;
-    lenet.train_subset = s.ds_lenet_train_subset;
-    lenet.test_subset = s.ds_lenet_test_subset;
-    lenet.peers = AccuracyPeers(study.peers);
-    ApplyDeepSpeed(&lenet);
-    steps.push_back(
-        {"lenet on Fashion-MNIST, DeepSpeed's recipe (Adam, "
-         "clipping 1.0, bf16, ZeRO-2): time, images/s, test "
-         "accuracy",
-         lenet});
-    TrainFlags resnet = base;
-    resnet.model = "resnet18";
-    resnet.dataset = "synthetic";
-    resnet.image_size = 32;
-    resnet.batch_size = 32;
-    resnet.np = "1,2,4";
-    resnet.warmup = s.ds_resnet18_warmup;
-    resnet.iters = s.ds_resnet18_iters;
-    resnet.repeat = 1;
-    // kolo-train --no-kolo has no ZeRO to run the recipe with.
-    resnet.peers = AccuracyPeers(study.peers);
-    ApplyDeepSpeed(&resnet);
-    steps.push_back(
-        {"resnet18 on CIFAR-style synthetic 3x32x32, DeepSpeed's "
-         "recipe: throughput",
-         resnet});
-  } else if (study.name == kPsVsAllreduce) {
-    // kolo only: the peers have no parameter server to compare.
-    TrainFlags lenet = base;
-    lenet.peers.clear();
-    lenet.model = "lenet";
-    lenet.dataset = "fashion-mnist";
-    lenet.data_dir = study.data_dir;
-    lenet.batch_size = 128;
-    lenet.epochs = s.ps_lenet_epochs;
-    lenet.train_subset = s.ps_lenet_train_subset;
-    lenet.test_subset = s.ps_lenet_test_subset;
-    AddPsSteps(lenet, "lenet on Fashion-MNIST: time, images/s, test accuracy",
-               study.quick, &steps);
-    // --quick proves the plumbing on lenet alone: a resnet18 job takes 7 to
-    // 10 s on 2 cores whatever its steps, mostly starting its ranks.
-    if (study.quick) return steps;
-    TrainFlags resnet = base;
-    resnet.peers.clear();
-    resnet.model = "resnet18";
-    resnet.dataset = "synthetic";
-    resnet.batch_size = 32;
-    resnet.warmup = s.ps_resnet18_warmup;
-    resnet.iters = s.ps_resnet18_iters;
-    resnet.repeat = s.ps_resnet18_repeat;
-    // Timed steps cycle through these; generating 60,000 synthetic images
-    // would take longer than the steps.
-    resnet.train_subset = 1024;
-    AddPsSteps(resnet, "resnet18 on synthetic 3x32x32: throughput", study.quick,
-               &steps);
-  } else {
-    std::string names;
-    for (const std::string& n : StudyNames()) {
-      names += (names.empty() ? "" : ", ") + n;
-    }
-    return InvalidArgument("unknown study '" + study.name +
-                           "'; the presets are " + names);
   }
-  return steps;
+  std::string names;
+  for (const std::string& n : StudyNames()) {
+    names += (names.empty() ? "" : ", ") + n;
+  }
+  return InvalidArgument("unknown study '" + study.name +
+                         "'; the presets are " + names);
 }
 
 namespace {

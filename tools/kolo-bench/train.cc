@@ -25,6 +25,7 @@
 #include "progress_line.h"
 #include "scratch_dir.h"
 #include "sibling_tools.h"
+#include "statistics.h"
 #include "table.h"
 
 namespace kolo::bench {
@@ -44,28 +45,32 @@ struct Run {
   int64_t batch = 0;  // per worker
 };
 
-std::string RunLabel(const Run& run) {
-  return fmt::format("{} np {}", run.framework, run.np);
+// What a run's rows are called: kolo's by --kolo-name when given.
+std::string RowName(const TrainFlags& f, const Run& run) {
+  return run.framework == kKolo && !f.kolo_name.empty() ? f.kolo_name
+                                                        : run.framework;
 }
 
-// Runs `command` with its output in `log`; the result JSON it wrote, or an
-// error quoting the last lines of its output.
-StatusOr<json> Measure(const std::vector<std::string>& command,
-                       const fs::path& json_path, const fs::path& log) {
-  KOLO_ASSIGN_OR_RETURN(JobOutput job,
+std::string RowLabel(const TrainFlags& f, const Run& run) {
+  return fmt::format("{} np {}", RowName(f, run), run.np);
+}
+
+// One job's JSON as it wrote it (the record keeps it) and its result read
+// through the schema.
+struct Measured {
+  json job;
+  TrainResult result;
+};
+
+// Runs `command` with its output in `log`; what it wrote, or an error
+// quoting the last lines of its output or naming the key it got wrong.
+StatusOr<Measured> Measure(const std::vector<std::string>& command,
+                           const fs::path& json_path, const fs::path& log) {
+  KOLO_ASSIGN_OR_RETURN(JobOutput out,
                         RunJob(command, json_path.string(), log.string()));
-  return std::move(job.json);
-}
-
-// Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom.
-double StudentT95(int64_t dof) {
-  static const double kTable[] = {
-      12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-      2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-      2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
-  if (dof < 1) return 0;
-  if (dof <= 30) return kTable[dof - 1];
-  return 1.96;
+  KOLO_ASSIGN_OR_RETURN(TrainResult result,
+                        TrainResultOfJob(out.json, json_path.string()));
+  return Measured{std::move(out.json), std::move(result)};
 }
 
 std::string FormatRate(const MeanInterval& m) {
@@ -150,39 +155,12 @@ StatusOr<TrainTools> FindTrainTools(const std::string& kolorun,
   return tools;
 }
 
-std::string OutputTail(const std::string& output, int lines) {
-  std::vector<std::string> all;
-  std::istringstream in(output);
-  for (std::string line; std::getline(in, line);) all.push_back(line);
-  std::string tail;
-  const size_t first =
-      all.size() > static_cast<size_t>(lines) ? all.size() - lines : 0;
-  for (size_t i = first; i < all.size(); ++i) tail += "\n  " + all[i];
-  return tail;
-}
-
 std::string JobTorchVersion(const json& job, const std::string& fallback) {
   const json& config = job.value("config", json::object());
   const auto it = config.find("torch_version");
   if (it != config.end() && it->is_string() && !it->get<std::string>().empty())
     return it->get<std::string>();
   return fallback;
-}
-
-StatusOr<JobOutput> RunJob(const std::vector<std::string>& command,
-                           const std::string& json_path,
-                           const std::string& log) {
-  JobOutput job;
-  KOLO_ASSIGN_OR_RETURN(job.output, RunLogged(command, json_path, log));
-  std::ifstream in(json_path);
-  job.json = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (job.json.is_discarded() || !job.json.is_object() ||
-      !job.json.contains("result") || !job.json["result"].is_object()) {
-    return Internal(fmt::format("{} wrote no result JSON to {}:{}",
-                                command.front(), json_path,
-                                OutputTail(job.output)));
-  }
-  return job;
 }
 
 StatusOr<std::vector<std::string>> ParseTrainPeers(const std::string& text) {
@@ -274,22 +252,6 @@ std::vector<std::string> TrainCommand(const TrainFlags& f,
   return c;
 }
 
-MeanInterval Summarize(const std::vector<double>& values) {
-  MeanInterval out;
-  if (values.empty()) return out;
-  double sum = 0;
-  for (double v : values) sum += v;
-  out.mean = sum / static_cast<double>(values.size());
-  if (values.size() < 2) return out;
-  double squares = 0;
-  for (double v : values) squares += (v - out.mean) * (v - out.mean);
-  const double n = static_cast<double>(values.size());
-  const double stddev = std::sqrt(squares / (n - 1));
-  out.half_width = StudentT95(static_cast<int64_t>(values.size()) - 1) *
-                   stddev / std::sqrt(n);
-  return out;
-}
-
 StatusOr<int64_t> PerWorkerBatch(int64_t batch, int32_t np,
                                  const std::string& scaling) {
   if (scaling == "weak") return batch;
@@ -373,66 +335,58 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags* f) {
 }
 
 int RunTrainCommand(const TrainFlags& f) {
-  StatusOr<json> record = RunTrain(f);
-  if (!record.ok()) {
-    fmt::print(stderr, "kolo-bench train: {}\n", record.status().message());
-    return 1;
-  }
-  return 0;
+  return CommandExit("train", RunTrain(f).status());
 }
 
-StatusOr<json> RunTrain(const TrainFlags& f) {
-  StatusOr<std::vector<int32_t>> nps = ParseNpList(f.np);
-  if (!nps.ok()) return nps.status();
-  StatusOr<std::vector<std::string>> peers = ParseTrainPeers(f.peers);
-  if (!peers.ok()) return peers.status();
-  KOLO_RETURN_IF_ERROR(Validate(f, *peers));
-  const bool accuracy = f.epochs > 0;
-  StatusOr<TrainTools> found =
-      FindTrainTools(f.kolorun, f.kolo_train, f.ddp_script, f.python);
-  if (!found.ok()) return found.status();
-  const TrainTools& tools = *found;
-  const bool want_ddp =
-      std::find(peers->begin(), peers->end(), kTorchDdp) != peers->end();
-  const bool want_libtorch =
-      std::find(peers->begin(), peers->end(), kLibtorch) != peers->end();
-  const bool want_metrics =
-      std::find(peers->begin(), peers->end(), kKoloMetrics) != peers->end();
+namespace {
+
+// What RunTrain measures, decided before the first job: one repeat's runs
+// in order, and why the torch-ddp peer cannot run here, if it cannot.
+struct TrainPlan {
+  std::vector<int32_t> nps;
+  std::vector<std::string> peers;
+  TrainTools tools;
   std::optional<PeerPython> peer;
   std::string ddp_missing;
-  if (want_ddp) {
-    peer = ProbePeerPython(tools.python);
-    ddp_missing = peer->Missing();
-    if (ddp_missing.empty() && !fs::exists(tools.ddp_script)) {
-      ddp_missing = "script not found: " + tools.ddp_script;
-    }
-    KOLO_RETURN_IF_ERROR(
-        CheckPeerPrecision(f.precision, *peer, "the torch-ddp peer"));
-  }
-
-  // What a run's rows are called: kolo's by --kolo-name when given.
-  auto name = [&](const Run& run) {
-    return run.framework == kKolo && !f.kolo_name.empty() ? f.kolo_name
-                                                          : run.framework;
-  };
-  auto label = [&](const Run& run) {
-    return fmt::format("{} np {}", name(run), run.np);
-  };
   std::vector<Run> runs;
-  for (int32_t np : *nps) {
-    StatusOr<int64_t> batch = PerWorkerBatch(f.batch_size, np, f.scaling);
-    if (!batch.ok()) return batch.status();
-    runs.push_back({kKolo, np, *batch});
-    if (want_metrics) runs.push_back({kKoloMetrics, np, *batch});
-    if (want_libtorch && np == 1) runs.push_back({kLibtorch, np, *batch});
-    if (want_ddp && ddp_missing.empty())
-      runs.push_back({kTorchDdp, np, *batch});
-  }
+};
 
-  StatusOr<ScratchDir> scratch_dir = ScratchDir::Create("train");
-  if (!scratch_dir.ok()) return scratch_dir.status();
-  const fs::path& scratch = scratch_dir->path();
-  std::map<std::string, std::vector<json>> results;  // by RunLabel
+bool Contains(const std::vector<std::string>& list, const char* item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+StatusOr<TrainPlan> PlanTrain(const TrainFlags& f) {
+  TrainPlan plan;
+  KOLO_ASSIGN_OR_RETURN(plan.nps, ParseNpList(f.np));
+  KOLO_ASSIGN_OR_RETURN(plan.peers, ParseTrainPeers(f.peers));
+  KOLO_RETURN_IF_ERROR(Validate(f, plan.peers));
+  KOLO_ASSIGN_OR_RETURN(plan.tools, FindTrainTools(f.kolorun, f.kolo_train,
+                                                   f.ddp_script, f.python));
+  const bool want_ddp = Contains(plan.peers, kTorchDdp);
+  if (want_ddp) {
+    plan.peer = ProbePeerPython(plan.tools.python);
+    plan.ddp_missing = plan.peer->Missing(plan.tools.ddp_script);
+    KOLO_RETURN_IF_ERROR(
+        CheckPeerPrecision(f.precision, *plan.peer, "the torch-ddp peer"));
+  }
+  for (int32_t np : plan.nps) {
+    KOLO_ASSIGN_OR_RETURN(int64_t batch,
+                          PerWorkerBatch(f.batch_size, np, f.scaling));
+    plan.runs.push_back({kKolo, np, batch});
+    if (Contains(plan.peers, kKoloMetrics)) {
+      plan.runs.push_back({kKoloMetrics, np, batch});
+    }
+    if (Contains(plan.peers, kLibtorch) && np == 1) {
+      plan.runs.push_back({kLibtorch, np, batch});
+    }
+    if (want_ddp && plan.ddp_missing.empty()) {
+      plan.runs.push_back({kTorchDdp, np, batch});
+    }
+  }
+  return plan;
+}
+
+void PrintTrainHeader(const TrainFlags& f) {
   const std::string subsets =
       (f.train_subset > 0 ? fmt::format(", first {} training", f.train_subset)
                           : "") +
@@ -446,221 +400,232 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
           ? fmt::format("synthetic 3x{}x{}", f.image_size, f.image_size)
           : f.dataset,
       f.scaling, f.batch_size, f.threads, f.threads == 1 ? "" : "s",
-      accuracy ? fmt::format("{} epoch{}", f.epochs, f.epochs == 1 ? "" : "s")
-               : fmt::format("{} warm-up + {} timed steps", f.warmup, f.iters),
+      f.epochs > 0
+          ? fmt::format("{} epoch{}", f.epochs, f.epochs == 1 ? "" : "s")
+          : fmt::format("{} warm-up + {} timed steps", f.warmup, f.iters),
       subsets, f.repeat, f.repeat == 1 ? "" : "s");
   std::fflush(stdout);
-  // On a terminal, which run is on and how long the rest will take.
-  RunsProgress progress(static_cast<int64_t>(runs.size()) * f.repeat);
-  for (int32_t r = 0; r < f.repeat; ++r) {
-    for (const Run& run : runs) {
-      progress.Start(fmt::format("{} repeat {}", label(run), r + 1));
-      const fs::path json_path = scratch / "result.json";
-      std::optional<MetricsScraper> scraper;
-      if (run.framework == kKoloMetrics) {
-        scraper.emplace((scratch / "log.txt").string(),
-                        std::chrono::seconds(1));
-      }
-      StatusOr<json> result = Measure(
-          TrainCommand(f, run.framework, run.np, run.batch, tools, json_path),
-          json_path, scratch / "log.txt");
-      std::optional<ScrapeCount> scraped;
-      if (scraper) scraped = scraper->Stop();
-      if (!result.ok()) {
-        return result.status().WithContext(label(run));
-      }
-      const json& figures = (*result)["result"];
-      std::string line =
-          fmt::format("#   repeat {}: {:<16} {:>8.0f} images/s", r + 1,
-                      label(run), figures["images_per_second"].get<double>());
-      if (accuracy) {
-        line += fmt::format(", test accuracy {:.2f}%, {:.1f} s wall",
-                            100.0 * figures["test_accuracy"].get<double>(),
-                            figures["wall_seconds"].get<double>());
-      }
-      if (scraped) {
-        line += fmt::format(
-            ", {} scrapes of {:.0f} KB, slowest {:.1f} ms", scraped->scrapes,
-            scraped->scrapes > 0 ? scraped->bytes / 1024.0 / scraped->scrapes
-                                 : 0.0,
-            1000.0 * scraped->slowest_seconds);
-        (*result)["result"]["metrics_scrapes"] = scraped->scrapes;
-        (*result)["result"]["metrics_scrape_bytes"] = scraped->bytes;
-      }
-      progress.Print(line);
-      results[RunLabel(run)].push_back(*std::move(result));
-    }
+}
+
+// One job of `run` in `scratch` (kolo-metrics: scraped once a second while
+// it runs); `line` gets the line that reports it.
+StatusOr<Measured> MeasureRun(const TrainFlags& f, const TrainTools& tools,
+                              const Run& run, const ScratchDir& scratch,
+                              int32_t repeat, std::string* line) {
+  const fs::path json_path = scratch / "result.json";
+  std::optional<MetricsScraper> scraper;
+  if (run.framework == kKoloMetrics) {
+    scraper.emplace((scratch / "log.txt").string(), std::chrono::seconds(1));
   }
-  progress.Finish();
+  StatusOr<Measured> result = Measure(
+      TrainCommand(f, run.framework, run.np, run.batch, tools, json_path),
+      json_path, scratch / "log.txt");
+  std::optional<ScrapeCount> scraped;
+  if (scraper) scraped = scraper->Stop();
+  if (!result.ok()) return result.status();
+  const TrainResult& figures = result->result;
+  *line = fmt::format("#   repeat {}: {:<16} {:>8.0f} images/s", repeat + 1,
+                      RowLabel(f, run), figures.images_per_second);
+  if (f.epochs > 0) {
+    *line += fmt::format(", test accuracy {:.2f}%, {:.1f} s wall",
+                         100.0 * figures.test_accuracy.value_or(0),
+                         figures.wall_seconds.value_or(0));
+  }
+  if (scraped) {
+    *line += fmt::format(
+        ", {} scrapes of {:.0f} KB, slowest {:.1f} ms", scraped->scrapes,
+        scraped->scrapes > 0 ? scraped->bytes / 1024.0 / scraped->scrapes : 0.0,
+        1000.0 * scraped->slowest_seconds);
+    result->job["result"]["metrics_scrapes"] = scraped->scrapes;
+    result->job["result"]["metrics_scrape_bytes"] = scraped->bytes;
+  }
+  return result;
+}
 
-  // One figure of every repeat of `run`, scaled.
-  auto figures = [&](const Run& run, const char* name, double scale = 1.0) {
-    std::vector<double> v;
-    for (const json& j : results[RunLabel(run)]) {
-      v.push_back(scale * j["result"][name].get<double>());
-    }
-    return v;
-  };
-  auto rates = [&](const Run& run) {
-    return figures(run, "images_per_second");
-  };
-  auto mean_of = [&](const std::string& framework,
-                     int32_t np) -> std::optional<double> {
-    for (const Run& run : runs) {
-      if (run.framework == framework && run.np == np)
-        return Summarize(rates(run)).mean;
-    }
-    return std::nullopt;
-  };
-
-  auto column = [](const char* title, const char* unit, int width,
-                   bool left = false) {
-    Table::Column c;
-    c.title = title;
-    c.unit = unit;
-    c.width = width;
-    c.left_align = left;
-    return c;
-  };
-  // Accuracy runs have no timed window to give a step time or kolo's
-  // engine time per step; they have a wall time and an accuracy instead.
+// Accuracy runs have no timed window to give a step time or kolo's engine
+// time per step; they have a wall time and an accuracy instead.
+Table TrainTable(const TrainFlags& f) {
+  const bool accuracy = f.epochs > 0;
   std::vector<Table::Column> columns = {
-      column("np", "", 3),
-      column("framework", "",
-             std::max(10, static_cast<int>(f.kolo_name.size())), true),
-      column("batch", "/worker", 7)};
+      TableColumn("np", "", 3),
+      TableColumn("framework", "",
+                  std::max(10, static_cast<int>(f.kolo_name.size())), "", true),
+      TableColumn("batch", "/worker", 7)};
   if (accuracy) {
-    columns.insert(columns.end(),
-                   {column("epochs", "", 6), column("wall", "(s)", 8)});
+    columns.insert(columns.end(), {TableColumn("epochs", "", 6),
+                                   TableColumn("wall", "(s)", 8)});
   }
-  columns.insert(columns.end(), {column("images/s", "mean ± 95%", 16),
-                                 column("per worker", "images/s", 10)});
+  columns.insert(columns.end(), {TableColumn("images/s", "mean ± 95%", 16),
+                                 TableColumn("per worker", "images/s", 10)});
   if (accuracy) {
-    columns.push_back(column("test acc", "(%)", 8));
+    columns.push_back(TableColumn("test acc", "(%)", 8));
   } else {
-    columns.insert(columns.end(),
-                   {column("step", "(ms)", 7), column("comm", "(ms/step)", 9)});
+    columns.insert(columns.end(), {TableColumn("step", "(ms)", 7),
+                                   TableColumn("comm", "(ms/step)", 9)});
   }
-  columns.insert(
-      columns.end(),
-      {column("peak RSS", "(MiB)", 8), column("speedup", "vs np 1", 8),
-       column("efficiency", "(%)", 10), column("vs plain", "np 1", 8),
-       column("kolo ÷", "this", 7)});
-  Table table(columns);
-  for (const std::string& line : table.HeaderLines()) fmt::print("{}\n", line);
-  json rows = json::array();
-  for (const Run& run : runs) {
-    const MeanInterval m = Summarize(rates(run));
-    std::vector<double> comm_ms;  // kolo's runtime statistics only
-    double peak_rss_mib = 0;      // the largest worker's, over the repeats
-    for (const json& j : results[RunLabel(run)]) {
-      const json& result = j["result"];
-      if (result.contains("communication_seconds")) {
-        comm_ms.push_back(1000.0 *
-                          result["communication_seconds"].get<double>() /
-                          static_cast<double>(f.iters));
-      }
-      for (const json& bytes : result.value("peak_rss_bytes", json::array())) {
-        peak_rss_mib = std::max(peak_rss_mib, bytes.get<double>() / (1 << 20));
-      }
-    }
-    const std::optional<double> base = mean_of(run.framework, 1);
-    // Plain LibTorch's one process: a slow np 1 of the framework itself
-    // cannot flatter its scaling against this.
-    const std::optional<double> plain = mean_of(kLibtorch, 1);
-    const std::optional<double> kolo = mean_of(kKolo, run.np);
-    std::string speedup, efficiency, versus_plain, ratio;
-    // kolo-train's jobs come from kolo-bench's build; the peer says which
-    // torch it imported.
-    const std::string torch_version =
-        run.framework == kTorchDdp
-            ? JobTorchVersion(results[RunLabel(run)].front(),
-                              peer ? peer->torch_version : "")
-            : KoloTorchVersion();
-    json row = {{"framework", name(run)},
-                {"np", run.np},
-                {"torch_version", torch_version},
-                {"batch_per_worker", run.batch},
-                {"images_per_second", rates(run)},
-                {"images_per_second_mean", m.mean},
-                {"images_per_second_ci95", m.half_width},
-                {"peak_rss_mib", peak_rss_mib},
-                {"runs", results[RunLabel(run)]}};
-    std::vector<std::string> cells = {std::to_string(run.np), name(run),
-                                      std::to_string(run.batch)};
-    double step_ms = 0, wall_seconds = 0, test_accuracy = 0;
-    if (accuracy) {
-      wall_seconds = Summarize(figures(run, "wall_seconds")).mean;
-      // Percent, as tables and reports give it; the jobs report fractions.
-      test_accuracy = Summarize(figures(run, "test_accuracy", 100.0)).mean;
-      row["epochs"] = f.epochs;
-      row["wall_seconds"] = wall_seconds;
-      row["test_accuracy"] = test_accuracy;
-      cells.insert(cells.end(),
-                   {std::to_string(f.epochs), FormatFixed(wall_seconds, 1)});
-    } else {
-      step_ms = Summarize(figures(run, "step_ms")).mean;
-      row["step_ms_mean"] = step_ms;
-    }
-    cells.insert(cells.end(), {FormatRate(m), FormatFixed(m.mean / run.np, 0)});
-    if (base && *base > 0) {
-      const double s = m.mean / *base;
-      speedup = FormatFixed(s, 2);
-      efficiency = FormatFixed(100.0 * s / run.np, 0);
-      row["speedup"] = s;
-      row["efficiency"] = s / run.np;
-    }
-    if (plain && *plain > 0) {
-      versus_plain = FormatFixed(m.mean / *plain, 2);
-      row["speedup_vs_libtorch_np1"] = m.mean / *plain;
-    }
-    if (run.framework != kKolo && kolo && m.mean > 0) {
-      ratio = FormatFixed(*kolo / m.mean, 2);
-      row["kolo_ratio"] = *kolo / m.mean;
-    }
-    if (accuracy) {
-      cells.push_back(FormatFixed(test_accuracy, 2));
-    } else {
-      std::string comm = "-";
-      if (!comm_ms.empty() && run.framework == kKolo && run.np > 1) {
-        comm = FormatFixed(Summarize(comm_ms).mean, 2);
-        row["communication_ms_per_step"] = Summarize(comm_ms).mean;
-      }
-      cells.insert(cells.end(), {FormatFixed(step_ms, 1), comm});
-    }
-    cells.insert(cells.end(), {FormatFixed(peak_rss_mib, 0), speedup,
-                               efficiency, versus_plain, ratio});
-    rows.push_back(row);
-    fmt::print("{}\n", table.Row(cells));
+  columns.insert(columns.end(), {TableColumn("peak RSS", "(MiB)", 8),
+                                 TableColumn("speedup", "vs np 1", 8),
+                                 TableColumn("efficiency", "(%)", 10),
+                                 TableColumn("vs plain", "np 1", 8),
+                                 TableColumn("kolo ÷", "this", 7)});
+  return Table(columns);
+}
+
+// Every repeat's measurements, by the index of the run in TrainPlan::runs.
+using TrainResults = std::vector<std::vector<Measured>>;
+
+// One figure of every repeat of run `i`, scaled.
+std::vector<double> Figures(const TrainResults& results, size_t i,
+                            std::optional<double> TrainResult::*name,
+                            double scale = 1.0) {
+  std::vector<double> v;
+  for (const Measured& m : results[i]) {
+    v.push_back(scale * (m.result.*name).value_or(0));
   }
-  if (!ddp_missing.empty()) {
-    std::vector<std::string> cells = {"-", kTorchDdp, ""};
-    if (accuracy) cells.insert(cells.end(), {"", ""});
-    cells.push_back(ddp_missing);
-    fmt::print("{}\n", table.Row(cells));
-    rows.push_back({{"framework", kTorchDdp}, {"missing", ddp_missing}});
+  return v;
+}
+
+std::vector<double> Rates(const TrainResults& results, size_t i) {
+  std::vector<double> v;
+  for (const Measured& m : results[i]) v.push_back(m.result.images_per_second);
+  return v;
+}
+
+// The mean images/s of `framework` at `np`, where the plan ran it.
+std::optional<double> MeanRate(const TrainPlan& plan,
+                               const TrainResults& results,
+                               const std::string& framework, int32_t np) {
+  for (size_t i = 0; i < plan.runs.size(); ++i) {
+    if (plan.runs[i].framework == framework && plan.runs[i].np == np) {
+      return Summarize(Rates(results, i)).mean;
+    }
   }
-  fmt::print("{}\n", TorchVersionsLine(peer ? &*peer : nullptr));
-  std::fflush(stdout);
-  json out = {{"tool", "kolo-bench train"},
-              {"config",
-               {{"mode", accuracy ? "epochs" : "throughput"},
-                {"model", f.model},
-                {"dataset", f.dataset},
-                {"batch_size", f.batch_size},
-                {"scaling", f.scaling},
-                {"np", *nps},
-                {"threads", f.threads},
-                {"warmup", f.warmup},
-                {"iters", f.iters},
-                {"repeat", f.repeat},
-                {"epochs", f.epochs},
-                {"train_subset", f.train_subset},
-                {"test_subset", f.test_subset},
-                {"image_size", f.image_size},
-                {"peers", *peers}}},
-              {"environment", RunEnvironment(peer ? &*peer : nullptr)},
-              {"rows", rows}};
+  return std::nullopt;
+}
+
+// The speedup and efficiency against the framework's own np 1, against
+// plain LibTorch's np 1, and kolo's ratio to this row at the same np: into
+// the row's record and its last four cells (empty where not measured).
+void AddRatios(const TrainPlan& plan, const TrainResults& results,
+               const Run& run, double mean, json* row,
+               std::vector<std::string>* cells) {
+  const std::optional<double> base = MeanRate(plan, results, run.framework, 1);
+  // Plain LibTorch's one process: a slow np 1 of the framework itself
+  // cannot flatter its scaling against this.
+  const std::optional<double> plain = MeanRate(plan, results, kLibtorch, 1);
+  const std::optional<double> kolo = MeanRate(plan, results, kKolo, run.np);
+  std::string speedup, efficiency, versus_plain, ratio;
+  if (base && *base > 0) {
+    const double s = mean / *base;
+    speedup = FormatFixed(s, 2);
+    efficiency = FormatFixed(100.0 * s / run.np, 0);
+    (*row)["speedup"] = s;
+    (*row)["efficiency"] = s / run.np;
+  }
+  if (plain && *plain > 0) {
+    versus_plain = FormatFixed(mean / *plain, 2);
+    (*row)["speedup_vs_libtorch_np1"] = mean / *plain;
+  }
+  if (run.framework != kKolo && kolo && mean > 0) {
+    ratio = FormatFixed(*kolo / mean, 2);
+    (*row)["kolo_ratio"] = *kolo / mean;
+  }
+  cells->insert(cells->end(), {speedup, efficiency, versus_plain, ratio});
+}
+
+// Run `i`'s row: its table cells in `cells`, its record returned.
+json TrainRow(const TrainFlags& f, const TrainPlan& plan,
+              const TrainResults& results, size_t i,
+              std::vector<std::string>* cells) {
+  const Run& run = plan.runs[i];
+  const bool accuracy = f.epochs > 0;
+  const MeanInterval m = Summarize(Rates(results, i));
+  std::vector<double> comm_ms;  // kolo's runtime statistics only
+  double peak_rss_mib = 0;      // the largest worker's, over the repeats
+  std::vector<json> jobs;       // as each wrote its JSON, for the record
+  for (const Measured& measured : results[i]) {
+    const TrainResult& result = measured.result;
+    if (result.communication_seconds) {
+      comm_ms.push_back(1000.0 * *result.communication_seconds /
+                        static_cast<double>(f.iters));
+    }
+    peak_rss_mib = std::max(
+        peak_rss_mib,
+        Largest(result.peak_rss_bytes.value_or(std::vector<int64_t>{})) /
+            (1 << 20));
+    jobs.push_back(measured.job);
+  }
+  // kolo-train's jobs come from kolo-bench's build; the peer says which
+  // torch it imported.
+  const std::string torch_version =
+      run.framework == kTorchDdp
+          ? JobTorchVersion(jobs.front(),
+                            plan.peer ? plan.peer->torch_version : "")
+          : KoloTorchVersion();
+  json row = {{"framework", RowName(f, run)},
+              {"np", run.np},
+              {"torch_version", torch_version},
+              {"batch_per_worker", run.batch},
+              {"images_per_second", Rates(results, i)},
+              {"images_per_second_mean", m.mean},
+              {"images_per_second_ci95", m.half_width},
+              {"peak_rss_mib", peak_rss_mib},
+              {"runs", jobs}};
+  *cells = {std::to_string(run.np), RowName(f, run), std::to_string(run.batch)};
+  double step_ms = 0, test_accuracy = 0;
+  if (accuracy) {
+    const double wall_seconds =
+        Summarize(Figures(results, i, &TrainResult::wall_seconds)).mean;
+    // Percent, as tables and reports give it; the jobs report fractions.
+    test_accuracy =
+        Summarize(Figures(results, i, &TrainResult::test_accuracy, 100.0)).mean;
+    row["epochs"] = f.epochs;
+    row["wall_seconds"] = wall_seconds;
+    row["test_accuracy"] = test_accuracy;
+    cells->insert(cells->end(),
+                  {std::to_string(f.epochs), FormatFixed(wall_seconds, 1)});
+  } else {
+    step_ms = Summarize(Figures(results, i, &TrainResult::step_ms)).mean;
+    row["step_ms_mean"] = step_ms;
+  }
+  cells->insert(cells->end(), {FormatRate(m), FormatFixed(m.mean / run.np, 0)});
+  if (accuracy) {
+    cells->push_back(FormatFixed(test_accuracy, 2));
+  } else {
+    std::string comm = "-";
+    if (!comm_ms.empty() && run.framework == kKolo && run.np > 1) {
+      comm = FormatFixed(Summarize(comm_ms).mean, 2);
+      row["communication_ms_per_step"] = Summarize(comm_ms).mean;
+    }
+    cells->insert(cells->end(), {FormatFixed(step_ms, 1), comm});
+  }
+  cells->push_back(FormatFixed(peak_rss_mib, 0));
+  AddRatios(plan, results, run, m.mean, &row, cells);
+  return row;
+}
+
+// The record: the configuration, the environment and every row.
+json TrainRecord(const TrainFlags& f, const TrainPlan& plan, json rows) {
+  json out = {
+      {"tool", "kolo-bench train"},
+      {"config",
+       {{"mode", f.epochs > 0 ? "epochs" : "throughput"},
+        {"model", f.model},
+        {"dataset", f.dataset},
+        {"batch_size", f.batch_size},
+        {"scaling", f.scaling},
+        {"np", plan.nps},
+        {"threads", f.threads},
+        {"warmup", f.warmup},
+        {"iters", f.iters},
+        {"repeat", f.repeat},
+        {"epochs", f.epochs},
+        {"train_subset", f.train_subset},
+        {"test_subset", f.test_subset},
+        {"image_size", f.image_size},
+        {"peers", plan.peers}}},
+      {"environment", RunEnvironment(plan.peer ? &*plan.peer : nullptr)},
+      {"rows", std::move(rows)}};
   if (!f.study.empty()) out["study"] = f.study;
   // The recipe, where one was asked for: the report keeps such runs apart
   // from runs on the programs' defaults.
@@ -680,11 +645,46 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
   if (!f.ddp_args.empty()) config["ddp_args"] = f.ddp_args;
   if (!f.kolorun_args.empty()) config["kolorun_args"] = f.kolorun_args;
   if (!f.kolo_name.empty()) config["kolo_name"] = f.kolo_name;
-  if (f.json_path.empty()) return out;
-  // Appended: one file collects the runs a report is drawn from.
-  Status written = AppendJsonRecord(f.json_path, out);
-  if (!written.ok()) return written;
   return out;
+}
+
+}  // namespace
+
+StatusOr<json> RunTrain(const TrainFlags& f) {
+  KOLO_ASSIGN_OR_RETURN(const TrainPlan plan, PlanTrain(f));
+  KOLO_ASSIGN_OR_RETURN(const ScratchDir scratch, ScratchDir::Create("train"));
+  PrintTrainHeader(f);
+  TrainResults results(plan.runs.size());
+  std::vector<std::string> labels;
+  for (const Run& run : plan.runs) labels.push_back(RowLabel(f, run));
+  KOLO_RETURN_IF_ERROR(RunRepeats(
+      labels, f.repeat, [&](size_t i, int32_t repeat) -> StatusOr<std::string> {
+        std::string line;
+        KOLO_ASSIGN_OR_RETURN(
+            Measured m,
+            MeasureRun(f, plan.tools, plan.runs[i], scratch, repeat, &line));
+        results[i].push_back(std::move(m));
+        return line;
+      }));
+
+  const Table table = TrainTable(f);
+  PrintHeader(table);
+  json rows = json::array();
+  for (size_t i = 0; i < plan.runs.size(); ++i) {
+    std::vector<std::string> cells;
+    rows.push_back(TrainRow(f, plan, results, i, &cells));
+    fmt::print("{}\n", table.Row(cells));
+  }
+  if (!plan.ddp_missing.empty()) {
+    std::vector<std::string> cells = {"-", kTorchDdp, ""};
+    if (f.epochs > 0) cells.insert(cells.end(), {"", ""});
+    cells.push_back(plan.ddp_missing);
+    fmt::print("{}\n", table.Row(cells));
+    rows.push_back({{"framework", kTorchDdp}, {"missing", plan.ddp_missing}});
+  }
+  fmt::print("{}\n", TorchVersionsLine(plan.peer ? &*plan.peer : nullptr));
+  std::fflush(stdout);
+  return FinishRecord(TrainRecord(f, plan, std::move(rows)), f.json_path);
 }
 
 }  // namespace kolo::bench

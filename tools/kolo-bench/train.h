@@ -62,6 +62,7 @@
 #include <string>
 #include <vector>
 
+#include "job_runner.h"
 #include "kolo/status.h"
 
 namespace CLI {
@@ -166,32 +167,6 @@ StatusOr<TrainTools> FindTrainTools(const std::string& kolorun,
 // (config.torch_version in its JSON), else `fallback`.
 std::string JobTorchVersion(const nlohmann::json& job,
                             const std::string& fallback);
-
-// What one job printed and the JSON it wrote.
-struct JobOutput {
-  nlohmann::json json;
-  std::string output;
-};
-
-// Runs `command` with its output in `log` and reads the JSON it wrote to
-// `json_path`: kInternal quoting the last lines of its output when it
-// failed, wrote nothing, or wrote something that is not a JSON object with
-// a "result".
-StatusOr<JobOutput> RunJob(const std::vector<std::string>& command,
-                           const std::string& json_path,
-                           const std::string& log);
-
-// The last `lines` lines of `output`, each indented on a line of its own:
-// how an error quotes a job.
-std::string OutputTail(const std::string& output, int lines = 8);
-
-// Mean and half-width of the 95% confidence interval of `values`
-// (Student's t with n-1 degrees of freedom; 0 for fewer than 2 values).
-struct MeanInterval {
-  double mean = 0;
-  double half_width = 0;
-};
-MeanInterval Summarize(const std::vector<double>& values);
 
 // The per-worker batch of a configuration: weak scaling keeps `batch`,
 // strong scaling divides it by `np` (kInvalidArgument when it does not

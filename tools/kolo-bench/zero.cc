@@ -27,9 +27,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr const char* kKoloDdp = "kolo-ddp";
-// The memory fields every job reports, one integer per rank.
-constexpr const char* kMemoryFields[] = {
-    "optimizer_state_bytes", "gradient_bytes", "master_weight_bytes"};
 
 const std::vector<ZeroVariant>& AllVariants() {
   static const std::vector<ZeroVariant> kAll = {
@@ -39,33 +36,13 @@ const std::vector<ZeroVariant>& AllVariants() {
   return kAll;
 }
 
-// A per-rank array of `np` non-negative integers in `object[key]`, or why
-// not.
-StatusOr<std::vector<int64_t>> PerRank(const json& object, const char* key,
-                                       const std::string& where, int32_t np) {
-  const auto it = object.find(key);
-  if (it == object.end()) {
-    return Internal(fmt::format("no {}.{}", where, key));
-  }
-  if (!it->is_array() || it->size() != static_cast<size_t>(np)) {
-    return Internal(fmt::format("{}.{} is {}, not {} per-rank figure{}", where,
-                                key, it->dump(), np, np == 1 ? "" : "s"));
-  }
-  std::vector<int64_t> out;
-  for (const json& value : *it) {
-    if (!value.is_number_integer() || value.get<int64_t>() < 0) {
-      return Internal(fmt::format("{}.{} is {}: not all non-negative integers",
-                                  where, key, it->dump()));
-    }
-    out.push_back(value.get<int64_t>());
-  }
-  return out;
-}
-
-double Largest(const std::vector<int64_t>& per_rank) {
-  int64_t most = 0;
-  for (int64_t v : per_rank) most = std::max(most, v);
-  return static_cast<double>(most);
+// Why `values`, the per-rank figure `name`, does not hold one figure for
+// each of `np` ranks; Ok when it does.
+Status CheckPerRank(const std::vector<int64_t>& values, const std::string& name,
+                    int32_t np) {
+  if (values.size() == static_cast<size_t>(np)) return Status::Ok();
+  return Internal(fmt::format("{} is {}, not {} per-rank figure{}", name,
+                              json(values).dump(), np, np == 1 ? "" : "s"));
 }
 
 std::string Optional(const std::optional<double>& value, int decimals) {
@@ -144,41 +121,37 @@ StatusOr<ZeroMeasurement> ReadZeroMeasurement(const json& job,
     return Internal(
         fmt::format("{}; the job's output ends:{}", what, OutputTail(output)));
   };
-  if (!job.is_object() || !job.contains("result") ||
-      !job["result"].is_object()) {
-    return fail("no result in its JSON");
-  }
-  const json& result = job["result"];
+  StatusOr<TrainResult> result = ReadTimedResult(job, output);
+  if (!result.ok()) return result.status();
   ZeroMeasurement m;
-  for (auto [key, value] : {std::pair<const char*, double*>{
-                                "images_per_second", &m.images_per_second},
-                            {"step_ms", &m.step_ms}}) {
-    const auto it = result.find(key);
-    if (it == result.end() || !it->is_number() || !(it->get<double>() > 0) ||
-        !std::isfinite(it->get<double>())) {
-      return fail(fmt::format("result.{} is missing or not positive", key));
-    }
-    *value = it->get<double>();
-  }
-  const auto memory = result.find("memory");
-  if (memory == result.end() || !memory->is_object()) {
+  m.images_per_second = result->images_per_second;
+  m.step_ms = *result->step_ms;
+  if (!result->memory) {
     return fail(
         "no result.memory (optimizer_state_bytes, gradient_bytes, "
         "master_weight_bytes per rank): does this kolo-train measure ZeRO's "
         "memory?");
   }
-  std::vector<int64_t>* fields[] = {&m.optimizer_state_bytes, &m.gradient_bytes,
-                                    &m.master_weight_bytes};
-  for (size_t i = 0; i < 3; ++i) {
-    StatusOr<std::vector<int64_t>> values =
-        PerRank(*memory, kMemoryFields[i], "result.memory", np);
-    if (!values.ok()) return fail(values.status().message());
-    *fields[i] = *std::move(values);
+  const RankMemory& memory = *result->memory;
+  struct PerRankFigure {
+    const char* name;
+    const std::optional<std::vector<int64_t>>& values;
+    std::vector<int64_t>* out;
+  };
+  for (const PerRankFigure& figure :
+       {PerRankFigure{"result.memory.optimizer_state_bytes",
+                      memory.optimizer_state_bytes, &m.optimizer_state_bytes},
+        PerRankFigure{"result.memory.gradient_bytes", memory.gradient_bytes,
+                      &m.gradient_bytes},
+        PerRankFigure{"result.memory.master_weight_bytes",
+                      memory.master_weight_bytes, &m.master_weight_bytes},
+        PerRankFigure{"result.peak_rss_bytes", result->peak_rss_bytes,
+                      &m.peak_rss_bytes}}) {
+    if (!figure.values) return fail(fmt::format("no {}", figure.name));
+    Status counted = CheckPerRank(*figure.values, figure.name, np);
+    if (!counted.ok()) return fail(counted.message());
+    *figure.out = *figure.values;
   }
-  StatusOr<std::vector<int64_t>> rss =
-      PerRank(result, "peak_rss_bytes", "result", np);
-  if (!rss.ok()) return fail(rss.status().message());
-  m.peak_rss_bytes = *std::move(rss);
   const json& config = job.value("config", json::object());
   const auto stage = config.find("zero_stage");
   if (stage == config.end() || !stage->is_number_integer()) {
@@ -303,79 +276,70 @@ CLI::App* AddZeroCommand(CLI::App& app, ZeroFlags* f) {
       ->capture_default_str();
   cmd->add_option("--batch-size", f->batch_size, "images per worker per step")
       ->capture_default_str();
-  cmd->add_option("--threads", f->threads, "LibTorch threads per worker")
-      ->capture_default_str();
-  cmd->add_option("--warmup", f->warmup, "untimed steps before the timed ones")
-      ->capture_default_str();
-  cmd->add_option("--iters", f->iters, "timed steps per job")
-      ->capture_default_str();
-  cmd->add_option("--repeat", f->repeat,
-                  "jobs per configuration, interleaved (the table gives "
-                  "medians)")
-      ->capture_default_str();
-  cmd->add_option("--json", f->json_path,
-                  "append the record (every figure, every job's JSON) here");
+  AddJobFlags(cmd, &f->threads, "worker", &f->warmup, &f->iters, &f->repeat,
+              "jobs per configuration, interleaved (the table gives medians)");
+  AddRecordFlag(cmd, &f->json_path);
   AddToolFlags(cmd, &f->kolorun, &f->kolo_train, &f->ddp_script, &f->python);
   return cmd;
 }
 
 int RunZeroCommand(const ZeroFlags& f) {
-  StatusOr<json> record = RunZero(f);
-  if (!record.ok()) {
-    fmt::print(stderr, "kolo-bench zero: {}\n", record.status().message());
-    return 1;
-  }
-  return 0;
+  return CommandExit("zero", RunZero(f).status());
 }
 
-StatusOr<json> RunZero(const ZeroFlags& f) {
-  KOLO_ASSIGN_OR_RETURN(std::vector<ZeroVariant> variants,
-                        ParseZeroVariants(f.variants));
-  KOLO_ASSIGN_OR_RETURN(std::vector<int32_t> nps, ParseNpList(f.np));
-  KOLO_RETURN_IF_ERROR(Validate(f, variants));
-  const std::vector<std::string> models = SplitList(f.models);
-  KOLO_ASSIGN_OR_RETURN(
-      TrainTools tools,
-      FindTrainTools(f.kolorun, f.kolo_train, f.ddp_script, f.python));
-  const bool want_torch =
-      std::any_of(variants.begin(), variants.end(),
-                  [](const auto& v) { return v.framework == kTorchDdp; });
+namespace {
+
+// One job: a variant of a model at a world size.
+struct ZeroJob {
+  std::string model;
+  int32_t np;
+  ZeroVariant variant;
+};
+
+std::string ZeroJobLabel(const ZeroJob& job) {
+  return fmt::format("{} np {} {}", job.model, job.np, job.variant.name);
+}
+
+// What RunZero measures, decided before the first job: one repeat's jobs in
+// order, and why the torch variants cannot run here, if they cannot.
+struct ZeroPlan {
+  std::vector<ZeroVariant> variants;
+  std::vector<int32_t> nps;
+  std::vector<std::string> models;
+  TrainTools tools;
   std::optional<PeerPython> peer;
   std::string torch_missing;
-  if (want_torch) {
-    peer = ProbePeerPython(tools.python);
-    torch_missing = peer->Missing();
-    if (torch_missing.empty() && !fs::exists(tools.ddp_script)) {
-      torch_missing = "script not found: " + tools.ddp_script;
-    }
-    for (const ZeroVariant& v : variants) {
-      if (v.framework != kTorchDdp) continue;
-      KOLO_RETURN_IF_ERROR(CheckPeerPrecision(f.precision, *peer, v.name));
-    }
-  }
+  std::vector<ZeroJob> jobs;
+};
 
-  // Every job, in the order one repeat runs them.
-  struct Job {
-    std::string model;
-    int32_t np;
-    ZeroVariant variant;
-  };
-  std::vector<Job> jobs;
-  for (const std::string& model : models) {
-    for (int32_t np : nps) {
-      for (const ZeroVariant& v : variants) {
-        if (v.framework == kTorchDdp && !torch_missing.empty()) continue;
-        jobs.push_back({model, np, v});
+StatusOr<ZeroPlan> PlanZero(const ZeroFlags& f) {
+  ZeroPlan plan;
+  KOLO_ASSIGN_OR_RETURN(plan.variants, ParseZeroVariants(f.variants));
+  KOLO_ASSIGN_OR_RETURN(plan.nps, ParseNpList(f.np));
+  KOLO_RETURN_IF_ERROR(Validate(f, plan.variants));
+  plan.models = SplitList(f.models);
+  KOLO_ASSIGN_OR_RETURN(plan.tools, FindTrainTools(f.kolorun, f.kolo_train,
+                                                   f.ddp_script, f.python));
+  for (const ZeroVariant& v : plan.variants) {
+    if (v.framework != kTorchDdp) continue;
+    if (!plan.peer) {
+      plan.peer = ProbePeerPython(plan.tools.python);
+      plan.torch_missing = plan.peer->Missing(plan.tools.ddp_script);
+    }
+    KOLO_RETURN_IF_ERROR(CheckPeerPrecision(f.precision, *plan.peer, v.name));
+  }
+  for (const std::string& model : plan.models) {
+    for (int32_t np : plan.nps) {
+      for (const ZeroVariant& v : plan.variants) {
+        if (v.framework == kTorchDdp && !plan.torch_missing.empty()) continue;
+        plan.jobs.push_back({model, np, v});
       }
     }
   }
-  auto label = [](const Job& job) {
-    return fmt::format("{} np {} {}", job.model, job.np, job.variant.name);
-  };
+  return plan;
+}
 
-  StatusOr<ScratchDir> scratch = ScratchDir::Create("zero");
-  if (!scratch.ok()) return scratch.status();
-
+void PrintZeroHeader(const ZeroFlags& f) {
   fmt::print(
       "# kolo-bench zero: {}, lr {}, {}, {}, batch {} per worker, {} "
       "thread{} per worker, {} warm-up + {} timed steps, {} repeat{}\n",
@@ -386,96 +350,63 @@ StatusOr<json> RunZero(const ZeroFlags& f) {
       f.batch_size, f.threads, f.threads == 1 ? "" : "s", f.warmup, f.iters,
       f.repeat, f.repeat == 1 ? "" : "s");
   std::fflush(stdout);
-  std::map<std::string, std::vector<ZeroMeasurement>> measured;  // by label
-  std::map<std::string, json> runs;                              // by label
-  // On a terminal, which job is on and how long the rest will take.
-  RunsProgress progress(static_cast<int64_t>(jobs.size()) * f.repeat);
-  for (int32_t r = 0; r < f.repeat; ++r) {
-    for (const Job& job : jobs) {
-      progress.Start(fmt::format("{} repeat {}", label(job), r + 1));
-      const fs::path json_path = scratch->path() / "result.json";
-      StatusOr<JobOutput> out =
-          RunJob(ZeroCommand(f, job.variant, job.model, job.np, tools,
-                             json_path.string()),
-                 json_path.string(), (scratch->path() / "log.txt").string());
-      if (!out.ok()) return out.status().WithContext(label(job));
-      StatusOr<ZeroMeasurement> m =
-          ReadZeroMeasurement(out->json, out->output, job.variant, job.np);
-      if (!m.ok()) return m.status().WithContext(label(job));
-      progress.Print(fmt::format(
-          "#   repeat {}: {:<28} {:>8.1f} images/s, optimizer state {} MiB, "
-          "gradients {} MiB (largest rank)",
-          r + 1, label(job), m->images_per_second,
-          Mib(Largest(m->optimizer_state_bytes)),
-          Mib(Largest(m->gradient_bytes))));
-      measured[label(job)].push_back(*std::move(m));
-      runs[label(job)].push_back(std::move(out->json));
-    }
-  }
-  progress.Finish();
+}
 
-  // One repeat's jobs, in order, are the table's rows.
-  std::vector<ZeroRow> rows;
-  for (const Job& job : jobs) {
-    rows.push_back(SummarizeZero(job.model, job.np, job.variant.name,
-                                 measured[label(job)]));
+// Every repeat's measurements and JSON, by the index of the job in
+// ZeroPlan::jobs.
+struct ZeroResults {
+  std::vector<std::vector<ZeroMeasurement>> measured;
+  std::vector<json> runs;
+};
+
+// Job `i`'s record row, from its table row.
+json ZeroRowJson(const ZeroPlan& plan, const ZeroResults& results, size_t i,
+                 const ZeroRow& row) {
+  const ZeroJob& job = plan.jobs[i];
+  const std::optional<PeerPython>& peer = plan.peer;
+  std::vector<double> rates;
+  for (const ZeroMeasurement& m : results.measured[i]) {
+    rates.push_back(m.images_per_second);
   }
-  CompareWithKoloDdp(&rows);
-  const Table table = ZeroTable();
-  for (const std::string& line : table.HeaderLines()) fmt::print("{}\n", line);
-  json out_rows = json::array();
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const ZeroRow& row = rows[i];
-    const Job& job = jobs[i];
-    fmt::print("{}\n", table.Row(ZeroCells(row)));
-    std::vector<double> rates;
-    for (const ZeroMeasurement& m : measured[label(job)]) {
-      rates.push_back(m.images_per_second);
-    }
-    const ZeroMeasurement& last = measured[label(job)].back();
-    json r = {
-        {"model", row.model},
-        {"np", row.np},
-        {"variant", row.variant},
-        {"framework", job.variant.framework},
-        {"torch_version", job.variant.framework == kTorchDdp
-                              ? JobTorchVersion(runs[label(job)].front(),
-                                                peer ? peer->torch_version : "")
-                              : KoloTorchVersion()},
-        {"zero_stage", job.variant.zero_stage},
-        {"images_per_second", rates},
-        {"images_per_second_median", row.images_per_second},
-        {"step_ms_median", row.step_ms},
-        {"optimizer_state_bytes", row.optimizer_state_bytes},
-        {"gradient_bytes", row.gradient_bytes},
-        {"master_weight_bytes", row.master_weight_bytes},
-        {"peak_rss_mib", row.peak_rss_bytes / kMiB},
-        {"per_rank",
-         {{"optimizer_state_bytes", last.optimizer_state_bytes},
-          {"gradient_bytes", last.gradient_bytes},
-          {"master_weight_bytes", last.master_weight_bytes},
-          {"peak_rss_bytes", last.peak_rss_bytes}}},
-        {"runs", runs[label(job)]}};
-    if (row.memory_fraction) r["memory_fraction"] = *row.memory_fraction;
-    if (row.throughput_ratio) {
-      r["images_per_second_ratio"] = *row.throughput_ratio;
-    }
-    out_rows.push_back(std::move(r));
+  const ZeroMeasurement& last = results.measured[i].back();
+  json r = {
+      {"model", row.model},
+      {"np", row.np},
+      {"variant", row.variant},
+      {"framework", job.variant.framework},
+      {"torch_version", job.variant.framework == kTorchDdp
+                            ? JobTorchVersion(results.runs[i].front(),
+                                              peer ? peer->torch_version : "")
+                            : KoloTorchVersion()},
+      {"zero_stage", job.variant.zero_stage},
+      {"images_per_second", rates},
+      {"images_per_second_median", row.images_per_second},
+      {"step_ms_median", row.step_ms},
+      {"optimizer_state_bytes", row.optimizer_state_bytes},
+      {"gradient_bytes", row.gradient_bytes},
+      {"master_weight_bytes", row.master_weight_bytes},
+      {"peak_rss_mib", row.peak_rss_bytes / kMiB},
+      {"per_rank",
+       {{"optimizer_state_bytes", last.optimizer_state_bytes},
+        {"gradient_bytes", last.gradient_bytes},
+        {"master_weight_bytes", last.master_weight_bytes},
+        {"peak_rss_bytes", last.peak_rss_bytes}}},
+      {"runs", results.runs[i]}};
+  if (row.memory_fraction) r["memory_fraction"] = *row.memory_fraction;
+  if (row.throughput_ratio) {
+    r["images_per_second_ratio"] = *row.throughput_ratio;
   }
-  if (!torch_missing.empty()) {
-    for (const ZeroVariant& v : variants) {
-      if (v.framework != kTorchDdp) continue;
-      fmt::print("{}\n", table.Row({"-", "-", v.name, torch_missing}));
-      out_rows.push_back({{"variant", v.name},
-                          {"framework", v.framework},
-                          {"missing", torch_missing}});
-    }
-  }
+  return r;
+}
+
+// The table's closing lines: how the memory is counted, the torches, and
+// the target where this run measured it.
+void PrintZeroFooter(const ZeroPlan& plan, const std::vector<ZeroRow>& rows) {
   fmt::print(
       "# per rank: the rank holding the most; kolo's gradients include its "
       "communication buckets, torch's are the .grad tensors only (DDP's "
       "bucket copies are invisible from Python; FSDP2's are its shards)\n");
-  fmt::print("{}\n", TorchVersionsLine(peer ? &*peer : nullptr));
+  fmt::print("{}\n", TorchVersionsLine(plan.peer ? &*plan.peer : nullptr));
   // The target, where this run measured it.
   for (const ZeroRow& row : rows) {
     if (row.variant == "kolo-zero2" && row.np == 4 && row.memory_fraction) {
@@ -487,29 +418,87 @@ StatusOr<json> RunZero(const ZeroFlags& f) {
     }
   }
   std::fflush(stdout);
+}
 
-  json record = {{"benchmark", "zero"},
-                 {"tool", "kolo-bench zero"},
-                 {"config",
-                  {{"models", models},
-                   {"np", nps},
-                   {"variants", SplitList(f.variants)},
-                   {"optimizer", f.optimizer},
-                   {"lr", f.lr},
-                   {"precision", f.precision},
-                   {"dataset", f.dataset},
-                   {"image_size", f.image_size},
-                   {"batch_size", f.batch_size},
-                   {"threads", f.threads},
-                   {"warmup", f.warmup},
-                   {"iters", f.iters},
-                   {"repeat", f.repeat}}},
-                 {"environment", RunEnvironment(peer ? &*peer : nullptr)},
-                 {"rows", out_rows}};
-  if (!f.json_path.empty()) {
-    KOLO_RETURN_IF_ERROR(AppendJsonRecord(f.json_path, record));
+}  // namespace
+
+StatusOr<json> RunZero(const ZeroFlags& f) {
+  KOLO_ASSIGN_OR_RETURN(const ZeroPlan plan, PlanZero(f));
+  KOLO_ASSIGN_OR_RETURN(const ScratchDir scratch, ScratchDir::Create("zero"));
+  PrintZeroHeader(f);
+  ZeroResults results{
+      std::vector<std::vector<ZeroMeasurement>>(plan.jobs.size()),
+      std::vector<json>(plan.jobs.size(), json::array())};
+  std::vector<std::string> labels;
+  for (const ZeroJob& job : plan.jobs) labels.push_back(ZeroJobLabel(job));
+  KOLO_RETURN_IF_ERROR(RunRepeats(
+      labels, f.repeat, [&](size_t i, int32_t repeat) -> StatusOr<std::string> {
+        const ZeroJob& job = plan.jobs[i];
+        const fs::path json_path = scratch / "result.json";
+        KOLO_ASSIGN_OR_RETURN(
+            JobOutput out,
+            RunJob(ZeroCommand(f, job.variant, job.model, job.np, plan.tools,
+                               json_path.string()),
+                   json_path.string(), (scratch / "log.txt").string()));
+        KOLO_ASSIGN_OR_RETURN(
+            ZeroMeasurement m,
+            ReadZeroMeasurement(out.json, out.output, job.variant, job.np));
+        std::string line = fmt::format(
+            "#   repeat {}: {:<28} {:>8.1f} images/s, optimizer state {} "
+            "MiB, gradients {} MiB (largest rank)",
+            repeat + 1, labels[i], m.images_per_second,
+            Mib(Largest(m.optimizer_state_bytes)),
+            Mib(Largest(m.gradient_bytes)));
+        results.measured[i].push_back(std::move(m));
+        results.runs[i].push_back(std::move(out.json));
+        return line;
+      }));
+
+  // One repeat's jobs, in order, are the table's rows.
+  std::vector<ZeroRow> rows;
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    const ZeroJob& job = plan.jobs[i];
+    rows.push_back(SummarizeZero(job.model, job.np, job.variant.name,
+                                 results.measured[i]));
   }
-  return record;
+  CompareWithKoloDdp(&rows);
+  const Table table = ZeroTable();
+  PrintHeader(table);
+  json out_rows = json::array();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    fmt::print("{}\n", table.Row(ZeroCells(rows[i])));
+    out_rows.push_back(ZeroRowJson(plan, results, i, rows[i]));
+  }
+  if (!plan.torch_missing.empty()) {
+    for (const ZeroVariant& v : plan.variants) {
+      if (v.framework != kTorchDdp) continue;
+      fmt::print("{}\n", table.Row({"-", "-", v.name, plan.torch_missing}));
+      out_rows.push_back({{"variant", v.name},
+                          {"framework", v.framework},
+                          {"missing", plan.torch_missing}});
+    }
+  }
+  PrintZeroFooter(plan, rows);
+  json record = {
+      {"benchmark", "zero"},
+      {"tool", "kolo-bench zero"},
+      {"config",
+       {{"models", plan.models},
+        {"np", plan.nps},
+        {"variants", SplitList(f.variants)},
+        {"optimizer", f.optimizer},
+        {"lr", f.lr},
+        {"precision", f.precision},
+        {"dataset", f.dataset},
+        {"image_size", f.image_size},
+        {"batch_size", f.batch_size},
+        {"threads", f.threads},
+        {"warmup", f.warmup},
+        {"iters", f.iters},
+        {"repeat", f.repeat}}},
+      {"environment", RunEnvironment(plan.peer ? &*plan.peer : nullptr)},
+      {"rows", out_rows}};
+  return FinishRecord(std::move(record), f.json_path);
 }
 
 }  // namespace kolo::bench

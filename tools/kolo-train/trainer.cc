@@ -33,6 +33,7 @@
 #include "progress_line.h"
 #include "setup.h"
 #include "table.h"
+#include "train_result.h"
 
 namespace kolo::train {
 namespace {
@@ -103,6 +104,21 @@ json MemoryJson(const std::vector<EngineMemory>& memory) {
   return {{"optimizer_state_bytes", state},
           {"gradient_bytes", gradients},
           {"master_weight_bytes", masters}};
+}
+
+// The same per rank figures in the result schema's terms.
+bench::RankMemory RankMemoryOf(const std::vector<EngineMemory>& memory) {
+  std::vector<int64_t> state, gradients, masters;
+  for (const EngineMemory& m : memory) {
+    state.push_back(m.optimizer_state_bytes);
+    gradients.push_back(m.gradient_bytes);
+    masters.push_back(m.master_weight_bytes);
+  }
+  bench::RankMemory out;
+  out.optimizer_state_bytes = std::move(state);
+  out.gradient_bytes = std::move(gradients);
+  out.master_weight_bytes = std::move(masters);
+  return out;
 }
 
 // What a finished run reports, besides its flags and setup.
@@ -206,20 +222,23 @@ Status Report(const Flags& f, const Setup& s, int32_t size, const Outcome& o) {
       {"seed", f.seed},
       {"resumed_after_epoch", o.resumed_after_epoch}};
   out["history"] = o.history;
-  out["result"] = {{"test_accuracy", o.evaluation.accuracy()},
-                   {"test_correct", o.evaluation.correct},
-                   {"test_total", o.evaluation.total},
-                   {"train_loss", o.train_loss},
-                   {"wall_seconds", o.wall_seconds},
-                   {"train_seconds", o.train_seconds},
-                   {"images_trained", o.images_trained},
-                   {"images_per_second", rate},
-                   {"images_per_second_per_worker", rate / size},
-                   {"peak_rss_bytes", o.peak_rss_bytes},
-                   {"memory", MemoryJson(o.memory)},
-                   {"skipped_steps", o.skipped_steps},
-                   {"loss_scale", o.loss_scale},
-                   {"parameter_checksum", checksum_text}};
+  // The schema kolo-bench reads the result back through.
+  bench::TrainResult result;
+  result.test_accuracy = o.evaluation.accuracy();
+  result.test_correct = o.evaluation.correct;
+  result.test_total = o.evaluation.total;
+  result.train_loss = o.train_loss;
+  result.wall_seconds = o.wall_seconds;
+  result.train_seconds = o.train_seconds;
+  result.images_trained = o.images_trained;
+  result.images_per_second = rate;
+  result.images_per_second_per_worker = rate / size;
+  result.peak_rss_bytes = o.peak_rss_bytes;
+  result.memory = RankMemoryOf(o.memory);
+  result.skipped_steps = o.skipped_steps;
+  result.loss_scale = o.loss_scale;
+  result.parameter_checksum = checksum_text;
+  out["result"] = bench::ToJson(result);
   out["runtime"] = RuntimeTraffic();
   return bench::WriteJsonFile(f.json_path, out);
 }

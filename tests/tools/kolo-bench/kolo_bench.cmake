@@ -30,6 +30,7 @@ if(TARGET kolo_bench_lib)
     ${CMAKE_CURRENT_LIST_DIR}/collectives_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/elastic_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/fusion_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/job_runner_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/link_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/peer_python_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/peers_test.cc

@@ -15,6 +15,7 @@
 
 #include "metrics_scraper.h"
 #include "peer_python_testing.h"
+#include "statistics.h"
 #include "testing/child_process.h"
 #include "testing/requirements.h"
 #include "train.h"
