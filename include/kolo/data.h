@@ -164,6 +164,13 @@ class DistributedSampler {
   std::vector<int64_t> Indices(int64_t epoch) const;
 
   int64_t num_samples() const { return num_samples_; }  // per rank and epoch
+  // How many of Indices()' rows are real rather than padding. Without
+  // drop_last the sampler pads the N visiting positions to a multiple of W
+  // by repeating the first ones, and rank r takes positions r, r + W, ...;
+  // so its real rows are its first ceil((N - r) / W) (none when r >= N) and
+  // the rest repeat rows another rank has too. Counting only these makes
+  // every row count once across the ranks, as evaluation needs.
+  int64_t real_samples() const;
   int64_t dataset_size() const { return dataset_size_; }
   const Options& options() const { return options_; }
 

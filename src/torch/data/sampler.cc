@@ -37,6 +37,13 @@ StatusOr<DistributedSampler> DistributedSampler::Create(int64_t dataset_size,
   return DistributedSampler(dataset_size, options, num_samples);
 }
 
+int64_t DistributedSampler::real_samples() const {
+  if (options_.drop_last) return num_samples_;
+  if (options_.rank >= dataset_size_) return 0;
+  return (dataset_size_ - options_.rank + options_.world_size - 1) /
+         options_.world_size;
+}
+
 std::vector<int64_t> DistributedSampler::Indices(int64_t epoch) const {
   std::vector<int64_t> permutation(static_cast<size_t>(dataset_size_));
   std::iota(permutation.begin(), permutation.end(), int64_t{0});

@@ -31,16 +31,6 @@ uint64_t Mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// How many rows of an unshuffled DistributedSampler shard are real rather
-// than padding: the sampler pads [0, N) to a multiple of W by repeating its
-// start and gives rank r the positions r, r + W, ...; the real ones are the
-// first ceil((N - r) / W) (none when r >= N).
-int64_t UnpaddedShardSize(int64_t dataset_size, int32_t rank,
-                          int32_t world_size) {
-  if (rank >= dataset_size) return 0;
-  return (dataset_size - rank + world_size - 1) / world_size;
-}
-
 // This rank's correct predictions over `rows` of `test`.
 StatusOr<int64_t> CountCorrect(models::Model& model, const data::Dataset& test,
                                std::vector<int64_t> rows, int64_t batch_size) {
@@ -248,8 +238,7 @@ StatusOr<Evaluation> Evaluate(models::Model& model, const data::Dataset& test,
   KOLO_ASSIGN_OR_RETURN(data::DistributedSampler sampler,
                         data::DistributedSampler::Create(test.size(), options));
   std::vector<int64_t> rows = sampler.Indices(0);
-  rows.resize(static_cast<size_t>(
-      UnpaddedShardSize(test.size(), options.rank, options.world_size)));
+  rows.resize(static_cast<size_t>(sampler.real_samples()));
   const int64_t local_total = static_cast<int64_t>(rows.size());
   ::torch::NoGradGuard no_grad;
   model.eval();

@@ -106,6 +106,36 @@ TEST(DistributedSamplerTest, ReshufflesPerEpochIdenticallyOnAllRanks) {
   EXPECT_NE(Interleave(1000, {0, 4, true, 12, false}, 1), epoch1);
 }
 
+TEST(DistributedSamplerTest, RealSamplesCoverTheDatasetOnce) {
+  // Every rank's first real_samples() rows, shuffled or not, padded or
+  // dropped, are each dataset row at most once, and all of them without
+  // drop_last.
+  for (bool shuffle : {false, true}) {
+    for (bool drop_last : {false, true}) {
+      for (int64_t n : {0, 1, 5, 9, 10, 11, 1000}) {
+        for (int32_t w : {1, 2, 3, 4, 7}) {
+          std::vector<int64_t> real;
+          for (int32_t r = 0; r < w; ++r) {
+            auto sampler =
+                DistributedSampler::Create(n, {r, w, shuffle, 3, drop_last});
+            ASSERT_TRUE(sampler.ok());
+            const std::vector<int64_t> rows = sampler->Indices(1);
+            ASSERT_LE(sampler->real_samples(), sampler->num_samples());
+            real.insert(real.end(), rows.begin(),
+                        rows.begin() + sampler->real_samples());
+          }
+          const std::set<int64_t> distinct(real.begin(), real.end());
+          EXPECT_EQ(distinct.size(), real.size())
+              << "n " << n << " world " << w;
+          EXPECT_EQ(static_cast<int64_t>(real.size()),
+                    drop_last ? n / w * w : n)
+              << "n " << n << " world " << w << " shuffle " << shuffle;
+        }
+      }
+    }
+  }
+}
+
 TEST(DistributedSamplerTest, NoShuffleIsStrided) {
   auto sampler = DistributedSampler::Create(10, {1, 3, false, 0, false});
   ASSERT_TRUE(sampler.ok());
