@@ -786,7 +786,7 @@ def learning_rate(args, iteration, warmup_iterations, total_iterations):
 def unpadded_shard_size(dataset_size, rank, world_size):
     """The real rows of an unshuffled DistributedSampler shard: position p
     of the padded range is padding exactly when p >= dataset_size
-    (kolo-train's UnpaddedShardSize)."""
+    (kolo's DistributedSampler::real_samples)."""
     if rank >= dataset_size:
         return 0
     return (dataset_size - rank + world_size - 1) // world_size

@@ -173,6 +173,11 @@ std::vector<std::vector<ParameterShard>> PlaceParameters(
 // platforms (std::hash is neither).
 uint64_t Fnv1a64(const std::string& text);
 
+// The world ranks that serve, sorted, as Create() resolves them (see
+// Roles); every other rank is a worker. Errors as Create()'s.
+StatusOr<std::vector<int32_t>> ParameterServerRanks(
+    const ParameterServerOptions& options);
+
 struct ParameterServerStatistics {
   // Worker: Step() calls completed. Server: optimizer steps taken.
   int64_t steps = 0;

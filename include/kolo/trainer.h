@@ -58,9 +58,25 @@ struct StrategyMemory {
   int64_t gradient_bytes = 0;
 };
 
+struct Evaluation;
+
+// This rank's part of the training set: shard `index` of `count` of one
+// DistributedSampler order. A shard's last batch with fewer than
+// `min_batch_rows` rows is dropped (a pipeline cannot cut it into its
+// micro-batches); every shard has the same size, so all drop it alike.
+struct TrainingShard {
+  int32_t index = 0;
+  int32_t count = 1;
+  int64_t min_batch_rows = 1;
+  bool DropsLastBatch(int64_t shard_rows, int64_t batch_size) const {
+    const int64_t remainder = shard_rows % batch_size;
+    return remainder != 0 && remainder < min_batch_rows;
+  }
+};
+
 // How a step's gradients meet across ranks and update the weights. The
 // Trainer calls Start() once, then per backward pass ZeroGrad() (at the
-// first pass of an accumulation), Backward() and Step().
+// first pass of an accumulation), ForwardBackward() and Step().
 class TrainingStrategy {
  public:
   virtual ~TrainingStrategy() = default;
@@ -75,6 +91,27 @@ class TrainingStrategy {
   virtual void ResetPeakMemory() = 0;
   // Seconds Step() spent blocked on communication backward did not hide.
   virtual double wait_seconds() const { return 0; }
+
+  // The defaults below are data parallelism's, where every rank of the
+  // world holds the whole model; pipeline and parameter-server strategies
+  // (kolo/trainer_model_parallel.h) override them.
+  // Shard Rank() of Size().
+  virtual TrainingShard Shard() const;
+  // Cross entropy over `model`'s logits, then Backward(); the loss.
+  virtual StatusOr<::torch::Tensor> ForwardBackward(models::Model& model,
+                                                    const data::Batch& batch);
+  // Rank 0's buffers (batch-norm statistics) to every rank, then
+  // kolo::torch::Evaluate().
+  virtual StatusOr<Evaluation> Evaluate(models::Model& model,
+                                        const data::Dataset& test,
+                                        int64_t batch_size,
+                                        const std::string& name);
+  // This rank's mean train loss averaged across the ranks (AverageMetric).
+  virtual StatusOr<double> AverageLoss(double loss, const std::string& name);
+  // At the end of Fit(): ParameterChecksum(model), equal on every rank, or
+  // an error naming the first rank whose parameters differ from rank 0's.
+  virtual StatusOr<uint64_t> AgreeOnParameters(
+      const ::torch::nn::Module& model);
 };
 
 // Data parallelism over a DistributedOptimizer wrapping `optimizer`, which

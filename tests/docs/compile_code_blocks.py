@@ -54,6 +54,8 @@ TORCH_INCLUDES = """#include <torch/torch.h>
 #include "kolo/torch_parameter_server.h"
 #include "kolo/torch_pipeline.h"
 #include "kolo/torch_zero.h"
+#include "kolo/trainer.h"
+#include "kolo/trainer_model_parallel.h"
 
 // A user's model.
 struct Net : torch::nn::Module {

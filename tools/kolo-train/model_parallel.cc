@@ -1,7 +1,6 @@
 #include "model_parallel.h"
 
 #include <fmt/format.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,11 +18,9 @@
 #include "json_file.h"
 #include "kolo/kolo.h"
 #include "kolo/models.h"
-#include "kolo/point_to_point.h"
 #include "kolo/process_role.h"
-#include "kolo/torch_parameter_server.h"
-#include "kolo/torch_pipeline.h"
 #include "kolo/torch_zero.h"
+#include "kolo/trainer_model_parallel.h"
 #include "measure.h"
 #include "plan.h"
 #include "progress_line.h"
@@ -32,125 +29,45 @@
 namespace kolo::train {
 namespace {
 
-using bench::FormatDuration;
 using bench::FormatFixed;
 using bench::ProgressLine;
 using Clock = std::chrono::steady_clock;
+using kolo::torch::TrainingPeers;
 using nlohmann::json;
 
-// The ranks that evaluate, average the loss and meet at barriers: the
-// whole world (pipeline), or the workers' group (parameter servers, whose
-// servers are busy serving).
-class Peers {
- public:
-  explicit Peers(std::shared_ptr<ProcessGroup> group)
-      : group_(std::move(group)) {}
-
-  int32_t size() const { return group_ ? group_->size() : Size(); }
-
-  Status Sum(int64_t* values, int64_t count) {
-    return group_ ? group_->Allreduce(values, values, count, DataType::kInt64,
-                                      ReduceOp::kSum)
-                  : Allreduce(values, values, count, DataType::kInt64,
-                              ReduceOp::kSum);
-  }
-  StatusOr<double> Average(double value) {
-    KOLO_RETURN_IF_ERROR(
-        group_
-            ? group_->Allreduce(&value, &value, 1, DataType::kFloat64,
-                                ReduceOp::kSum)
-            : Allreduce(&value, &value, 1, DataType::kFloat64, ReduceOp::kSum));
-    return value / size();
-  }
-  // Every peer's `value`, in peer order; T is int64_t or double.
-  template <typename T>
-  StatusOr<std::vector<T>> Gather(T value) {
-    const DataType type =
-        std::is_same_v<T, double> ? DataType::kFloat64 : DataType::kInt64;
-    std::vector<T> all(static_cast<size_t>(size()));
-    KOLO_RETURN_IF_ERROR(group_ ? group_->Allgather(&value, all.data(), 1, type)
-                                : Allgather(&value, all.data(), 1, type));
-    return all;
-  }
-  Status Meet() { return group_ ? group_->Barrier() : Barrier(); }
-
- private:
-  std::shared_ptr<ProcessGroup> group_;  // null: the world
-};
-
-// Correct and total summed over the peers; the total must be the test set.
-StatusOr<Evaluation> SumEvaluation(Peers& peers, int64_t correct, int64_t total,
-                                   int64_t test_size) {
-  int64_t counts[2] = {correct, total};
-  KOLO_RETURN_IF_ERROR(peers.Sum(counts, 2));
-  if (counts[1] != test_size) {
-    return Internal(fmt::format(
-        "evaluation counted {} test images across the ranks, not {}", counts[1],
-        test_size));
-  }
-  Evaluation result;
-  result.correct = counts[0];
-  result.total = counts[1];
-  return result;
+// Every peer's `value`, in peer order; T is int64_t or double.
+template <typename T>
+StatusOr<std::vector<T>> Gather(TrainingPeers& peers, T value) {
+  const DataType type =
+      std::is_same_v<T, double> ? DataType::kFloat64 : DataType::kInt64;
+  std::vector<T> all(static_cast<size_t>(peers.size()));
+  KOLO_RETURN_IF_ERROR(peers.Allgather(&value, all.data(), 1, type));
+  return all;
 }
 
-// Shard `shard` of `shards` of the test set, unshuffled and padded to equal
-// sizes, and how many of its rows are real (UnpaddedShardSize).
-StatusOr<std::unique_ptr<data::DataLoader>> TestShard(const data::Dataset& test,
-                                                      int32_t shard,
-                                                      int32_t shards,
-                                                      int64_t* real_rows) {
-  data::DistributedSampler::Options options;
-  options.rank = shard;
-  options.world_size = shards;
-  options.shuffle = false;
-  KOLO_ASSIGN_OR_RETURN(data::DistributedSampler sampler,
-                        data::DistributedSampler::Create(test.size(), options));
-  *real_rows = UnpaddedShardSize(test.size(), shard, shards);
-  data::LoaderOptions loader_options;
-  loader_options.batch_size = kEvalBatchSize;
-  loader_options.num_workers = kLoaderWorkers;
-  return data::DataLoader::Create(test, sampler.Indices(0), loader_options);
-}
-
-// What differs between the modes; the loops below are shared.
+// What differs between the modes; the Trainer and the benchmark loop below
+// run both through their strategy.
 struct Mode {
-  std::string name;           // "pipeline", "parameter-server"
+  std::string name;           // "pipeline", "parameter_server"
   std::string description;    // for the header line
   json settings;              // the JSON config's mode-specific entries
-  int32_t shard = 0;          // this rank's DistributedSampler position
-  int32_t shards = 1;         // replicas or workers
   int32_t compute_ranks = 1;  // ranks that train (for "per worker" rates)
-  bool prints = false;        // rank 0
   int64_t parameters = 0;
-  // The rate of step `iteration`, or fixed when the schedule is the
-  // servers'.
-  std::optional<LrPlan> lr_plan;
-  double fixed_lr = 0;
-  // One training step on `batch` at `lr`; the loss it reports (the global
-  // batch's for the pipeline, the worker's own for parameter servers).
-  std::function<StatusOr<double>(const data::Batch& batch, double lr)> step;
-  std::function<StatusOr<Evaluation>()> evaluate;
-  std::function<void(bool train)> set_training;
+  // The schedule of the rate; its iterations are set once the loop's
+  // batches per epoch are known.
+  LrPlan lr_plan;
+  models::Model* model = nullptr;
+  kolo::torch::TrainingStrategy* strategy = nullptr;
+  // The ranks that evaluate, average the loss and meet at barriers: the
+  // whole world (pipeline), or the workers (parameter servers).
+  TrainingPeers* peers = nullptr;
   // The mode's figures for the JSON result (collective over the peers),
   // and one line for the summary.
   std::function<StatusOr<json>()> statistics;
   std::function<std::string()> summary;
-  // Seconds this rank waited for other ranks so far.
-  std::function<double()> waiting_seconds;
-  std::unique_ptr<Peers> peers;
+  // The data shards: replicas or workers.
+  int32_t shards() const { return strategy->Shard().count; }
 };
-
-data::LoaderOptions TrainLoaderOptions(const Flags& f, const Data& d,
-                                       bool drop_last) {
-  data::LoaderOptions options;
-  options.batch_size = f.batch_size;
-  options.num_workers = kLoaderWorkers;
-  options.augmentation = d.augmentation;
-  options.augmentation_seed = f.seed;
-  options.drop_last = drop_last;
-  return options;
-}
 
 void PrintHeader(const Flags& f, const Data& d, const Mode& mode,
                  int64_t steps_per_epoch) {
@@ -160,11 +77,8 @@ void PrintHeader(const Flags& f, const Data& d, const Mode& mode,
       f.model, mode.parameters, f.dataset, d.source, d.train.size(),
       d.test.size());
   const std::string lr_text =
-      mode.lr_plan
-          ? fmt::format("{} lr {} scaled to {}, {} schedule", f.optimizer, f.lr,
-                        mode.lr_plan->scaled_lr, f.lr_schedule)
-          : fmt::format("{} lr {} on the servers, constant", f.optimizer,
-                        mode.fixed_lr);
+      fmt::format("{} lr {} scaled to {}, {} schedule", f.optimizer, f.lr,
+                  mode.lr_plan.scaled_lr, f.lr_schedule);
   fmt::print("kolo-train: {}; batch {} per {}; {}; {} step{} per epoch\n",
              mode.description, f.batch_size,
              mode.name == "pipeline" ? "replica" : "worker", lr_text,
@@ -180,7 +94,7 @@ json BaseConfig(const Flags& f, const Data& d, const Mode& mode, int32_t size) {
                  {"data", d.source},
                  {"workers", size},
                  {"batch_size", f.batch_size},
-                 {"global_batch_size", f.batch_size * mode.shards},
+                 {"global_batch_size", f.batch_size * mode.shards()},
                  {"optimizer", f.optimizer},
                  {"lr", f.lr},
                  {"seed", f.seed}};
@@ -191,13 +105,15 @@ json BaseConfig(const Flags& f, const Data& d, const Mode& mode, int32_t size) {
 // Rank 0's summary table and --json file, with the plain mode's result
 // keys (kolo-bench reads them alike).
 Status Report(const Flags& f, const Data& d, const Mode& mode, int32_t size,
-              const json& history, const Evaluation& eval, double train_loss,
-              double wall_seconds, double train_seconds, int64_t images_trained,
-              const std::vector<int64_t>& peak_rss_bytes,
+              const json& history, const kolo::torch::FitResult& fit,
+              double wall_seconds, const std::vector<int64_t>& peak_rss_bytes,
               const json& statistics) {
-  const double rate = train_seconds > 0
-                          ? static_cast<double>(images_trained) / train_seconds
-                          : 0;
+  const double train_loss =
+      fit.epochs.empty() ? 0.0 : fit.epochs.back().train_loss;
+  const double rate =
+      fit.train_seconds > 0
+          ? static_cast<double>(fit.images_trained) / fit.train_seconds
+          : 0;
   auto column = [](const char* title, const char* unit, int width) {
     bench::Table::Column c;
     c.title = title;
@@ -216,9 +132,9 @@ Status Report(const Flags& f, const Data& d, const Mode& mode, int32_t size,
   for (const std::string& line : table.HeaderLines()) fmt::print("{}\n", line);
   fmt::print("{}\n",
              table.Row({FormatFixed(wall_seconds, 1),
-                        FormatFixed(train_seconds, 1), FormatFixed(rate, 1),
+                        FormatFixed(fit.train_seconds, 1), FormatFixed(rate, 1),
                         FormatFixed(rate / mode.compute_ranks, 1),
-                        FormatFixed(100.0 * eval.accuracy(), 2),
+                        FormatFixed(100.0 * fit.eval.accuracy(), 2),
                         FormatFixed(train_loss, 4)}));
   fmt::print("# {}\n", mode.summary());
   std::fflush(stdout);
@@ -230,13 +146,13 @@ Status Report(const Flags& f, const Data& d, const Mode& mode, int32_t size,
   out["config"]["train_images"] = d.train.size();
   out["config"]["test_images"] = d.test.size();
   out["history"] = history;
-  out["result"] = {{"test_accuracy", eval.accuracy()},
-                   {"test_correct", eval.correct},
-                   {"test_total", eval.total},
+  out["result"] = {{"test_accuracy", fit.eval.accuracy()},
+                   {"test_correct", fit.eval.correct},
+                   {"test_total", fit.eval.total},
                    {"train_loss", train_loss},
                    {"wall_seconds", wall_seconds},
-                   {"train_seconds", train_seconds},
-                   {"images_trained", images_trained},
+                   {"train_seconds", fit.train_seconds},
+                   {"images_trained", fit.images_trained},
                    {"images_per_second", rate},
                    {"images_per_second_per_worker", rate / mode.compute_ranks},
                    {"peak_rss_bytes", peak_rss_bytes},
@@ -244,165 +160,118 @@ Status Report(const Flags& f, const Data& d, const Mode& mode, int32_t size,
   return bench::WriteJsonFile(f.json_path, out);
 }
 
-StatusOr<data::DistributedSampler> TrainSampler(const Flags& f, const Data& d,
-                                                const Mode& mode) {
-  data::DistributedSampler::Options options;
-  options.rank = mode.shard;
-  options.world_size = mode.shards;
+kolo::torch::TrainerOptions ModeTrainerOptions(const Flags& f, const Data& d) {
+  kolo::torch::TrainerOptions options;
+  options.epochs = f.epochs;
+  options.batch_size = f.batch_size;
   options.seed = f.seed;
-  return data::DistributedSampler::Create(d.train.size(), options);
+  options.loader_workers = kLoaderWorkers;
+  options.augmentation = d.augmentation;
+  options.eval_batch_size = kEvalBatchSize;
+  options.name = "kolo-train";
+  return options;
 }
 
-// A pipeline cannot split a batch smaller than its micro-batches: such a
-// last batch is dropped (the shards are equal, so every replica drops it).
-bool DropsLastBatch(const Flags& f, const data::DistributedSampler& sampler) {
-  const int64_t remainder = sampler.num_samples() % f.batch_size;
-  return f.pipeline_stages > 0 && remainder != 0 && remainder < f.micro_batches;
-}
-
-// The training loop of both modes: per epoch, this rank's shard in
-// batches, the progress line, evaluation, the averaged loss and the epoch's
-// line; then rank 0's summary and JSON.
+// Both modes on the Trainer: the flags' rate schedule, rank 0's header,
+// progress and epoch lines; then rank 0's summary and JSON.
 Status TrainEpochs(const Flags& f, int32_t rank, int32_t size,
                    Clock::time_point start, const Data& d, Mode& mode) {
-  KOLO_ASSIGN_OR_RETURN(data::DistributedSampler sampler,
-                        TrainSampler(f, d, mode));
-  const bool drop_last = DropsLastBatch(f, sampler);
-  const data::LoaderOptions loader_options =
-      TrainLoaderOptions(f, d, drop_last);
-  const int64_t batches_per_epoch =
-      drop_last ? sampler.num_samples() / f.batch_size
-                : (sampler.num_samples() + f.batch_size - 1) / f.batch_size;
-  if (batches_per_epoch == 0) {
-    return InvalidArgument(fmt::format(
-        "--batch-size {}: each of the {} data shards holds {} images, too "
-        "few for one batch of --micro-batches {}",
-        f.batch_size, mode.shards, sampler.num_samples(), f.micro_batches));
-  }
-  if (mode.lr_plan) {
-    mode.lr_plan->warmup_iterations = mode.lr_plan->scaled_lr == f.lr
-                                          ? 0
-                                          : f.warmup_epochs * batches_per_epoch;
-    mode.lr_plan->total_iterations = f.epochs * batches_per_epoch;
-  }
-  if (mode.prints) PrintHeader(f, d, mode, batches_per_epoch);
-
-  ProgressLine progress(stdout, {mode.prints && bench::DrawsInPlace(stdout)});
+  kolo::torch::Trainer trainer(*mode.model, *mode.strategy,
+                               ModeTrainerOptions(f, d));
+  ProgressLine progress(stdout, {rank == 0 && bench::DrawsInPlace(stdout)});
   json history = json::array();
-  double train_seconds = 0;
-  int64_t images_trained = 0;
-  Evaluation last_eval;
-  double last_loss = 0;
-  for (int64_t epoch = 0; epoch < f.epochs; ++epoch) {
-    ::torch::manual_seed(EpochSeed(f.seed, epoch, rank));
-    mode.set_training(true);
-    KOLO_ASSIGN_OR_RETURN(
-        std::unique_ptr<data::DataLoader> loader,
-        data::DataLoader::Create(d.train, sampler, epoch, loader_options));
-    const Clock::time_point epoch_start = Clock::now();
-    double loss_sum = 0;
-    int64_t seen = 0;
-    double lr = mode.fixed_lr;
-    while (true) {
-      KOLO_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, loader->Next());
-      if (!batch) break;
-      if (mode.lr_plan) {
-        lr = LearningRate(*mode.lr_plan,
-                          epoch * batches_per_epoch + batch->number);
-      }
-      StatusOr<double> loss = mode.step(*batch, lr);
-      if (!loss.ok()) {
-        return loss.status().WithContext(
-            fmt::format("epoch {} batch {}", epoch + 1, batch->number + 1));
-      }
-      const int64_t n = batch->labels.size(0);
-      loss_sum += *loss * static_cast<double>(n);
-      seen += n;
-      if (!mode.prints) continue;
-      const double elapsed = Seconds(Clock::now() - epoch_start);
-      const int64_t done = batch->number + 1;
-      const int64_t left = (batches_per_epoch - done) +
-                           (f.epochs - epoch - 1) * batches_per_epoch;
-      progress.Update(
-          fmt::format(
-              "epoch {}/{}  step {}/{}  loss {:.4f}  {:.0f} images/s  ETA {}",
-              epoch + 1, f.epochs, done, batches_per_epoch,
-              loss_sum / static_cast<double>(seen),
-              static_cast<double>(seen) * mode.shards / elapsed,
-              FormatDuration(elapsed / static_cast<double>(done) *
-                             static_cast<double>(left))),
-          /*force=*/done == batches_per_epoch);
-    }
-    const double epoch_seconds = Seconds(Clock::now() - epoch_start);
-    train_seconds += epoch_seconds;
-    const int64_t epoch_images = seen * mode.shards;
-    images_trained += epoch_images;
-    KOLO_ASSIGN_OR_RETURN(last_eval, mode.evaluate());
-    KOLO_ASSIGN_OR_RETURN(
-        last_loss,
-        mode.peers->Average(loss_sum /
-                            static_cast<double>(std::max<int64_t>(seen, 1))));
-    EpochFigures figures;
-    figures.epoch = epoch + 1;
-    figures.epochs = f.epochs;
-    figures.lr = lr;
-    figures.train_loss = last_loss;
-    figures.eval = last_eval;
-    figures.seconds = epoch_seconds;
-    figures.images_per_second =
-        static_cast<double>(epoch_images) / epoch_seconds;
+  kolo::torch::TrainerHooks& hooks = trainer.hooks();
+  hooks.on_start = [&](int64_t, int64_t batches_per_epoch) {
+    LrPlan& plan = mode.lr_plan;
+    plan.warmup_iterations =
+        plan.scaled_lr == f.lr ? 0 : f.warmup_epochs * batches_per_epoch;
+    plan.total_iterations = f.epochs * batches_per_epoch;
+    if (rank == 0) PrintHeader(f, d, mode, batches_per_epoch);
+  };
+  hooks.learning_rate = [&mode](const kolo::torch::StepPosition& p) {
+    return LearningRate(mode.lr_plan, p.iteration);
+  };
+  const int32_t shards = mode.shards();
+  hooks.on_step = [&](const kolo::torch::StepReport& r) {
+    if (rank != 0) return;
+    progress.Update(ProgressText(r, f.epochs, shards),
+                    /*force=*/r.batch + 1 == r.batches_per_epoch);
+  };
+  hooks.on_epoch = [&](const kolo::torch::EpochReport& e) {
+    const EpochFigures figures = FiguresOf(e, f.epochs);
     history.push_back(EpochRecord(figures));
-    if (mode.prints) progress.Finish(EpochLine(figures));
-  }
+    if (rank == 0) progress.Finish(EpochLine(figures));
+  };
+  KOLO_ASSIGN_OR_RETURN(kolo::torch::FitResult fit,
+                        trainer.Fit(d.train, d.test));
   const double wall_seconds = Seconds(Clock::now() - start);
   KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> peak_rss,
-                        mode.peers->Gather<int64_t>(PeakRssBytes()));
+                        Gather<int64_t>(*mode.peers, PeakRssBytes()));
   KOLO_ASSIGN_OR_RETURN(json statistics, mode.statistics());
-  if (!mode.prints) return Status::Ok();
-  return Report(f, d, mode, size, history, last_eval, last_loss, wall_seconds,
-                train_seconds, images_trained, peak_rss, statistics);
+  if (rank != 0) return Status::Ok();
+  return Report(f, d, mode, size, history, fit, wall_seconds, peak_rss,
+                statistics);
 }
 
-// --benchmark-steps in both modes: --benchmark-warmup untimed steps, a
-// barrier, the timed steps, a barrier, so every rank times one window.
-// Every data shard takes equal batches, so the images of a step are the
-// batch times the shards.
-Status Benchmark(const Flags& f, int32_t rank, int32_t size, const Data& d,
-                 Mode& mode) {
-  KOLO_ASSIGN_OR_RETURN(data::DistributedSampler sampler,
-                        TrainSampler(f, d, mode));
-  const data::LoaderOptions loader_options =
-      TrainLoaderOptions(f, d, DropsLastBatch(f, sampler));
-  const double lr = mode.lr_plan ? mode.lr_plan->scaled_lr : mode.fixed_lr;
+// --benchmark-warmup untimed steps, then --benchmark-steps timed ones,
+// epoch after epoch as long as it takes, each through the strategy at the
+// scaled rate. Returns the images this rank trained on in the timed steps
+// and the last step's loss.
+struct BenchmarkSteps {
+  int64_t timed_images = 0;
+  double loss = 0;
+  double seconds = 0;
+  double waiting = 0;  // seconds blocked on other ranks
+};
+StatusOr<BenchmarkSteps> RunBenchmarkSteps(const Flags& f, int32_t rank,
+                                           const Data& d, Mode& mode) {
+  kolo::torch::TrainingStrategy& strategy = *mode.strategy;
+  const kolo::torch::TrainingShard shard = strategy.Shard();
+  data::DistributedSampler::Options sampling;
+  sampling.rank = shard.index;
+  sampling.world_size = shard.count;
+  sampling.seed = f.seed;
+  KOLO_ASSIGN_OR_RETURN(
+      data::DistributedSampler sampler,
+      data::DistributedSampler::Create(d.train.size(), sampling));
+  data::LoaderOptions loading;
+  loading.batch_size = f.batch_size;
+  loading.num_workers = kLoaderWorkers;
+  loading.augmentation = d.augmentation;
+  loading.augmentation_seed = f.seed;
+  loading.drop_last = shard.DropsLastBatch(sampler.num_samples(), f.batch_size);
+  strategy.SetLearningRate(mode.lr_plan.scaled_lr);
+  mode.model->train();
   const int64_t total = f.benchmark_warmup + f.benchmark_steps;
   int64_t steps = 0;
-  int64_t timed_images = 0;
-  double loss_value = 0;
+  BenchmarkSteps out;
   double waiting_before = 0;
   Clock::time_point timed_start = Clock::now();
-  mode.set_training(true);
   for (int64_t epoch = 0; steps < total; ++epoch) {
     ::torch::manual_seed(EpochSeed(f.seed, epoch, rank));
     KOLO_ASSIGN_OR_RETURN(
         std::unique_ptr<data::DataLoader> loader,
-        data::DataLoader::Create(d.train, sampler, epoch, loader_options));
+        data::DataLoader::Create(d.train, sampler, epoch, loading));
     int64_t batches = 0;
     while (steps < total) {
       if (steps == f.benchmark_warmup) {
-        KOLO_RETURN_IF_ERROR(mode.peers->Meet());
-        waiting_before = mode.waiting_seconds();
+        KOLO_RETURN_IF_ERROR(mode.peers->Barrier());
+        waiting_before = strategy.wait_seconds();
         timed_start = Clock::now();
       }
       KOLO_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, loader->Next());
       if (!batch) break;
       ++batches;
-      StatusOr<double> loss = mode.step(*batch, lr);
-      if (!loss.ok()) {
-        return loss.status().WithContext(
-            fmt::format("benchmark step {}", steps + 1));
+      strategy.ZeroGrad();
+      StatusOr<::torch::Tensor> loss =
+          strategy.ForwardBackward(*mode.model, *batch);
+      Status stepped = loss.ok() ? strategy.Step().status() : loss.status();
+      if (!stepped.ok()) {
+        return stepped.WithContext(fmt::format("benchmark step {}", steps + 1));
       }
-      if (steps >= f.benchmark_warmup) timed_images += batch->labels.size(0);
-      loss_value = *loss;
+      if (steps >= f.benchmark_warmup)
+        out.timed_images += batch->labels.size(0);
+      out.loss = loss->item<double>();
       ++steps;
     }
     if (batches == 0) {
@@ -411,24 +280,35 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, const Data& d,
           f.batch_size, sampler.num_samples()));
     }
   }
-  KOLO_RETURN_IF_ERROR(mode.peers->Meet());
-  const double seconds = Seconds(Clock::now() - timed_start);
-  const double waiting = mode.waiting_seconds() - waiting_before;
+  KOLO_RETURN_IF_ERROR(mode.peers->Barrier());
+  out.seconds = Seconds(Clock::now() - timed_start);
+  out.waiting = strategy.wait_seconds() - waiting_before;
+  return out;
+}
+
+// --benchmark-steps in both modes: every rank times one window between two
+// barriers. Every data shard takes equal batches, so the images of a step
+// are the batch times the shards.
+Status Benchmark(const Flags& f, int32_t rank, int32_t size, const Data& d,
+                 Mode& mode) {
+  KOLO_ASSIGN_OR_RETURN(BenchmarkSteps run,
+                        RunBenchmarkSteps(f, rank, d, mode));
   KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> peak_rss,
-                        mode.peers->Gather<int64_t>(PeakRssBytes()));
+                        Gather<int64_t>(*mode.peers, PeakRssBytes()));
   KOLO_ASSIGN_OR_RETURN(json statistics, mode.statistics());
-  if (!mode.prints) return Status::Ok();
-  const double images = static_cast<double>(timed_images * mode.shards);
-  const double rate = images / seconds;
+  if (rank != 0) return Status::Ok();
+  const double images = static_cast<double>(run.timed_images * mode.shards());
+  const double rate = images / run.seconds;
   const double per_step =
       1.0 / static_cast<double>(std::max<int64_t>(f.benchmark_steps, 1));
   fmt::print(
       "kolo-train benchmark: {} on {}, {}, batch {}: {} steps in {:.3f} s, "
       "{:.1f} ms/step, {:.0f} images/s ({:.0f} per worker)\n",
       f.model, f.dataset, mode.description, f.batch_size, f.benchmark_steps,
-      seconds, 1000.0 * seconds * per_step, rate, rate / mode.compute_ranks);
+      run.seconds, 1000.0 * run.seconds * per_step, rate,
+      rate / mode.compute_ranks);
   fmt::print("kolo-train benchmark: rank 0 waited {:.2f} ms per step; {}\n",
-             1000.0 * waiting * per_step, mode.summary());
+             1000.0 * run.waiting * per_step, mode.summary());
   std::fflush(stdout);
   if (f.json_path.empty()) return Status::Ok();
   json out;
@@ -440,56 +320,33 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, const Data& d,
   out["config"]["steps"] = f.benchmark_steps;
   out["result"] = {{"images_per_second", rate},
                    {"images_per_second_per_worker", rate / mode.compute_ranks},
-                   {"seconds", seconds},
-                   {"step_ms", 1000.0 * seconds * per_step},
+                   {"seconds", run.seconds},
+                   {"step_ms", 1000.0 * run.seconds * per_step},
                    // Rank 0's time blocked on other ranks (the pipeline's
                    // bubble and transfers; the servers' answers).
-                   {"waiting_seconds", waiting},
-                   {"final_loss", loss_value},
+                   {"waiting_seconds", run.waiting},
+                   {"final_loss", run.loss},
                    {"peak_rss_bytes", peak_rss},
                    {mode.name, statistics}};
   return bench::WriteJsonFile(f.json_path, out);
 }
 
-// ---------------------------------------------------------------- pipeline
-
-// The pipeline's half of the test set: each replica evaluates its padded
-// shard through Forward (every rank of the world calls it equally often),
-// and its last stage counts the shard's real rows. A batch smaller than the
-// micro-batches is padded by repeating its rows; the copies are not
-// counted.
-StatusOr<Evaluation> EvaluatePipeline(kolo::torch::Pipeline& pipeline,
-                                      const data::Dataset& test, Peers& peers,
-                                      int32_t micro_batches) {
-  int64_t real_rows = 0;
-  KOLO_ASSIGN_OR_RETURN(
-      std::unique_ptr<data::DataLoader> loader,
-      TestShard(test, pipeline.replica(), pipeline.replicas(), &real_rows));
-  int64_t offset = 0;
-  int64_t correct = 0;
-  while (true) {
-    KOLO_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, loader->Next());
-    if (!batch) break;
-    const int64_t n = batch->labels.size(0);
-    ::torch::Tensor input = batch->images;
-    if (n < micro_batches) {
-      input = input.index_select(
-          0, ::torch::arange(micro_batches, ::torch::kInt64).remainder(n));
-    }
-    KOLO_ASSIGN_OR_RETURN(::torch::Tensor logits, pipeline.Forward(input));
-    const int64_t real = std::clamp<int64_t>(real_rows - offset, 0, n);
-    offset += n;
-    if (!pipeline.is_last_stage() || real == 0) continue;
-    correct += logits.narrow(0, 0, real)
-                   .argmax(1)
-                   .eq(batch->labels.narrow(0, 0, real))
-                   .sum()
-                   .item<int64_t>();
-  }
-  return SumEvaluation(peers, correct, pipeline.is_last_stage() ? real_rows : 0,
-                       test.size());
+Status RunMode(const Flags& f, int32_t rank, int32_t size, const Data& d,
+               Mode& mode) {
+  if (f.benchmark_steps > 0) return Benchmark(f, rank, size, d, mode);
+  return TrainEpochs(f, rank, size, Clock::now(), d, mode);
 }
 
+LrPlan ScaledPlan(const Flags& f, double scaled_lr) {
+  LrPlan plan;
+  plan.base_lr = f.lr;
+  plan.scaled_lr = scaled_lr;
+  plan.schedule =
+      f.lr_schedule == "constant" ? LrSchedule::kConstant : LrSchedule::kCosine;
+  return plan;
+}
+
+// ---------------------------------------------------------------- pipeline
 // The pipeline --pipeline-stages, --micro-batches, --schedule and --balance
 // ask for, over `sequence`.
 StatusOr<std::unique_ptr<kolo::torch::Pipeline>> CreatePipeline(
@@ -520,24 +377,24 @@ StatusOr<std::unique_ptr<kolo::torch::Pipeline>> CreatePipeline(
 
 // Per rank (kolo-bench pipeline reads one figure per stage): the stage's
 // time, its peak activations and what its parameters and optimizer hold.
-StatusOr<json> PipelineStatisticsJson(kolo::torch::Pipeline& pipeline,
-                                      ::torch::optim::Optimizer* optimizer,
-                                      Peers& peers) {
+StatusOr<json> PipelineStatisticsJson(kolo::torch::PipelineStrategy& strategy) {
+  const kolo::torch::Pipeline& pipeline = strategy.pipeline();
+  TrainingPeers& peers = strategy.peers();
   const kolo::torch::PipelineStatistics& s = pipeline.statistics();
   int64_t parameter_bytes = 0;
   for (const ::torch::Tensor& t : pipeline.parameters())
     parameter_bytes += t.numel() * t.element_size();
-  const int64_t state_bytes =
-      optimizer ? kolo::torch::OptimizerStateBytes(*optimizer) : 0;
+  const int64_t state_bytes = strategy.Memory().optimizer_state_bytes;
   KOLO_ASSIGN_OR_RETURN(std::vector<double> busy,
-                        peers.Gather(s.total_busy_seconds));
+                        Gather(peers, s.total_busy_seconds));
   KOLO_ASSIGN_OR_RETURN(std::vector<double> idle,
-                        peers.Gather(s.total_idle_seconds));
+                        Gather(peers, s.total_idle_seconds));
   KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> peaks,
-                        peers.Gather<int64_t>(s.max_peak_activations));
+                        Gather<int64_t>(peers, s.max_peak_activations));
   KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> parameters,
-                        peers.Gather(parameter_bytes));
-  KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> states, peers.Gather(state_bytes));
+                        Gather(peers, parameter_bytes));
+  KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> states,
+                        Gather(peers, state_bytes));
   return json{{"bubble_fraction", s.BubbleFraction()},
               {"max_peak_activations", peaks},
               {"busy_seconds", busy},
@@ -554,15 +411,10 @@ Status RunPipeline(const Flags& f, int32_t rank, int32_t size, int32_t threads,
       ::torch::nn::Sequential sequence,
       models::CreateSequentialModel(f.model, d.train.num_classes,
                                     d.train.images.size(1)));
-  StatusOr<std::unique_ptr<kolo::torch::Pipeline>> created =
-      CreatePipeline(f, d, sequence);
-  if (!created.ok()) return created.status();
-  std::shared_ptr<kolo::torch::Pipeline> pipeline = *std::move(created);
-  std::vector<::torch::Tensor> parameters = pipeline->parameters();
-  std::shared_ptr<::torch::optim::Optimizer> optimizer;
-  if (!parameters.empty()) {
-    optimizer = kolo::torch::MakeOptimizer(RunOptimizerConfig(f))(parameters);
-  }
+  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<kolo::torch::Pipeline> pipeline,
+                        CreatePipeline(f, d, sequence));
+  kolo::torch::PipelineStrategy strategy(
+      *pipeline, kolo::torch::MakeOptimizer(RunOptimizerConfig(f)));
 
   Mode mode;
   mode.name = "pipeline";
@@ -583,50 +435,16 @@ Status RunPipeline(const Flags& f, int32_t rank, int32_t size, int32_t threads,
                    {"balance", f.balance},
                    {"split", pipeline->split()},
                    {"threads", threads}};
-  mode.shard = pipeline->replica();
-  mode.shards = replicas;
   mode.compute_ranks = size;
-  mode.prints = rank == 0;
   mode.parameters = models::CountParameters(*sequence);
-  LrPlan plan;
-  plan.base_lr = f.lr;
-  plan.scaled_lr = f.no_lr_scaling ? f.lr : f.lr * replicas;
-  plan.schedule =
-      f.lr_schedule == "constant" ? LrSchedule::kConstant : LrSchedule::kCosine;
-  mode.lr_plan = plan;
-  mode.peers = std::make_unique<Peers>(nullptr);
-  mode.step = [pipeline, optimizer](const data::Batch& batch,
-                                    double lr) -> StatusOr<double> {
-    if (optimizer) {
-      for (auto& group : optimizer->param_groups()) group.options().set_lr(lr);
-      optimizer->zero_grad();
-    }
-    KOLO_ASSIGN_OR_RETURN(
-        double loss,
-        pipeline->TrainStep(
-            batch.images, batch.labels,
-            [](const ::torch::Tensor& logits, const ::torch::Tensor& labels) {
-              return ::torch::nn::functional::cross_entropy(logits, labels);
-            }));
-    if (optimizer) optimizer->step();
-    return loss;
-  };
-  Peers* peers = mode.peers.get();
-  mode.evaluate = [pipeline, peers, &d, &f]() {
-    return EvaluatePipeline(*pipeline, d.test, *peers, f.micro_batches);
-  };
-  mode.set_training = [sequence](bool train) mutable {
-    sequence->train(train);
-  };
-  mode.waiting_seconds = [pipeline]() {
-    return pipeline->statistics().total_idle_seconds;
-  };
+  mode.lr_plan = ScaledPlan(f, f.no_lr_scaling ? f.lr : f.lr * replicas);
+  mode.model = &strategy.model();
+  mode.strategy = &strategy;
+  mode.peers = &strategy.peers();
   // Per rank (kolo-bench pipeline reads one figure per stage): the stage's
   // time, its peak activations and what its parameters and optimizer hold.
-  mode.statistics = [pipeline, optimizer, peers]() {
-    return PipelineStatisticsJson(*pipeline, optimizer.get(), *peers);
-  };
-  mode.summary = [pipeline]() {
+  mode.statistics = [&strategy]() { return PipelineStatisticsJson(strategy); };
+  mode.summary = [&pipeline]() {
     const kolo::torch::PipelineStatistics& s = pipeline->statistics();
     return fmt::format(
         "pipeline: rank 0 idle {:.1f}% of its step time (bubble and "
@@ -634,37 +452,10 @@ Status RunPipeline(const Flags& f, int32_t rank, int32_t size, int32_t threads,
         100.0 * s.BubbleFraction(), s.max_peak_activations,
         s.max_peak_activations == 1 ? "" : "es");
   };
-  if (f.benchmark_steps > 0) return Benchmark(f, rank, size, d, mode);
-  return TrainEpochs(f, rank, size, Clock::now(), d, mode);
+  return RunMode(f, rank, size, d, mode);
 }
 
 // -------------------------------------------------------- parameter server
-
-StatusOr<Evaluation> EvaluateWorker(models::Model& model,
-                                    const data::Dataset& test, Peers& peers,
-                                    int32_t worker) {
-  int64_t real_rows = 0;
-  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<data::DataLoader> loader,
-                        TestShard(test, worker, peers.size(), &real_rows));
-  ::torch::NoGradGuard no_grad;
-  model.eval();
-  int64_t offset = 0;
-  int64_t correct = 0;
-  while (true) {
-    KOLO_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, loader->Next());
-    if (!batch) break;
-    const int64_t n = batch->labels.size(0);
-    const int64_t real = std::clamp<int64_t>(real_rows - offset, 0, n);
-    offset += n;
-    if (real == 0) continue;
-    correct += model.forward(batch->images.narrow(0, 0, real))
-                   .argmax(1)
-                   .eq(batch->labels.narrow(0, 0, real))
-                   .sum()
-                   .item<int64_t>();
-  }
-  return SumEvaluation(peers, correct, real_rows, test.size());
-}
 
 kolo::torch::ParameterServerMode PsMode(const std::string& name) {
   if (name == "async") return kolo::torch::ParameterServerMode::kAsynchronous;
@@ -695,12 +486,6 @@ std::string ParameterServerSummary(
 Status RunParameterServers(const Flags& f, int32_t rank, int32_t size,
                            int32_t threads, Setup& s) {
   const int32_t workers = size - f.parameter_servers;
-  std::vector<int32_t> worker_ranks(static_cast<size_t>(workers));
-  for (int32_t r = 0; r < workers; ++r) worker_ranks[r] = r;
-  // Collective over the world, before the servers start serving.
-  KOLO_ASSIGN_OR_RETURN(std::shared_ptr<ProcessGroup> group,
-                        NewGroup(worker_ranks));
-
   kolo::torch::ParameterServerOptions options;
   options.mode = PsMode(f.ps_mode);
   options.server_count = f.parameter_servers;
@@ -711,15 +496,15 @@ Status RunParameterServers(const Flags& f, int32_t rank, int32_t size,
               !f.no_lr_scaling
           ? f.lr * workers
           : f.lr;
-  std::shared_ptr<models::Model> model = s.model;
   KOLO_ASSIGN_OR_RETURN(
-      std::shared_ptr<kolo::torch::ParameterServer> ps,
-      kolo::torch::ParameterServer::Create(model->named_parameters(), options));
-  if (ps->IsServer()) {
-    Status served = ps->Serve();
+      std::unique_ptr<kolo::torch::ParameterServerStrategy> strategy,
+      kolo::torch::ParameterServerStrategy::Create(*s.model, options));
+  kolo::torch::ParameterServer& ps = strategy->server();
+  if (ps.IsServer()) {
+    Status served = ps.Serve();
     if (!served.ok()) {
       return served.WithContext(
-          fmt::format("parameter server {} (rank {})", ps->role_index(), rank));
+          fmt::format("parameter server {} (rank {})", ps.role_index(), rank));
     }
     return Status::Ok();
   }
@@ -739,48 +524,23 @@ Status RunParameterServers(const Flags& f, int32_t rank, int32_t size,
                    {"staleness", f.staleness},
                    {"server_lr", options.optimizer.lr},
                    {"threads", threads}};
-  mode.shard = ps->role_index();
-  mode.shards = workers;
   mode.compute_ranks = workers;
-  mode.prints = rank == 0;
-  mode.parameters = models::CountParameters(*model);
+  mode.parameters = models::CountParameters(*s.model);
   // The workers run the schedule (warm-up, decay) and each push asks the
   // servers for its step's rate: the synchronous servers' rate scaled by
   // the workers, as allreduce's is; the asynchronous ones' one worker's.
-  LrPlan plan;
-  plan.base_lr = f.lr;
-  plan.scaled_lr = options.optimizer.lr;
-  plan.schedule =
-      f.lr_schedule == "constant" ? LrSchedule::kConstant : LrSchedule::kCosine;
-  mode.lr_plan = plan;
-  mode.peers = std::make_unique<Peers>(group);
-  mode.step = [ps, model](const data::Batch& batch,
-                          double lr) -> StatusOr<double> {
-    ps->SetLearningRate(lr);
-    ps->ZeroGrad();
-    ::torch::Tensor loss = ::torch::nn::functional::cross_entropy(
-        model->forward(batch.images), batch.labels);
-    loss.backward();
-    KOLO_RETURN_IF_ERROR(ps->Step());
-    return loss.item<double>();
+  mode.lr_plan = ScaledPlan(f, options.optimizer.lr);
+  mode.model = s.model.get();
+  mode.strategy = strategy.get();
+  mode.peers = &strategy->peers();
+  mode.statistics = [&ps]() -> StatusOr<json> {
+    return ParameterServerJson(ps.statistics());
   };
-  Peers* peers = mode.peers.get();
-  const int32_t worker = ps->role_index();
-  mode.evaluate = [model, peers, worker, &s]() {
-    return EvaluateWorker(*model, s.data.test, *peers, worker);
-  };
-  mode.set_training = [model](bool train) { model->train(train); };
-  mode.waiting_seconds = [ps]() { return ps->statistics().wait_seconds; };
-  mode.statistics = [ps]() -> StatusOr<json> {
-    return ParameterServerJson(ps->statistics());
-  };
-  mode.summary = [ps]() { return ParameterServerSummary(ps->statistics()); };
-  Status trained = f.benchmark_steps > 0
-                       ? Benchmark(f, rank, size, s.data, mode)
-                       : TrainEpochs(f, rank, size, Clock::now(), s.data, mode);
+  mode.summary = [&ps]() { return ParameterServerSummary(ps.statistics()); };
+  Status trained = RunMode(f, rank, size, s.data, mode);
   // The servers wait for every worker's finish, even after an error: a
   // worker that leaves without one looks to them like one that died.
-  Status finished = ps->Finish();
+  Status finished = ps.Finish();
   KOLO_RETURN_IF_ERROR(trained);
   return finished;
 }

@@ -1,7 +1,9 @@
 // kolo-train's two modes that do not replicate the whole model on every
 // rank: pipeline parallelism (--pipeline-stages, kolo/torch_pipeline.h) and
 // parameter servers (--parameter-servers, kolo/torch_parameter_server.h).
-// Both print the plain mode's lines (the header, the progress line, one
+// Both train on kolo::torch::Trainer with the strategies of
+// kolo/trainer_model_parallel.h (this file is their flags and report), and
+// both print the plain mode's lines (the header, the progress line, one
 // line per epoch, the summary) and write its JSON keys, so kolo-bench reads
 // them alike; the JSON's config adds "mode" and the mode's settings.
 //

@@ -23,10 +23,4 @@ double LearningRate(const LrPlan& plan, int64_t iteration) {
   return plan.scaled_lr * 0.5 * (1.0 + std::cos(M_PI * progress));
 }
 
-int64_t UnpaddedShardSize(int64_t dataset_size, int32_t rank,
-                          int32_t world_size) {
-  if (rank >= dataset_size) return 0;
-  return (dataset_size - rank + world_size - 1) / world_size;
-}
-
 }  // namespace kolo::train

@@ -1,6 +1,5 @@
 // The arithmetic of a kolo-train run, kept free of LibTorch so that it can be
-// tested alone: the learning rate at each iteration and the rows of the test
-// set each rank evaluates.
+// tested alone: the learning rate at each iteration.
 //
 // Learning rate. Data-parallel training on W workers with a per-worker batch
 // b takes steps over W·b samples, so it scales the single-worker rate by W
@@ -50,15 +49,6 @@ struct LrPlan {
 };
 
 double LearningRate(const LrPlan& plan, int64_t iteration);
-
-// How many rows of an unshuffled DistributedSampler shard are real rather
-// than padding. The sampler pads [0, N) to a multiple of W by repeating its
-// start and gives rank r the positions r, r + W, r + 2W, ...; position p is
-// padding exactly when p >= N, so the real rows are the first
-// ceil((N - r) / W) of the shard (none when r >= N). Counting only those
-// makes every test image count once across the ranks.
-int64_t UnpaddedShardSize(int64_t dataset_size, int32_t rank,
-                          int32_t world_size);
 
 }  // namespace kolo::train
 

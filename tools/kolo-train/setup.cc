@@ -11,6 +11,7 @@
 #include "kolo/torch.h"
 #include "kolo/torch_zero.h"
 #include "plan.h"
+#include "progress_line.h"
 
 namespace kolo::train {
 namespace {
@@ -133,6 +134,32 @@ std::string EpochLine(const EpochFigures& e) {
       "images/s  {:.1f} s",
       e.epoch, e.epochs, e.train_loss, 100.0 * e.eval.accuracy(),
       e.eval.correct, e.eval.total, e.images_per_second, e.seconds);
+}
+
+EpochFigures FiguresOf(const kolo::torch::EpochReport& e, int64_t epochs) {
+  EpochFigures figures;
+  figures.epoch = e.epoch;
+  figures.epochs = epochs;
+  figures.lr = e.lr;
+  figures.train_loss = e.train_loss;
+  figures.eval = e.eval;
+  figures.seconds = e.seconds;
+  figures.images_per_second = static_cast<double>(e.images) / e.seconds;
+  return figures;
+}
+
+std::string ProgressText(const kolo::torch::StepReport& r, int64_t epochs,
+                         int32_t shards) {
+  const double rate =
+      static_cast<double>(r.images_seen) * shards / r.epoch_seconds;
+  const int64_t done = r.batch + 1;
+  const double per_batch = r.epoch_seconds / static_cast<double>(done);
+  const int64_t left = (r.batches_per_epoch - done) +
+                       (epochs - r.epoch - 1) * r.batches_per_epoch;
+  return fmt::format(
+      "epoch {}/{}  step {}/{}  loss {:.4f}  {:.0f} images/s  ETA {}",
+      r.epoch + 1, epochs, done, r.batches_per_epoch, r.mean_loss, rate,
+      bench::FormatDuration(per_batch * static_cast<double>(left)));
 }
 
 CheckpointInfo CheckpointInfoAfter(const Flags& f, int64_t epochs_done,

@@ -68,6 +68,13 @@ struct EpochFigures {
 };
 nlohmann::json EpochRecord(const EpochFigures& e);
 std::string EpochLine(const EpochFigures& e);
+// An epoch of the Trainer's, of `epochs` in all.
+EpochFigures FiguresOf(const kolo::torch::EpochReport& e, int64_t epochs);
+
+// Rank 0's progress line after step `r` of `epochs`; `shards` ranks (or
+// replicas) train on distinct data, each `r.images_seen` images so far.
+std::string ProgressText(const kolo::torch::StepReport& r, int64_t epochs,
+                         int32_t shards);
 
 // What the checkpoint after `epochs_done` epochs records besides the
 // tensors: the flags a resume must match, and the history so far.

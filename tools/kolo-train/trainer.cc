@@ -38,7 +38,6 @@
 namespace kolo::train {
 namespace {
 
-using bench::FormatDuration;
 using bench::ProgressLine;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
@@ -404,29 +403,12 @@ void ReportStep(TrainState& t, const kolo::torch::StepReport& r) {
 
 // Rank 0's progress line of the epoch in flight.
 void ShowProgress(TrainState& t, const kolo::torch::StepReport& r) {
-  const double rate =
-      static_cast<double>(r.images_seen) * t.size / r.epoch_seconds;
-  const int64_t done = r.batch + 1;
-  const double per_batch = r.epoch_seconds / static_cast<double>(done);
-  const int64_t left = (r.batches_per_epoch - done) +
-                       (t.f.epochs - r.epoch - 1) * r.batches_per_epoch;
-  t.progress.Update(
-      fmt::format(
-          "epoch {}/{}  step {}/{}  loss {:.4f}  {:.0f} images/s  ETA {}",
-          r.epoch + 1, t.f.epochs, done, r.batches_per_epoch, r.mean_loss, rate,
-          FormatDuration(per_batch * static_cast<double>(left))),
-      /*force=*/done == r.batches_per_epoch);
+  t.progress.Update(ProgressText(r, t.f.epochs, t.size),
+                    /*force=*/r.batch + 1 == r.batches_per_epoch);
 }
 
 void RecordEpoch(TrainState& t, const kolo::torch::EpochReport& e) {
-  EpochFigures figures;
-  figures.epoch = e.epoch;
-  figures.epochs = t.f.epochs;
-  figures.lr = e.lr;
-  figures.train_loss = e.train_loss;
-  figures.eval = e.eval;
-  figures.seconds = e.seconds;
-  figures.images_per_second = static_cast<double>(e.images) / e.seconds;
+  const EpochFigures figures = FiguresOf(e, t.f.epochs);
   t.history.push_back(EpochRecord(figures));
   if (t.rank == 0) t.progress.Finish(EpochLine(figures));
 }

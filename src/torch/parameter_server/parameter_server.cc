@@ -63,6 +63,11 @@ StatusOr<std::vector<int32_t>> ResolveServers(
 
 }  // namespace
 
+StatusOr<std::vector<int32_t>> ParameterServerRanks(
+    const ParameterServerOptions& options) {
+  return ResolveServers(options, kolo::Rank(), kolo::Size());
+}
+
 // The transfers of one round with the servers, waited for together so that
 // every server's traffic overlaps.
 class internal::PullRound {

@@ -1,11 +1,37 @@
 // The data-parallel strategies of kolo/trainer.h: DistributedOptimizer's and
-// ZeroOptimizer's, behind the one interface the Trainer steps.
+// ZeroOptimizer's, behind the one interface the Trainer steps, and the
+// interface's data-parallel defaults.
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "kolo/trainer.h"
+#include "torch/training/agreement.h"
 
 namespace kolo::torch {
+namespace internal {
+
+Status CheckReplicasAgree(const std::vector<uint64_t>& checksums,
+                          int32_t replica_stride, const char* peer) {
+  for (size_t i = 0; i < checksums.size(); ++i) {
+    const size_t reference = i % static_cast<size_t>(replica_stride);
+    if (checksums[i] == checksums[reference]) continue;
+    char text[160];
+    std::snprintf(text, sizeof(text),
+                  "the %ss ended with different parameters: %s %zu checksum "
+                  "%#018" PRIx64 ", %s %zu %#018" PRIx64,
+                  peer, peer, reference, checksums[reference], peer, i,
+                  checksums[i]);
+    return Internal(text);
+  }
+  return Status::Ok();
+}
+
+}  // namespace internal
+
 namespace {
 
 // Rank 0's weights and optimizer state on every rank; before kolo::Init
@@ -18,6 +44,51 @@ Status StartFromRankZero(::torch::nn::Module& model,
 }
 
 }  // namespace
+
+TrainingShard TrainingStrategy::Shard() const {
+  TrainingShard shard;
+  shard.index = Rank();
+  shard.count = Size();
+  return shard;
+}
+
+StatusOr<::torch::Tensor> TrainingStrategy::ForwardBackward(
+    models::Model& model, const data::Batch& batch) {
+  ::torch::Tensor loss = ::torch::nn::functional::cross_entropy(
+      model.forward(ModelInput(model, batch.images)).to(::torch::kFloat32),
+      batch.labels);
+  Backward(loss);
+  return loss;
+}
+
+StatusOr<Evaluation> TrainingStrategy::Evaluate(models::Model& model,
+                                                const data::Dataset& test,
+                                                int64_t batch_size,
+                                                const std::string& name) {
+  // Batch-norm statistics follow each rank's own batches; rank 0's become
+  // everyone's, so every rank evaluates (and checkpoints) the same model.
+  if (IsInitialized() && !model.buffers().empty()) {
+    KOLO_RETURN_IF_ERROR(BroadcastParameters(model, 0));
+  }
+  return kolo::torch::Evaluate(model, test, batch_size, name);
+}
+
+StatusOr<double> TrainingStrategy::AverageLoss(double loss,
+                                               const std::string& name) {
+  if (!IsInitialized()) return loss;
+  return AverageMetric(loss, name);
+}
+
+StatusOr<uint64_t> TrainingStrategy::AgreeOnParameters(
+    const ::torch::nn::Module& model) {
+  const uint64_t checksum = ParameterChecksum(model);
+  if (!IsInitialized()) return checksum;
+  TrainingPeers world;
+  KOLO_ASSIGN_OR_RETURN(std::vector<uint64_t> all,
+                        internal::GatherChecksums(model, world));
+  KOLO_RETURN_IF_ERROR(internal::CheckReplicasAgree(all, 1, "rank"));
+  return checksum;
+}
 
 DataParallelStrategy::DataParallelStrategy(::torch::optim::Optimizer& optimizer,
                                            ::torch::nn::Module& model,

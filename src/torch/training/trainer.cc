@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cinttypes>
-#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,24 +50,20 @@ StatusOr<int64_t> CountCorrect(models::Model& model, const data::Dataset& test,
   return correct;
 }
 
-// The ranks' parameters are bit-identical, or an error naming the first
-// rank that differs from rank 0.
-StatusOr<uint64_t> AgreeOnParameters(const ::torch::nn::Module& model) {
-  const uint64_t checksum = ParameterChecksum(model);
-  if (!IsInitialized()) return checksum;
-  std::vector<uint64_t> all(static_cast<size_t>(Size()));
-  KOLO_RETURN_IF_ERROR(Allgather(&checksum, all.data(), 1, DataType::kInt64));
-  for (size_t r = 1; r < all.size(); ++r) {
-    if (all[r] != all[0]) {
-      char text[128];
-      std::snprintf(text, sizeof(text),
-                    "the ranks ended with different parameters: rank 0 "
-                    "checksum %#018" PRIx64 ", rank %zu %#018" PRIx64,
-                    all[0], r, all[r]);
-      return Internal(text);
-    }
-  }
-  return checksum;
+// The batches of one epoch on a shard of `rows` rows.
+struct ShardBatches {
+  int64_t batches = 0;
+  int64_t rows = 0;  // trained on, the dropped last batch not counted
+  bool drop_last = false;
+};
+
+ShardBatches CountBatches(int64_t rows, int64_t batch_size,
+                          const TrainingShard& shard) {
+  ShardBatches out;
+  out.drop_last = shard.DropsLastBatch(rows, batch_size);
+  out.rows = out.drop_last ? rows - rows % batch_size : rows;
+  out.batches = (out.rows + batch_size - 1) / batch_size;
+  return out;
 }
 
 }  // namespace
@@ -78,6 +72,7 @@ StatusOr<uint64_t> AgreeOnParameters(const ::torch::nn::Module& model) {
 struct Trainer::Epoch {
   int64_t index = 0;  // 0-based
   int64_t batches = 0;
+  bool drop_last = false;
   int64_t images = 0;  // all ranks', sampler padding included
   Clock::time_point start = Clock::now();
   double loss_sum = 0;
@@ -96,21 +91,37 @@ StatusOr<FitResult> Trainer::Fit(const data::Dataset& train,
   if (hooks_.resume) {
     KOLO_ASSIGN_OR_RETURN(result.start_epoch, hooks_.resume());
   }
+  const TrainingShard shard = strategy_.Shard();
+  if (options_.batch_size < shard.min_batch_rows) {
+    return InvalidArgument("batch size " + std::to_string(options_.batch_size) +
+                           ": the strategy needs batches of at least " +
+                           std::to_string(shard.min_batch_rows) +
+                           " rows (a pipeline's micro-batches)");
+  }
   data::DistributedSampler::Options sampling;
-  sampling.rank = Rank();
-  sampling.world_size = Size();
+  sampling.rank = shard.index;
+  sampling.world_size = shard.count;
   sampling.seed = options_.seed;
   KOLO_ASSIGN_OR_RETURN(
       data::DistributedSampler sampler,
       data::DistributedSampler::Create(train.size(), sampling));
-  const int64_t batches =
-      (sampler.num_samples() + options_.batch_size - 1) / options_.batch_size;
-  if (hooks_.on_start) hooks_.on_start(result.start_epoch, batches);
+  const ShardBatches batches =
+      CountBatches(sampler.num_samples(), options_.batch_size, shard);
+  if (batches.batches == 0) {
+    return InvalidArgument("batch size " + std::to_string(options_.batch_size) +
+                           ": each of " + std::to_string(shard.count) +
+                           " training shards holds " +
+                           std::to_string(sampler.num_samples()) +
+                           " images, too few for one batch of at least " +
+                           std::to_string(shard.min_batch_rows) + " rows");
+  }
+  if (hooks_.on_start) hooks_.on_start(result.start_epoch, batches.batches);
   for (int64_t e = result.start_epoch; e < options_.epochs; ++e) {
     Epoch epoch;
     epoch.index = e;
-    epoch.batches = batches;
-    epoch.images = sampler.num_samples() * Size();
+    epoch.batches = batches.batches;
+    epoch.drop_last = batches.drop_last;
+    epoch.images = batches.rows * shard.count;
     KOLO_RETURN_IF_ERROR(TrainEpoch(train, sampler, epoch));
     KOLO_ASSIGN_OR_RETURN(EpochReport report, FinishEpoch(test, epoch));
     result.train_seconds += report.seconds;
@@ -123,10 +134,11 @@ StatusOr<FitResult> Trainer::Fit(const data::Dataset& train,
   if (result.epochs.empty()) {
     // Every epoch was done before: report the model as it stands.
     KOLO_ASSIGN_OR_RETURN(
-        result.eval,
-        Evaluate(model_, test, options_.eval_batch_size, options_.name));
+        result.eval, strategy_.Evaluate(model_, test, options_.eval_batch_size,
+                                        options_.name));
   }
-  KOLO_ASSIGN_OR_RETURN(result.parameter_checksum, AgreeOnParameters(model_));
+  KOLO_ASSIGN_OR_RETURN(result.parameter_checksum,
+                        strategy_.AgreeOnParameters(model_));
   return result;
 }
 
@@ -141,6 +153,7 @@ Status Trainer::TrainEpoch(const data::Dataset& train,
   loading.num_workers = options_.loader_workers;
   loading.augmentation = options_.augmentation;
   loading.augmentation_seed = options_.seed;
+  loading.drop_last = epoch.drop_last;
   KOLO_ASSIGN_OR_RETURN(
       std::unique_ptr<data::DataLoader> loader,
       data::DataLoader::Create(train, sampler, epoch.index, loading));
@@ -166,22 +179,18 @@ Status Trainer::TrainStep(const data::Batch& batch, Epoch& epoch) {
     epoch.lr = hooks_.learning_rate(position);
     strategy_.SetLearningRate(epoch.lr);
   }
+  const std::string where = "epoch " + std::to_string(epoch.index + 1) +
+                            " batch " + std::to_string(batch.number + 1);
   if (passes_ % options_.backward_passes_per_step == 0) strategy_.ZeroGrad();
-  ::torch::Tensor loss = ::torch::nn::functional::cross_entropy(
-      model_.forward(ModelInput(model_, batch.images)).to(::torch::kFloat32),
-      batch.labels);
-  strategy_.Backward(loss);
+  StatusOr<::torch::Tensor> loss = strategy_.ForwardBackward(model_, batch);
+  if (!loss.ok()) return loss.status().WithContext(where);
   ++passes_;
   StatusOr<StepOutcome> outcome = strategy_.Step();
-  if (!outcome.ok()) {
-    return outcome.status().WithContext(
-        "epoch " + std::to_string(epoch.index + 1) + " batch " +
-        std::to_string(batch.number + 1));
-  }
+  if (!outcome.ok()) return outcome.status().WithContext(where);
   if (outcome->stepped) ++steps_taken_;
   if (outcome->overflow) ++skipped_steps_;
   StepReport report;
-  report.loss = loss.item<double>();
+  report.loss = loss->item<double>();
   const int64_t n = batch.labels.size(0);
   metrics::RecordTrainingStep(n, report.loss, SecondsSince(step_start));
   metrics::SetLearningRate(epoch.lr);
@@ -209,23 +218,15 @@ StatusOr<EpochReport> Trainer::FinishEpoch(const data::Dataset& test,
   report.epoch = epoch.index + 1;
   report.lr = epoch.lr;
   report.images = epoch.images;
-  // Batch-norm statistics follow each rank's own batches; rank 0's become
-  // everyone's, so every rank evaluates (and checkpoints) the same model.
-  if (IsInitialized() && !model_.buffers().empty()) {
-    KOLO_RETURN_IF_ERROR(BroadcastParameters(model_, 0));
-  }
   KOLO_ASSIGN_OR_RETURN(
-      report.eval,
-      Evaluate(model_, test, options_.eval_batch_size, options_.name));
+      report.eval, strategy_.Evaluate(model_, test, options_.eval_batch_size,
+                                      options_.name));
   metrics::SetTestAccuracy(report.eval.accuracy());
   const double mean =
       epoch.loss_sum / static_cast<double>(std::max<int64_t>(epoch.seen, 1));
-  if (IsInitialized()) {
-    KOLO_ASSIGN_OR_RETURN(report.train_loss,
-                          AverageMetric(mean, options_.name + ".train_loss"));
-  } else {
-    report.train_loss = mean;
-  }
+  KOLO_ASSIGN_OR_RETURN(
+      report.train_loss,
+      strategy_.AverageLoss(mean, options_.name + ".train_loss"));
   return report;
 }
 

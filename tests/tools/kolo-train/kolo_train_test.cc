@@ -1,4 +1,4 @@
-// kolo-train: its arithmetic (learning-rate warm-up, evaluation shards,
+// kolo-train: its arithmetic (learning-rate warm-up and decay,
 // epoch seeds) directly, and the program end to end as real processes under
 // kolorun: a short LeNet training on Fashion-MNIST that must learn, a resumed
 // run that must equal an uninterrupted one bit for bit, and bad command
@@ -93,23 +93,6 @@ TEST(LearningRate, CosineFallsFromTheScaledRateToZeroAtTheEnd) {
       kolo::train::LearningRate(
           Plan(0.1, 0.4, 0, 100, kolo::train::LrSchedule::kCosine), 0),
       0.4);
-}
-
-TEST(UnpaddedShardSize, ShardsCoverTheDatasetOnce) {
-  for (int64_t n : {0, 1, 5, 9, 10, 11, 1000}) {
-    for (int32_t w : {1, 2, 3, 4, 7}) {
-      int64_t total = 0;
-      for (int32_t r = 0; r < w; ++r) {
-        const int64_t size = kolo::train::UnpaddedShardSize(n, r, w);
-        // Rank r owns the rows r, r + w, ... below n.
-        int64_t expected = 0;
-        for (int64_t row = r; row < n; row += w) ++expected;
-        EXPECT_EQ(size, expected) << "n " << n << " rank " << r << " of " << w;
-        total += size;
-      }
-      EXPECT_EQ(total, n) << "n " << n << " world " << w;
-    }
-  }
 }
 
 // ------------------------------------------------------------ end to end
