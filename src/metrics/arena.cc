@@ -113,13 +113,16 @@ Status ValidateLabelName(const std::string& metric, const std::string& label) {
   return Status::Ok();
 }
 
-std::string EscapeLabelValue(const std::string& value) {
+namespace {
+
+// `text` with \\ and newlines escaped, and with `quote`, double quotes too.
+std::string Escape(const std::string& text, bool quote) {
   std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
+  out.reserve(text.size());
+  for (char c : text) {
     if (c == '\\') {
       out += "\\\\";
-    } else if (c == '"') {
+    } else if (c == '"' && quote) {
       out += "\\\"";
     } else if (c == '\n') {
       out += "\\n";
@@ -128,6 +131,16 @@ std::string EscapeLabelValue(const std::string& value) {
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::string EscapeLabelValue(const std::string& value) {
+  return Escape(value, /*quote=*/true);
+}
+
+std::string EscapeHelp(const std::string& help) {
+  return Escape(help, /*quote=*/false);
 }
 
 Arena::Arena(void* base, size_t size, std::string path)
