@@ -116,13 +116,9 @@ std::vector<std::string> CheckpointCommand(const CheckpointFlags& f,
 
 StatusOr<CheckpointMeasurement> ReadCheckpointMeasurement(
     const json& job, const std::string& output, int32_t np) {
-  auto fail = [&](const std::string& what) {
-    return Internal(
-        fmt::format("{}; the job's output ends:{}", what, OutputTail(output)));
-  };
   if (!job.is_object() || !job.contains("result") ||
       !job["result"].is_object()) {
-    return fail("no result in its JSON");
+    return JobError(output, "no result in its JSON");
   }
   const json& result = job["result"];
   CheckpointMeasurement m;
@@ -142,7 +138,7 @@ StatusOr<CheckpointMeasurement> ReadCheckpointMeasurement(
               &m.optimizer_state_sum}}) {
     StatusOr<double> value =
         ResultNumber(result, field.key, field.good, field.wanted);
-    if (!value.ok()) return fail(value.status().message());
+    if (!value.ok()) return JobError(output, value.status().message());
     *field.out = *value;
   }
   m.bytes = static_cast<int64_t>(bytes);
@@ -150,16 +146,19 @@ StatusOr<CheckpointMeasurement> ReadCheckpointMeasurement(
   const auto rss = result.find("peak_rss_bytes");
   if (rss == result.end() || !rss->is_array() ||
       rss->size() != static_cast<size_t>(np)) {
-    return fail(fmt::format(
-        "result.peak_rss_bytes is {}, not {} per-rank "
-        "figure{}",
-        rss == result.end() ? "missing" : rss->dump(), np, np == 1 ? "" : "s"));
+    return JobError(
+        output, fmt::format("result.peak_rss_bytes is {}, not {} per-rank "
+                            "figure{}",
+                            rss == result.end() ? "missing" : rss->dump(), np,
+                            np == 1 ? "" : "s"));
   }
   for (const json& v : *rss) {
     if (!v.is_number_integer() || v.get<int64_t>() < 0) {
-      return fail(fmt::format(
-          "result.peak_rss_bytes is {}: not all non-negative integers",
-          rss->dump()));
+      return JobError(
+          output,
+          fmt::format(
+              "result.peak_rss_bytes is {}: not all non-negative integers",
+              rss->dump()));
     }
     m.peak_rss_bytes.push_back(v.get<int64_t>());
   }
@@ -291,10 +290,6 @@ CLI::App* AddCheckpointCommand(CLI::App& app, CheckpointFlags* f) {
                   "kolo-bench-checkpoint-worker to run kolo's side with");
   AddPythonFlag(cmd, &f->python);
   return cmd;
-}
-
-int RunCheckpointCommand(const CheckpointFlags& f) {
-  return CommandExit("checkpoint", RunCheckpoint(f).status());
 }
 
 namespace {

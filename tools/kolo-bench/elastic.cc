@@ -241,6 +241,8 @@ Status MeasureElasticJob(const ElasticFlags& f, const TrainTools& tools,
   return Status::Ok();
 }
 
+}  // namespace
+
 Status RunElastic(const ElasticFlags& f) {
   KOLO_ASSIGN_OR_RETURN(const std::vector<int32_t> nps, ParseElasticNps(f));
   const std::vector<std::string> models = SplitList(f.models);
@@ -279,12 +281,6 @@ Status RunElastic(const ElasticFlags& f) {
                                      {"kill_step", f.kill_step},
                                      {"commit_every", f.commit_every},
                                      {"records", records}});
-}
-
-}  // namespace
-
-int RunElasticCommand(const ElasticFlags& f) {
-  return CommandExit("elastic", RunElastic(f));
 }
 
 }  // namespace kolo::bench
