@@ -2,25 +2,40 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+
 namespace kolo::train {
 namespace {
 
-std::string OptimizerName(OptimizerType type) {
-  switch (type) {
-    case OptimizerType::kSgd: return "sgd";
-    case OptimizerType::kAdam: return "adam";
-    case OptimizerType::kAdamW: return "adamw";
+// The values of --optimizer and --precision, and what each selects; the
+// first is the flag's default.
+template <typename T>
+using FlagValue = std::pair<const char*, T>;
+constexpr FlagValue<OptimizerType> kOptimizerValues[] = {
+    {"sgd", OptimizerType::kSgd},
+    {"adam", OptimizerType::kAdam},
+    {"adamw", OptimizerType::kAdamW}};
+constexpr FlagValue<Precision> kPrecisionValues[] = {
+    {"fp32", Precision::kFloat32},
+    {"bf16", Precision::kBFloat16},
+    {"fp16", Precision::kFloat16}};
+
+// The flag value that selects `selected`: the default when none does.
+template <typename T, size_t N>
+std::string FlagValueOf(const FlagValue<T> (&values)[N], T selected) {
+  for (const auto& [name, value] : values) {
+    if (value == selected) return name;
   }
-  return "sgd";
+  return values[0].first;
 }
 
-std::string PrecisionName(Precision precision) {
-  switch (precision) {
-    case Precision::kFloat32: return "fp32";
-    case Precision::kBFloat16: return "bf16";
-    case Precision::kFloat16: return "fp16";
+// What `name` selects: the default's for a name it does not know.
+template <typename T, size_t N>
+T Selected(const FlagValue<T> (&values)[N], const std::string& name) {
+  for (const auto& [flag, value] : values) {
+    if (name == flag) return value;
   }
-  return "fp32";
+  return values[0].second;
 }
 
 }  // namespace
@@ -53,7 +68,7 @@ Status ApplyConfigFile(Flags* f, int32_t world_size,
 
     if (config.optimizer && !given("--optimizer")) {
       const OptimizerConfig& o = *config.optimizer;
-      f->optimizer = OptimizerName(o.type);
+      f->optimizer = FlagValueOf(kOptimizerValues, o.type);
       if (!given("--lr")) f->lr = o.lr;
       if (!given("--weight-decay")) f->weight_decay = o.weight_decay;
       if (o.type == OptimizerType::kSgd) {
@@ -64,7 +79,8 @@ Status ApplyConfigFile(Flags* f, int32_t world_size,
     }
     if (!given("--gradient-clipping"))
       f->gradient_clipping = config.gradient_clipping;
-    if (!given("--precision")) f->precision = PrecisionName(config.precision);
+    if (!given("--precision"))
+      f->precision = FlagValueOf(kPrecisionValues, config.precision);
     if (!given("--zero-stage")) f->zero_stage = config.zero_optimization.stage;
     if (!given("--seed") && config.seed != 0) f->seed = config.seed;
     f->config = config;
@@ -103,9 +119,7 @@ bool FileDrivesLearningRate(const Flags& f) {
 OptimizerConfig RunOptimizerConfig(const Flags& f) {
   OptimizerConfig config;
   if (f.config && f.config->optimizer) config = *f.config->optimizer;
-  config.type = f.optimizer == "adam"    ? OptimizerType::kAdam
-                : f.optimizer == "adamw" ? OptimizerType::kAdamW
-                                         : OptimizerType::kSgd;
+  config.type = Selected(kOptimizerValues, f.optimizer);
   config.lr = f.lr;
   config.weight_decay = f.weight_decay;
   if (config.type == OptimizerType::kSgd) {
@@ -114,6 +128,10 @@ OptimizerConfig RunOptimizerConfig(const Flags& f) {
     config.dampening = 0;
   }
   return config;
+}
+
+Precision RunPrecision(const Flags& f) {
+  return Selected(kPrecisionValues, f.precision);
 }
 
 }  // namespace kolo::train
