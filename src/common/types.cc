@@ -3,6 +3,7 @@
 #include <string>
 
 #include "common/bit_cast.h"
+#include "common/enum_names.h"
 #include "kolo/options.h"
 
 #include <cstring>
@@ -33,15 +34,7 @@ int64_t DataTypeSize(DataType type) {
 
 namespace {
 
-// An enum's names: each value's own name first, then the other spellings
-// its Parse function accepts.
-template <typename T>
-struct Named {
-  const char* name;
-  T value;
-};
-
-constexpr Named<DataType> kDataTypeNames[] = {
+constexpr EnumName<DataType> kDataTypeNames[] = {
     {"float32", DataType::kFloat32}, {"float64", DataType::kFloat64},
     {"float16", DataType::kFloat16}, {"bfloat16", DataType::kBFloat16},
     {"int8", DataType::kInt8},       {"uint8", DataType::kUInt8},
@@ -51,28 +44,18 @@ constexpr Named<DataType> kDataTypeNames[] = {
     {"half", DataType::kFloat16},    {"fp16", DataType::kFloat16},
     {"bf16", DataType::kBFloat16}};
 
-constexpr Named<ReduceOp> kReduceOpNames[] = {
+constexpr EnumName<ReduceOp> kReduceOpNames[] = {
     {"sum", ReduceOp::kSum},        {"avg", ReduceOp::kAverage},
     {"min", ReduceOp::kMin},        {"max", ReduceOp::kMax},
     {"prod", ReduceOp::kProduct},   {"average", ReduceOp::kAverage},
     {"product", ReduceOp::kProduct}};
 
+// The value `name` names in `names`; kInvalidArgument naming `what` and the
+// names `expected` otherwise.
 template <typename T, size_t N>
-const char* NameOf(const Named<T> (&names)[N], T value) {
-  for (const Named<T>& n : names) {
-    if (n.value == value) return n.name;
-  }
-  return "unknown";
-}
-
-// kInvalidArgument naming `what` and the names `expected` for a name the
-// table does not hold.
-template <typename T, size_t N>
-StatusOr<T> ValueOf(const Named<T> (&names)[N], const std::string& name,
-                    const char* what, const char* expected) {
-  for (const Named<T>& n : names) {
-    if (name == n.name) return n.value;
-  }
+StatusOr<T> ParseNamed(const EnumName<T> (&names)[N], const std::string& name,
+                       const char* what, const char* expected) {
+  if (std::optional<T> value = ValueOf(names, name)) return *value;
   return InvalidArgument("unknown " + std::string(what) + " '" + name +
                          "' (expected " + expected + ")");
 }
@@ -82,9 +65,10 @@ StatusOr<T> ValueOf(const Named<T> (&names)[N], const std::string& name,
 const char* DataTypeName(DataType type) { return NameOf(kDataTypeNames, type); }
 
 StatusOr<DataType> ParseDataType(const std::string& name) {
-  return ValueOf(kDataTypeNames, name, "data type",
-                 "float32, float64, float16, bfloat16, int8, uint8, int32 or "
-                 "int64");
+  return ParseNamed(
+      kDataTypeNames, name, "data type",
+      "float32, float64, float16, bfloat16, int8, uint8, int32 or "
+      "int64");
 }
 
 bool IsFloatingPoint(DataType type) {
@@ -102,8 +86,8 @@ const std::vector<ReduceOp>& AllReduceOps() {
 const char* ReduceOpName(ReduceOp op) { return NameOf(kReduceOpNames, op); }
 
 StatusOr<ReduceOp> ParseReduceOp(const std::string& name) {
-  return ValueOf(kReduceOpNames, name, "reduce op",
-                 "sum, avg, min, max or prod");
+  return ParseNamed(kReduceOpNames, name, "reduce op",
+                    "sum, avg, min, max or prod");
 }
 
 float HalfToFloat(uint16_t h) {
@@ -171,10 +155,10 @@ uint16_t FloatToBFloat16(float value) {
 
 namespace {
 
-constexpr Named<BackendKind> kBackendNames[] = {{"gloo", BackendKind::kGloo},
-                                                {"mpi", BackendKind::kMpi},
-                                                {"shm", BackendKind::kShm},
-                                                {"tcp", BackendKind::kTcp}};
+constexpr EnumName<BackendKind> kBackendNames[] = {{"gloo", BackendKind::kGloo},
+                                                   {"mpi", BackendKind::kMpi},
+                                                   {"shm", BackendKind::kShm},
+                                                   {"tcp", BackendKind::kTcp}};
 
 // The backends a build may leave out: each with the CMake option that
 // builds it, and whether this build did.
@@ -205,7 +189,7 @@ const char* BackendName(BackendKind kind) {
 StatusOr<BackendKind> ParseBackend(const std::string& name) {
   KOLO_ASSIGN_OR_RETURN(
       BackendKind kind,
-      ValueOf(kBackendNames, name, "backend", "gloo, mpi, shm or tcp"));
+      ParseNamed(kBackendNames, name, "backend", "gloo, mpi, shm or tcp"));
   for (const OptionalBackend& b : kOptionalBackends) {
     if (b.kind == kind && !b.built) {
       return InvalidArgument("backend '" + name +

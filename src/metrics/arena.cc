@@ -1,5 +1,7 @@
 #include "metrics/arena.h"
 
+#include "common/enum_names.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -69,12 +71,11 @@ const std::atomic<uint64_t>* SlotsAt(const void* base) {
 }  // namespace
 
 const char* MetricTypeName(MetricType type) {
-  switch (type) {
-    case MetricType::kCounter: return "counter";
-    case MetricType::kGauge: return "gauge";
-    case MetricType::kHistogram: return "histogram";
-  }
-  return "untyped";
+  static constexpr EnumName<MetricType> kNames[] = {
+      {"counter", MetricType::kCounter},
+      {"gauge", MetricType::kGauge},
+      {"histogram", MetricType::kHistogram}};
+  return NameOf(kNames, type, "untyped");
 }
 
 size_t ArenaBytes() {

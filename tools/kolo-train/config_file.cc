@@ -2,41 +2,21 @@
 
 #include <fmt/format.h>
 
-#include <utility>
+#include "kolo_internal/enum_names.h"
 
 namespace kolo::train {
 namespace {
 
 // The values of --optimizer and --precision, and what each selects; the
 // first is the flag's default.
-template <typename T>
-using FlagValue = std::pair<const char*, T>;
-constexpr FlagValue<OptimizerType> kOptimizerValues[] = {
+constexpr EnumName<OptimizerType> kOptimizerValues[] = {
     {"sgd", OptimizerType::kSgd},
     {"adam", OptimizerType::kAdam},
     {"adamw", OptimizerType::kAdamW}};
-constexpr FlagValue<Precision> kPrecisionValues[] = {
+constexpr EnumName<Precision> kPrecisionValues[] = {
     {"fp32", Precision::kFloat32},
     {"bf16", Precision::kBFloat16},
     {"fp16", Precision::kFloat16}};
-
-// The flag value that selects `selected`: the default when none does.
-template <typename T, size_t N>
-std::string FlagValueOf(const FlagValue<T> (&values)[N], T selected) {
-  for (const auto& [name, value] : values) {
-    if (value == selected) return name;
-  }
-  return values[0].first;
-}
-
-// What `name` selects: the default's for a name it does not know.
-template <typename T, size_t N>
-T Selected(const FlagValue<T> (&values)[N], const std::string& name) {
-  for (const auto& [flag, value] : values) {
-    if (name == flag) return value;
-  }
-  return values[0].second;
-}
 
 }  // namespace
 
@@ -68,7 +48,7 @@ Status ApplyConfigFile(Flags* f, int32_t world_size,
 
     if (config.optimizer && !given("--optimizer")) {
       const OptimizerConfig& o = *config.optimizer;
-      f->optimizer = FlagValueOf(kOptimizerValues, o.type);
+      f->optimizer = NameOf(kOptimizerValues, o.type, "sgd");
       if (!given("--lr")) f->lr = o.lr;
       if (!given("--weight-decay")) f->weight_decay = o.weight_decay;
       if (o.type == OptimizerType::kSgd) {
@@ -80,7 +60,7 @@ Status ApplyConfigFile(Flags* f, int32_t world_size,
     if (!given("--gradient-clipping"))
       f->gradient_clipping = config.gradient_clipping;
     if (!given("--precision"))
-      f->precision = FlagValueOf(kPrecisionValues, config.precision);
+      f->precision = NameOf(kPrecisionValues, config.precision, "fp32");
     if (!given("--zero-stage")) f->zero_stage = config.zero_optimization.stage;
     if (!given("--seed") && config.seed != 0) f->seed = config.seed;
     f->config = config;
@@ -119,7 +99,8 @@ bool FileDrivesLearningRate(const Flags& f) {
 OptimizerConfig RunOptimizerConfig(const Flags& f) {
   OptimizerConfig config;
   if (f.config && f.config->optimizer) config = *f.config->optimizer;
-  config.type = Selected(kOptimizerValues, f.optimizer);
+  config.type =
+      ValueOf(kOptimizerValues, f.optimizer).value_or(OptimizerType::kSgd);
   config.lr = f.lr;
   config.weight_decay = f.weight_decay;
   if (config.type == OptimizerType::kSgd) {
@@ -131,7 +112,7 @@ OptimizerConfig RunOptimizerConfig(const Flags& f) {
 }
 
 Precision RunPrecision(const Flags& f) {
-  return Selected(kPrecisionValues, f.precision);
+  return ValueOf(kPrecisionValues, f.precision).value_or(Precision::kFloat32);
 }
 
 }  // namespace kolo::train
