@@ -1040,9 +1040,7 @@ CLI::App* AddCollectivesCommand(CLI::App& parent, CollectivesFlags* flags) {
       "Also time every row straight on these engines, without kolo's runtime: "
       "mpi,gloo,shm,tcp (comma-separated; mpi needs kolorun --launcher "
       "mpirun). Adds a 2-thread memcpy line and a comparison table");
-  command->add_option("--json", flags->json_path,
-                      "Append the results as a JSON record to the array in "
-                      "this file (rank 0)");
+  AddRankZeroRecordFlag(command, &flags->json_path);
   return command;
 }
 

@@ -37,9 +37,35 @@ void AddDatasetFlags(CLI::App* cmd, std::string* dataset,
   cmd->add_option("--data-dir", *data_dir, "where the dataset's files are");
 }
 
+void AddNpFlag(CLI::App* cmd, std::string* np) {
+  cmd->add_option("--np", *np, "worker counts, comma-separated")
+      ->capture_default_str();
+}
+
+void AddModelsFlag(CLI::App* cmd, std::string* models) {
+  cmd->add_option("--models", *models, "model zoo networks, comma-separated")
+      ->capture_default_str();
+}
+
+void AddImageSizeFlag(CLI::App* cmd, int64_t* image_size) {
+  cmd->add_option("--image-size", *image_size,
+                  "the synthetic 3-channel images' height and width")
+      ->capture_default_str();
+}
+
+void AddKolorunFlag(CLI::App* cmd, std::string* kolorun) {
+  cmd->add_option("--kolorun", *kolorun, "kolorun to start kolo's jobs with");
+}
+
 void AddRecordFlag(CLI::App* cmd, std::string* json_path) {
   cmd->add_option("--json", *json_path,
                   "append the record (every figure, every job's JSON) here");
+}
+
+void AddRankZeroRecordFlag(CLI::App* cmd, std::string* json_path) {
+  cmd->add_option("--json", *json_path,
+                  "Append the results as a JSON record to the array in this "
+                  "file (rank 0)");
 }
 
 }  // namespace kolo::bench

@@ -36,8 +36,20 @@ void AddJobFlags(CLI::App* cmd, int32_t* threads, const char* unit,
 void AddDatasetFlags(CLI::App* cmd, std::string* dataset,
                      std::string* data_dir);
 
+// Flags several commands take, registered here so that they read the same
+// in every command's --help: --np (worker counts), --models (model zoo
+// networks), --image-size (of synthetic 3-channel images) and --kolorun
+// (the launcher of kolo's jobs; empty: the one beside kolo-bench).
+void AddNpFlag(CLI::App* cmd, std::string* np);
+void AddModelsFlag(CLI::App* cmd, std::string* models);
+void AddImageSizeFlag(CLI::App* cmd, int64_t* image_size);
+void AddKolorunFlag(CLI::App* cmd, std::string* kolorun);
+
 // --json FILE: where a command appends its record.
 void AddRecordFlag(CLI::App* cmd, std::string* json_path);
+// --json FILE for the commands that measure inside one kolo job
+// (collectives, link): where its rank 0 appends the record.
+void AddRankZeroRecordFlag(CLI::App* cmd, std::string* json_path);
 
 }  // namespace kolo::bench
 

@@ -637,9 +637,7 @@ CLI::App* AddLinkCommand(CLI::App& parent, LinkFlags* flags) {
       ->add_option("--write-bytes", flags->write_bytes,
                    "Bytes per write of the stream (K/M/G suffixes)")
       ->capture_default_str();
-  command->add_option("--json", flags->json_path,
-                      "Append the results as a JSON record to the array in "
-                      "this file (rank 0)");
+  AddRankZeroRecordFlag(command, &flags->json_path);
   return command;
 }
 

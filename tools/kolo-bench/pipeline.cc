@@ -329,25 +329,23 @@ PipelineThroughputRow SummarizePipelineThroughput(
   PipelineThroughputRow row;
   row.job = job;
   row.ideal_bubble = IdealBubble(job.stages, job.micro_batches);
-  std::vector<double> rate, step, bubble, bubble_max, rss;
-  for (const PipelineMeasurement& m : repeats) {
-    rate.push_back(m.images_per_second);
-    step.push_back(m.step_ms);
+  using M = PipelineMeasurement;
+  row.images_per_second = MedianOver(repeats, &M::images_per_second);
+  row.step_ms = MedianOver(repeats, &M::step_ms);
+  row.bubble = MedianOver(repeats, [](const M& m) {
     const std::vector<double> stages = StageBubbles(m);
     double sum = 0;
     for (double b : stages) sum += b;
-    bubble.push_back(stages.empty() ? 0 : sum / stages.size());
-    bubble_max.push_back(Largest(stages));
-    rss.push_back(Largest(m.peak_rss_bytes));
+    return stages.empty() ? 0 : sum / stages.size();
+  });
+  row.bubble_max =
+      MedianOver(repeats, [](const M& m) { return Largest(StageBubbles(m)); });
+  row.peak_rss_bytes = MedianOfLargest(repeats, &M::peak_rss_bytes);
+  for (const M& m : repeats) {
     row.peak_activations =
         std::max(row.peak_activations,
                  static_cast<int64_t>(Largest(m.peak_activations)));
   }
-  row.images_per_second = SpreadOf(rate).median;
-  row.step_ms = SpreadOf(step).median;
-  row.bubble = SpreadOf(bubble).median;
-  row.bubble_max = SpreadOf(bubble_max).median;
-  row.peak_rss_bytes = SpreadOf(rss).median;
   return row;
 }
 
@@ -409,9 +407,7 @@ CLI::App* AddPipelineCommand(CLI::App& app, PipelineFlags* f) {
       ->capture_default_str();
   cmd->add_option("--batch-size", f->batch_size, "images per step")
       ->capture_default_str();
-  cmd->add_option("--image-size", f->image_size,
-                  "the synthetic 3-channel images' height and width")
-      ->capture_default_str();
+  AddImageSizeFlag(cmd, &f->image_size);
   AddJobFlags(cmd, &f->threads, "rank", &f->warmup, &f->iters, &f->repeat,
               "jobs per configuration, interleaved (the tables give medians)");
   cmd->add_flag("--quick", f->quick,

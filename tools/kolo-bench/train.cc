@@ -277,7 +277,7 @@ json TimedJobConfig(const TimedJobFlags& f) {
 
 void AddToolFlags(CLI::App* cmd, std::string* kolorun, std::string* kolo_train,
                   std::string* ddp_script, std::string* python) {
-  cmd->add_option("--kolorun", *kolorun, "kolorun to start kolo's jobs with");
+  AddKolorunFlag(cmd, kolorun);
   cmd->add_option("--kolo-train", *kolo_train, "kolo-train to run");
   if (ddp_script != nullptr) {
     cmd->add_option("--ddp-script", *ddp_script, "torch_ddp.py to run");
@@ -296,8 +296,7 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags* f) {
   cmd->add_option("--batch-size", f->batch_size,
                   "per worker (weak scaling) or global (strong)")
       ->capture_default_str();
-  cmd->add_option("--np", f->np, "worker counts, comma-separated")
-      ->capture_default_str();
+  AddNpFlag(cmd, &f->np);
   cmd->add_option("--scaling", f->scaling, "weak or strong")
       ->check(CLI::IsMember({"weak", "strong"}))
       ->capture_default_str();

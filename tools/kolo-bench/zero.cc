@@ -154,21 +154,14 @@ ZeroRow SummarizeZero(const std::string& model, int32_t np,
   row.model = model;
   row.np = np;
   row.variant = variant;
-  std::vector<double> rate, step, state, gradients, master, rss;
-  for (const ZeroMeasurement& m : repeats) {
-    rate.push_back(m.images_per_second);
-    step.push_back(m.step_ms);
-    state.push_back(Largest(m.optimizer_state_bytes));
-    gradients.push_back(Largest(m.gradient_bytes));
-    master.push_back(Largest(m.master_weight_bytes));
-    rss.push_back(Largest(m.peak_rss_bytes));
-  }
-  row.images_per_second = SpreadOf(rate).median;
-  row.step_ms = SpreadOf(step).median;
-  row.optimizer_state_bytes = SpreadOf(state).median;
-  row.gradient_bytes = SpreadOf(gradients).median;
-  row.master_weight_bytes = SpreadOf(master).median;
-  row.peak_rss_bytes = SpreadOf(rss).median;
+  using M = ZeroMeasurement;
+  row.images_per_second = MedianOver(repeats, &M::images_per_second);
+  row.step_ms = MedianOver(repeats, &M::step_ms);
+  row.optimizer_state_bytes =
+      MedianOfLargest(repeats, &M::optimizer_state_bytes);
+  row.gradient_bytes = MedianOfLargest(repeats, &M::gradient_bytes);
+  row.master_weight_bytes = MedianOfLargest(repeats, &M::master_weight_bytes);
+  row.peak_rss_bytes = MedianOfLargest(repeats, &M::peak_rss_bytes);
   return row;
 }
 
@@ -231,10 +224,8 @@ CLI::App* AddZeroCommand(CLI::App& app, ZeroFlags* f) {
       "same worker count. The torch variants' gradients are the .grad "
       "tensors (DDP's bucket copies are invisible from Python; FSDP2's are "
       "its local shards); kolo's include its communication buckets");
-  cmd->add_option("--models", f->models, "model zoo networks, comma-separated")
-      ->capture_default_str();
-  cmd->add_option("--np", f->np, "worker counts, comma-separated")
-      ->capture_default_str();
+  AddModelsFlag(cmd, &f->models);
+  AddNpFlag(cmd, &f->np);
   cmd->add_option("--variants", f->variants,
                   "kolo-ddp, kolo-zero1, kolo-zero2, torch-ddp, torch-zero, "
                   "torch-fsdp2 (comma-separated)")
