@@ -1,5 +1,7 @@
 // kolo.h's and runtime.h's free functions: each forwards to the process's
 // membership (process.h), which holds every piece of state.
+#include <utility>
+
 #include "kolo/kolo.h"
 #include "kolo/runtime.h"
 #include "process.h"
@@ -44,67 +46,60 @@ BackendKind ActiveBackend() { return Process::Get().active_backend(); }
 
 namespace {
 
-// Runs `call` on the process's synchronous collectives when initialized.
-template <typename Call>
-Status WithSync(Call&& call) {
+// Calls `collective` of the process's synchronous collectives with `args`,
+// when initialized.
+template <typename... Params, typename... Args>
+Status Synchronous(Status (SynchronousCollectives::*collective)(Params...),
+                   Args&&... args) {
   SynchronousCollectives* sync = Process::Get().sync();
   if (sync == nullptr) return NotInitialized();
-  return call(*sync);
+  return (sync->*collective)(std::forward<Args>(args)...);
 }
 
 }  // namespace
 
 Status Allreduce(const void* send, void* recv, int64_t count, DataType type,
                  ReduceOp op) {
-  return WithSync([&](SynchronousCollectives& c) {
-    return c.Allreduce(send, recv, count, type, op);
-  });
+  return Synchronous(&SynchronousCollectives::Allreduce, send, recv, count,
+                     type, op);
 }
 
 Status Allgather(const void* send, void* recv, int64_t count, DataType type) {
-  return WithSync([&](SynchronousCollectives& c) {
-    return c.Allgather(send, recv, count, type);
-  });
+  return Synchronous(&SynchronousCollectives::Allgather, send, recv, count,
+                     type);
 }
 
 Status Allgatherv(const void* send, int64_t send_count, void* recv,
                   const std::vector<int64_t>& recv_counts, DataType type) {
-  return WithSync([&](SynchronousCollectives& c) {
-    return c.Allgatherv(send, send_count, recv, recv_counts, type);
-  });
+  return Synchronous(&SynchronousCollectives::Allgatherv, send, send_count,
+                     recv, recv_counts, type);
 }
 
 Status Broadcast(const void* send, void* recv, int64_t count, DataType type,
                  int32_t root) {
-  return WithSync([&](SynchronousCollectives& c) {
-    return c.Broadcast(send, recv, count, type, root);
-  });
+  return Synchronous(&SynchronousCollectives::Broadcast, send, recv, count,
+                     type, root);
 }
 
 Status Alltoall(const void* send, void* recv, int64_t count, DataType type) {
-  return WithSync([&](SynchronousCollectives& c) {
-    return c.Alltoall(send, recv, count, type);
-  });
+  return Synchronous(&SynchronousCollectives::Alltoall, send, recv, count,
+                     type);
 }
 
 Status Alltoallv(const void* send, const std::vector<int64_t>& send_counts,
                  void* recv, const std::vector<int64_t>& recv_counts,
                  DataType type) {
-  return WithSync([&](SynchronousCollectives& c) {
-    return c.Alltoallv(send, send_counts, recv, recv_counts, type);
-  });
+  return Synchronous(&SynchronousCollectives::Alltoallv, send, send_counts,
+                     recv, recv_counts, type);
 }
 
 Status Reducescatter(const void* send, void* recv, int64_t recv_count,
                      DataType type, ReduceOp op) {
-  return WithSync([&](SynchronousCollectives& c) {
-    return c.Reducescatter(send, recv, recv_count, type, op);
-  });
+  return Synchronous(&SynchronousCollectives::Reducescatter, send, recv,
+                     recv_count, type, op);
 }
 
-Status Barrier() {
-  return WithSync([&](SynchronousCollectives& c) { return c.Barrier(); });
-}
+Status Barrier() { return Synchronous(&SynchronousCollectives::Barrier); }
 
 // ---------------------------------------------------------------- runtime.h
 

@@ -255,7 +255,20 @@ class Pipeline {
  private:
   struct Step;
   Pipeline(PipelineOptions options, PipelinePlan plan);
+  // Starts a step of `micro_batches` micro-batches: splits `input` on the
+  // first stage (`caller` names TrainStep or Forward in its error).
+  Status BeginStep(Step& step, const ::torch::Tensor& input,
+                   const char* caller);
   Status RunAction(Step& step, const PipelineAction& action);
+  // The steps RunAction dispatches to; `where` names the stage and action.
+  Status ForwardMicroBatch(Step& step, int32_t mb, const std::string& where);
+  Status CheckGradient(Step& step, int32_t mb, const ::torch::Tensor& g,
+                       const std::string& where);
+  void BackwardMicroBatch(Step& step, int32_t mb);
+  // Waits for every send of `step`, even after an error (`status`), so no
+  // buffer is freed while the transport may still read it; returns the
+  // first error, a failed send named after `context`.
+  Status FinishSends(Step& step, Status status, const std::string& context);
   Status SendTensor(Step& step, const ::torch::Tensor& tensor, int32_t peer,
                     int32_t tag);
   StatusOr<::torch::Tensor> RecvTensor(Step& step, int32_t peer, int32_t tag);

@@ -13,6 +13,7 @@
 #include <immintrin.h>
 #endif
 
+#include "common/bit_cast.h"
 #include "common/reduce.h"
 
 #ifndef KOLO_REDUCE_ISA
@@ -53,14 +54,10 @@ struct Half {
 struct BFloat {
   using StorageType = uint16_t;
   static float Load(uint16_t v) {
-    const uint32_t bits = static_cast<uint32_t>(v) << 16;
-    float f;
-    std::memcpy(&f, &bits, sizeof(f));
-    return f;
+    return BitCast<float>(static_cast<uint32_t>(v) << 16);
   }
   static uint16_t Store(float v) {
-    uint32_t bits;
-    std::memcpy(&bits, &v, sizeof(bits));
+    const uint32_t bits = BitCast<uint32_t>(v);
     const uint32_t rounded = (bits + 0x7fff + ((bits >> 16) & 1)) >> 16;
     const uint32_t quiet_nan = (bits >> 16) | 0x40;
     return static_cast<uint16_t>((bits & 0x7fffffff) > 0x7f800000 ? quiet_nan

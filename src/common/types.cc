@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "common/bit_cast.h"
+#include "common/enum_names.h"
 #include "kolo/options.h"
 
 #include <cstring>
@@ -30,31 +32,43 @@ int64_t DataTypeSize(DataType type) {
   return 0;
 }
 
-const char* DataTypeName(DataType type) {
-  switch (type) {
-    case DataType::kFloat32: return "float32";
-    case DataType::kFloat64: return "float64";
-    case DataType::kFloat16: return "float16";
-    case DataType::kBFloat16: return "bfloat16";
-    case DataType::kInt8: return "int8";
-    case DataType::kUInt8: return "uint8";
-    case DataType::kInt32: return "int32";
-    case DataType::kInt64: return "int64";
-  }
-  return "unknown";
+namespace {
+
+constexpr EnumName<DataType> kDataTypeNames[] = {
+    {"float32", DataType::kFloat32}, {"float64", DataType::kFloat64},
+    {"float16", DataType::kFloat16}, {"bfloat16", DataType::kBFloat16},
+    {"int8", DataType::kInt8},       {"uint8", DataType::kUInt8},
+    {"int32", DataType::kInt32},     {"int64", DataType::kInt64},
+    {"float", DataType::kFloat32},   {"fp32", DataType::kFloat32},
+    {"double", DataType::kFloat64},  {"fp64", DataType::kFloat64},
+    {"half", DataType::kFloat16},    {"fp16", DataType::kFloat16},
+    {"bf16", DataType::kBFloat16}};
+
+constexpr EnumName<ReduceOp> kReduceOpNames[] = {
+    {"sum", ReduceOp::kSum},        {"avg", ReduceOp::kAverage},
+    {"min", ReduceOp::kMin},        {"max", ReduceOp::kMax},
+    {"prod", ReduceOp::kProduct},   {"average", ReduceOp::kAverage},
+    {"product", ReduceOp::kProduct}};
+
+// The value `name` names in `names`; kInvalidArgument naming `what` and the
+// names `expected` otherwise.
+template <typename T, size_t N>
+StatusOr<T> ParseNamed(const EnumName<T> (&names)[N], const std::string& name,
+                       const char* what, const char* expected) {
+  if (std::optional<T> value = ValueOf(names, name)) return *value;
+  return InvalidArgument("unknown " + std::string(what) + " '" + name +
+                         "' (expected " + expected + ")");
 }
 
+}  // namespace
+
+const char* DataTypeName(DataType type) { return NameOf(kDataTypeNames, type); }
+
 StatusOr<DataType> ParseDataType(const std::string& name) {
-  for (DataType type : AllDataTypes()) {
-    if (name == DataTypeName(type)) return type;
-  }
-  if (name == "float" || name == "fp32") return DataType::kFloat32;
-  if (name == "double" || name == "fp64") return DataType::kFloat64;
-  if (name == "half" || name == "fp16") return DataType::kFloat16;
-  if (name == "bf16") return DataType::kBFloat16;
-  return InvalidArgument("unknown data type '" + name +
-                         "' (expected float32, float64, float16, bfloat16, "
-                         "int8, uint8, int32 or int64)");
+  return ParseNamed(
+      kDataTypeNames, name, "data type",
+      "float32, float64, float16, bfloat16, int8, uint8, int32 or "
+      "int64");
 }
 
 bool IsFloatingPoint(DataType type) {
@@ -69,52 +83,22 @@ const std::vector<ReduceOp>& AllReduceOps() {
   return kAll;
 }
 
-const char* ReduceOpName(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kAverage: return "avg";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kProduct: return "prod";
-  }
-  return "unknown";
-}
+const char* ReduceOpName(ReduceOp op) { return NameOf(kReduceOpNames, op); }
 
 StatusOr<ReduceOp> ParseReduceOp(const std::string& name) {
-  for (ReduceOp op : AllReduceOps()) {
-    if (name == ReduceOpName(op)) return op;
-  }
-  if (name == "average") return ReduceOp::kAverage;
-  if (name == "product") return ReduceOp::kProduct;
-  return InvalidArgument("unknown reduce op '" + name +
-                         "' (expected sum, avg, min, max or prod)");
+  return ParseNamed(kReduceOpNames, name, "reduce op",
+                    "sum, avg, min, max or prod");
 }
-
-namespace {
-
-uint32_t FloatBits(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  return bits;
-}
-
-float BitsToFloat(uint32_t bits) {
-  float value;
-  std::memcpy(&value, &bits, sizeof(value));
-  return value;
-}
-
-}  // namespace
 
 float HalfToFloat(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
   const uint32_t exponent = (h >> 10) & 0x1f;
   uint32_t mantissa = h & 0x3ff;
   if (exponent == 0x1f) {  // inf or nan
-    return BitsToFloat(sign | 0x7f800000 | (mantissa << 13));
+    return BitCast<float>(sign | 0x7f800000 | (mantissa << 13));
   }
   if (exponent == 0) {
-    if (mantissa == 0) return BitsToFloat(sign);
+    if (mantissa == 0) return BitCast<float>(sign);
     // Subnormal half: a normal float once the mantissa is shifted up.
     int shift = 0;
     while ((mantissa & 0x400) == 0) {
@@ -123,13 +107,14 @@ float HalfToFloat(uint16_t h) {
     }
     mantissa &= 0x3ff;
     const uint32_t float_exponent = 127 - 15 + 1 - shift;
-    return BitsToFloat(sign | (float_exponent << 23) | (mantissa << 13));
+    return BitCast<float>(sign | (float_exponent << 23) | (mantissa << 13));
   }
-  return BitsToFloat(sign | ((exponent + 127 - 15) << 23) | (mantissa << 13));
+  return BitCast<float>(sign | ((exponent + 127 - 15) << 23) |
+                        (mantissa << 13));
 }
 
 uint16_t FloatToHalf(float value) {
-  const uint32_t bits = FloatBits(value);
+  const uint32_t bits = BitCast<uint32_t>(value);
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000);
   const uint32_t abs = bits & 0x7fffffff;
   if (abs >= 0x7f800000) {  // inf or nan; keep nan quiet
@@ -156,11 +141,11 @@ uint16_t FloatToHalf(float value) {
 }
 
 float BFloat16ToFloat(uint16_t bits) {
-  return BitsToFloat(static_cast<uint32_t>(bits) << 16);
+  return BitCast<float>(static_cast<uint32_t>(bits) << 16);
 }
 
 uint16_t FloatToBFloat16(float value) {
-  const uint32_t bits = FloatBits(value);
+  const uint32_t bits = BitCast<uint32_t>(value);
   if ((bits & 0x7fffffff) > 0x7f800000) {
     return static_cast<uint16_t>((bits >> 16) | 0x40);  // quiet nan
   }
@@ -168,36 +153,51 @@ uint16_t FloatToBFloat16(float value) {
   return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
+namespace {
+
+constexpr EnumName<BackendKind> kBackendNames[] = {{"gloo", BackendKind::kGloo},
+                                                   {"mpi", BackendKind::kMpi},
+                                                   {"shm", BackendKind::kShm},
+                                                   {"tcp", BackendKind::kTcp}};
+
+// The backends a build may leave out: each with the CMake option that
+// builds it, and whether this build did.
+struct OptionalBackend {
+  BackendKind kind;
+  const char* option;
+  bool built;
+};
+constexpr OptionalBackend kOptionalBackends[] = {
+#ifdef KOLO_WITH_GLOO
+    {BackendKind::kGloo, "KOLO_WITH_GLOO", true},
+#else
+    {BackendKind::kGloo, "KOLO_WITH_GLOO", false},
+#endif
+#ifdef KOLO_WITH_MPI
+    {BackendKind::kMpi, "KOLO_WITH_MPI", true},
+#else
+    {BackendKind::kMpi, "KOLO_WITH_MPI", false},
+#endif
+};
+
+}  // namespace
+
 const char* BackendName(BackendKind kind) {
-  switch (kind) {
-    case BackendKind::kMpi: return "mpi";
-    case BackendKind::kShm: return "shm";
-    case BackendKind::kTcp: return "tcp";
-    default: return "gloo";
-  }
+  return NameOf(kBackendNames, kind);
 }
 
 StatusOr<BackendKind> ParseBackend(const std::string& name) {
-  if (name == "gloo") {
-#ifdef KOLO_WITH_GLOO
-    return BackendKind::kGloo;
-#else
-    return InvalidArgument(
-        "backend 'gloo' was not built (configure with -DKOLO_WITH_GLOO=ON)");
-#endif
+  KOLO_ASSIGN_OR_RETURN(
+      BackendKind kind,
+      ParseNamed(kBackendNames, name, "backend", "gloo, mpi, shm or tcp"));
+  for (const OptionalBackend& b : kOptionalBackends) {
+    if (b.kind == kind && !b.built) {
+      return InvalidArgument("backend '" + name +
+                             "' was not built (configure with -D" + b.option +
+                             "=ON)");
+    }
   }
-  if (name == "shm") return BackendKind::kShm;
-  if (name == "tcp") return BackendKind::kTcp;
-  if (name == "mpi") {
-#ifdef KOLO_WITH_MPI
-    return BackendKind::kMpi;
-#else
-    return InvalidArgument(
-        "backend 'mpi' was not built (configure with -DKOLO_WITH_MPI=ON)");
-#endif
-  }
-  return InvalidArgument("unknown backend '" + name +
-                         "' (expected gloo, mpi, shm or tcp)");
+  return kind;
 }
 
 }  // namespace kolo

@@ -1,5 +1,7 @@
 #include "metrics/arena.h"
 
+#include "common/enum_names.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -69,12 +71,11 @@ const std::atomic<uint64_t>* SlotsAt(const void* base) {
 }  // namespace
 
 const char* MetricTypeName(MetricType type) {
-  switch (type) {
-    case MetricType::kCounter: return "counter";
-    case MetricType::kGauge: return "gauge";
-    case MetricType::kHistogram: return "histogram";
-  }
-  return "untyped";
+  static constexpr EnumName<MetricType> kNames[] = {
+      {"counter", MetricType::kCounter},
+      {"gauge", MetricType::kGauge},
+      {"histogram", MetricType::kHistogram}};
+  return NameOf(kNames, type, "untyped");
 }
 
 size_t ArenaBytes() {
@@ -113,13 +114,16 @@ Status ValidateLabelName(const std::string& metric, const std::string& label) {
   return Status::Ok();
 }
 
-std::string EscapeLabelValue(const std::string& value) {
+namespace {
+
+// `text` with \\ and newlines escaped, and with `quote`, double quotes too.
+std::string Escape(const std::string& text, bool quote) {
   std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
+  out.reserve(text.size());
+  for (char c : text) {
     if (c == '\\') {
       out += "\\\\";
-    } else if (c == '"') {
+    } else if (c == '"' && quote) {
       out += "\\\"";
     } else if (c == '\n') {
       out += "\\n";
@@ -128,6 +132,16 @@ std::string EscapeLabelValue(const std::string& value) {
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::string EscapeLabelValue(const std::string& value) {
+  return Escape(value, /*quote=*/true);
+}
+
+std::string EscapeHelp(const std::string& help) {
+  return Escape(help, /*quote=*/false);
 }
 
 Arena::Arena(void* base, size_t size, std::string path)

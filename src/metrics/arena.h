@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "common/bit_cast.h"
 #include "common/mutex.h"
 #include "kolo/status.h"
 
@@ -99,16 +100,8 @@ struct ArenaSnapshot {
 };
 
 // Counters, gauges and histogram sums are doubles kept as their bits.
-inline uint64_t DoubleToBits(double value) {
-  uint64_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  return bits;
-}
-inline double BitsToDouble(uint64_t bits) {
-  double value;
-  std::memcpy(&value, &bits, sizeof(value));
-  return value;
-}
+inline uint64_t DoubleToBits(double value) { return BitCast<uint64_t>(value); }
+inline double BitsToDouble(uint64_t bits) { return BitCast<double>(bits); }
 
 // Checks a metric or label name against Prometheus' rules and kolo's: the
 // error names the metric and what is wrong.
@@ -116,6 +109,8 @@ Status ValidateMetricName(const std::string& name);
 Status ValidateLabelName(const std::string& metric, const std::string& label);
 // A label value escaped for the text format (\\, \" and \n).
 std::string EscapeLabelValue(const std::string& value);
+// HELP text escaped for the text format (\\ and \n).
+std::string EscapeHelp(const std::string& help);
 
 class Arena {
  public:

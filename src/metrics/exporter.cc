@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/enum_names.h"
 #include "metrics/job_page.h"
 #include "metrics/system.h"
 #include "metrics/text_format.h"
@@ -91,12 +92,11 @@ Json OrNull(double value) {
 }
 
 const char* PhaseName(RankPhase phase) {
-  switch (phase) {
-    case RankPhase::kStarting: return "starting";
-    case RankPhase::kRunning: return "running";
-    case RankPhase::kFinished: return "finished";
-  }
-  return "unknown";
+  static constexpr EnumName<RankPhase> kNames[] = {
+      {"starting", RankPhase::kStarting},
+      {"running", RankPhase::kRunning},
+      {"finished", RankPhase::kFinished}};
+  return NameOf(kNames, phase);
 }
 
 bool EndsWith(const std::string& text, const std::string& suffix) {

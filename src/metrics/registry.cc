@@ -121,20 +121,31 @@ double Histogram::Sum() const {
                 : 0;
 }
 
+namespace {
+
+// A counter's or gauge's handle (`make` builds it) on the one slot of the
+// series, registered as `type`.
+template <typename Handle>
+StatusOr<Handle> GetScalar(MetricType type, const std::string& name,
+                           const std::string& help, const Labels& labels,
+                           Handle (*make)(std::atomic<uint64_t>*)) {
+  KOLO_ASSIGN_OR_RETURN(std::atomic<uint64_t> * slot,
+                        RegisterSeries(type, name, help, {}, labels));
+  return make(slot);
+}
+
+}  // namespace
+
 StatusOr<Counter> GetCounter(const std::string& name, const std::string& help,
                              const Labels& labels) {
-  KOLO_ASSIGN_OR_RETURN(
-      std::atomic<uint64_t> * slot,
-      RegisterSeries(MetricType::kCounter, name, help, {}, labels));
-  return HandleAccess::MakeCounter(slot);
+  return GetScalar(MetricType::kCounter, name, help, labels,
+                   &HandleAccess::MakeCounter);
 }
 
 StatusOr<Gauge> GetGauge(const std::string& name, const std::string& help,
                          const Labels& labels) {
-  KOLO_ASSIGN_OR_RETURN(
-      std::atomic<uint64_t> * slot,
-      RegisterSeries(MetricType::kGauge, name, help, {}, labels));
-  return HandleAccess::MakeGauge(slot);
+  return GetScalar(MetricType::kGauge, name, help, labels,
+                   &HandleAccess::MakeGauge);
 }
 
 StatusOr<Histogram> GetHistogram(const std::string& name,

@@ -27,21 +27,6 @@ std::string FormatNumber(double value) {
   return text;
 }
 
-std::string EscapeHelp(const std::string& help) {
-  std::string out;
-  out.reserve(help.size());
-  for (char c : help) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 std::string RankLabels(const std::string& job, int32_t rank,
                        const std::string& host) {
   return "job=\"" + EscapeLabelValue(job) + "\",rank=\"" +

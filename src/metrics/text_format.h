@@ -53,8 +53,6 @@ std::string RenderText(const std::vector<Family>& families);
 // A number as the text format writes it: the shortest text that reads back
 // as the same double; +Inf, -Inf and NaN.
 std::string FormatNumber(double value);
-// HELP text escaped (\\ and \n).
-std::string EscapeHelp(const std::string& help);
 // The labels every series of a rank starts with.
 std::string RankLabels(const std::string& job, int32_t rank,
                        const std::string& host);

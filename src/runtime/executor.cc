@@ -1,6 +1,8 @@
 #include "runtime/executor.h"
 
 #include <cstring>
+#include <functional>
+#include <numeric>
 
 #include "common/reduce.h"
 
@@ -145,22 +147,29 @@ Status Executor::RunOne(const ReadyOperation& op, LocalOperation* local) {
   const TensorSpec& mine = op.specs[world_.rank];
   const DataType type = mine.type;
   const int64_t element = DataTypeSize(type);
+  // Allgather and alltoall fill a new output with counts[r] elements from
+  // each rank r; when nothing is sent there is nothing to run, and alone a
+  // rank's output is what it sends.
+  auto exchange = [&](const std::vector<int64_t>& counts, int64_t sent,
+                      const std::function<Status()>& call) -> Status {
+    const int64_t total =
+        std::accumulate(counts.begin(), counts.end(), int64_t{0});
+    local->handle->output.resize(total * element);
+    local->handle->output_counts = counts;
+    if (sent == 0) return Status::Ok();
+    if (world_.size == 1) {
+      std::memcpy(local->handle->output.data(), local->send, total * element);
+      return Status::Ok();
+    }
+    return Engine(just_this, call);
+  };
   switch (mine.collective) {
     case Collective::kAllgather: {
       std::vector<int64_t> counts;
-      int64_t total = 0;
-      for (const TensorSpec& s : op.specs) {
-        counts.push_back(s.count);
-        total += s.count;
-      }
-      local->handle->output.resize(total * element);
-      local->handle->output_counts = counts;
-      if (total == 0) return Status::Ok();
-      if (world_.size == 1) {
-        std::memcpy(local->handle->output.data(), local->send, total * element);
-        return Status::Ok();
-      }
-      return Engine(just_this, [&] {
+      for (const TensorSpec& s : op.specs) counts.push_back(s.count);
+      const int64_t sent =
+          std::accumulate(counts.begin(), counts.end(), int64_t{0});
+      return exchange(counts, sent, [&] {
         return backend_->Allgatherv(local->send, local->handle->output.data(),
                                     counts, type);
       });
@@ -172,21 +181,12 @@ Status Executor::RunOne(const ReadyOperation& op, LocalOperation* local) {
       });
     case Collective::kAlltoall: {
       std::vector<int64_t> recv_counts;
-      int64_t total = 0;
       int64_t sent = 0;
       for (const TensorSpec& s : op.specs) {
         recv_counts.push_back(s.splits[world_.rank]);
-        total += recv_counts.back();
         for (int64_t c : s.splits) sent += c;
       }
-      local->handle->output.resize(total * element);
-      local->handle->output_counts = recv_counts;
-      if (sent == 0) return Status::Ok();
-      if (world_.size == 1) {
-        std::memcpy(local->handle->output.data(), local->send, total * element);
-        return Status::Ok();
-      }
-      return Engine(just_this, [&] {
+      return exchange(recv_counts, sent, [&] {
         return backend_->Alltoallv(local->send, mine.splits,
                                    local->handle->output.data(), recv_counts,
                                    type);

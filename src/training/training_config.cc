@@ -58,11 +58,15 @@ class Reader {
     return Error(path, "must be " + expected + ", got " + value.dump());
   }
 
-  // The member, or nullptr when it is absent or null.
+  // The member, or nullptr when it is absent or null; `*present` (when
+  // given) says which.
   StatusOr<const Json*> Member(const Json& object, const std::string& prefix,
-                               const std::string& key) const {
+                               const std::string& key,
+                               bool* present = nullptr) const {
     auto it = object.find(key);
-    if (it == object.end() || it->is_null()) return nullptr;
+    const bool found = it != object.end() && !it->is_null();
+    if (present != nullptr) *present = found;
+    if (!found) return nullptr;
     if (IsAuto(*it)) {
       return Error(Join(prefix, key),
                    "is \"auto\"; kolo needs a value (DeepSpeed's \"auto\" is "
@@ -97,8 +101,8 @@ class Reader {
   Status ReadString(const Json& object, const std::string& prefix,
                     const std::string& key, std::string* out,
                     bool* present = nullptr) const {
-    KOLO_ASSIGN_OR_RETURN(const Json* value, Member(object, prefix, key));
-    if (present != nullptr) *present = value != nullptr;
+    KOLO_ASSIGN_OR_RETURN(const Json* value,
+                          Member(object, prefix, key, present));
     if (value == nullptr) return Status::Ok();
     if (!value->is_string()) {
       return BadValue(Join(prefix, key), *value, "a string");
@@ -111,8 +115,8 @@ class Reader {
   Status ReadNumber(const Json& object, const std::string& prefix,
                     const std::string& key, double min, bool exclusive,
                     double* out, bool* present = nullptr) const {
-    KOLO_ASSIGN_OR_RETURN(const Json* value, Member(object, prefix, key));
-    if (present != nullptr) *present = value != nullptr;
+    KOLO_ASSIGN_OR_RETURN(const Json* value,
+                          Member(object, prefix, key, present));
     if (value == nullptr) return Status::Ok();
     std::string expected = "a number";
     if (min != -std::numeric_limits<double>::infinity()) {
@@ -135,8 +139,8 @@ class Reader {
   Status ReadInteger(const Json& object, const std::string& prefix,
                      const std::string& key, int64_t min, int64_t max,
                      int64_t* out, bool* present = nullptr) const {
-    KOLO_ASSIGN_OR_RETURN(const Json* value, Member(object, prefix, key));
-    if (present != nullptr) *present = value != nullptr;
+    KOLO_ASSIGN_OR_RETURN(const Json* value,
+                          Member(object, prefix, key, present));
     if (value == nullptr) return Status::Ok();
     std::string expected = "an integer";
     if (max == kInt64Max) {
@@ -206,25 +210,41 @@ class Reader {
   std::vector<std::string>* warnings_;
 };
 
+// Reads the `type` of the section `prefix` ({"type": ..., "params": {...}}),
+// which must be one of `kinds`, matched without regard to case; returns it
+// as written in `type` and its value in `out`. The error lists the kinds.
+template <typename T>
+Status ReadSectionType(const Reader& r, const Json& section,
+                       const std::string& prefix,
+                       const std::vector<std::pair<const char*, T>>& kinds,
+                       std::string* type, T* out) {
+  r.WarnUnknown(section, prefix, {"type", "params"});
+  bool has_type = false;
+  KOLO_RETURN_IF_ERROR(r.ReadString(section, prefix, "type", type, &has_type));
+  if (!has_type) return r.Error(prefix + ".type", "is missing");
+  std::string known;
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    if (Lower(*type) == Lower(kinds[i].first)) {
+      *out = kinds[i].second;
+      return Status::Ok();
+    }
+    known += (i == 0 ? "" : i + 1 == kinds.size() ? " and " : ", ");
+    known += kinds[i].first;
+  }
+  return r.Error(prefix + ".type",
+                 "is " + Json(*type).dump() + "; kolo knows " + known);
+}
+
 Status ParseOptimizer(const Reader& r, const Json& section,
                       OptimizerConfig* out) {
   const std::string prefix = "optimizer";
-  r.WarnUnknown(section, prefix, {"type", "params"});
   std::string type;
-  bool has_type = false;
-  KOLO_RETURN_IF_ERROR(r.ReadString(section, prefix, "type", &type, &has_type));
-  if (!has_type) return r.Error("optimizer.type", "is missing");
-  const std::string lower = Lower(type);
-  if (lower == "adam") {
-    out->type = OptimizerType::kAdam;
-  } else if (lower == "adamw") {
-    out->type = OptimizerType::kAdamW;
-  } else if (lower == "sgd") {
-    out->type = OptimizerType::kSgd;
-  } else {
-    return r.Error("optimizer.type", "is " + Json(type).dump() +
-                                         "; kolo knows Adam, AdamW and SGD");
-  }
+  KOLO_RETURN_IF_ERROR(
+      ReadSectionType<OptimizerType>(r, section, prefix,
+                                     {{"Adam", OptimizerType::kAdam},
+                                      {"AdamW", OptimizerType::kAdamW},
+                                      {"SGD", OptimizerType::kSgd}},
+                                     &type, &out->type));
   const Json* params = nullptr;
   KOLO_RETURN_IF_ERROR(r.ReadObject(section, prefix, "params", &params));
   if (params == nullptr) return Status::Ok();
@@ -409,26 +429,14 @@ Status ParseScheduler(const Reader& r, const Json& section,
                       const std::optional<OptimizerConfig>& optimizer,
                       LrScheduleConfig* out) {
   const std::string prefix = "scheduler";
-  r.WarnUnknown(section, prefix, {"type", "params"});
   std::string type;
-  bool has_type = false;
-  KOLO_RETURN_IF_ERROR(r.ReadString(section, prefix, "type", &type, &has_type));
-  if (!has_type) return r.Error("scheduler.type", "is missing");
-  const std::string lower = Lower(type);
-  if (lower == "warmuplr") {
-    out->type = LrScheduleType::kWarmupLR;
-  } else if (lower == "warmupdecaylr") {
-    out->type = LrScheduleType::kWarmupDecayLR;
-  } else if (lower == "warmupcosinelr") {
-    out->type = LrScheduleType::kWarmupCosineLR;
-  } else if (lower == "onecycle") {
-    out->type = LrScheduleType::kOneCycle;
-  } else {
-    return r.Error("scheduler.type",
-                   "is " + Json(type).dump() +
-                       "; kolo knows WarmupLR, WarmupDecayLR, WarmupCosineLR "
-                       "and OneCycle");
-  }
+  KOLO_RETURN_IF_ERROR(ReadSectionType<LrScheduleType>(
+      r, section, prefix,
+      {{"WarmupLR", LrScheduleType::kWarmupLR},
+       {"WarmupDecayLR", LrScheduleType::kWarmupDecayLR},
+       {"WarmupCosineLR", LrScheduleType::kWarmupCosineLR},
+       {"OneCycle", LrScheduleType::kOneCycle}},
+      &type, &out->type));
   static const Json kEmpty = Json::object();
   const Json* params = nullptr;
   KOLO_RETURN_IF_ERROR(r.ReadObject(section, prefix, "params", &params));

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -34,6 +35,15 @@ inline Table::Column TableColumn(const char* title, const char* unit, int width,
 
 // Bytes as MiB with one decimal, as the memory tables give them.
 inline std::string Mib(double bytes) { return FormatFixed(bytes / kMiB, 1); }
+
+// kInvalidArgument "FLAG VALUE must be at least MIN" ("must not be
+// negative" for a minimum of 0) when `value` is below `min`.
+inline Status CheckAtLeast(const char* flag, int64_t value, int64_t min) {
+  if (value >= min) return Status::Ok();
+  return InvalidArgument(
+      min == 0 ? fmt::format("{} {} must not be negative", flag, value)
+               : fmt::format("{} {} must be at least {}", flag, value, min));
+}
 
 // Prints the error on stderr and returns the command's exit code.
 inline int Fail(const Status& status) {

@@ -116,13 +116,9 @@ std::vector<std::string> CheckpointCommand(const CheckpointFlags& f,
 
 StatusOr<CheckpointMeasurement> ReadCheckpointMeasurement(
     const json& job, const std::string& output, int32_t np) {
-  auto fail = [&](const std::string& what) {
-    return Internal(
-        fmt::format("{}; the job's output ends:{}", what, OutputTail(output)));
-  };
   if (!job.is_object() || !job.contains("result") ||
       !job["result"].is_object()) {
-    return fail("no result in its JSON");
+    return JobError(output, "no result in its JSON");
   }
   const json& result = job["result"];
   CheckpointMeasurement m;
@@ -142,7 +138,7 @@ StatusOr<CheckpointMeasurement> ReadCheckpointMeasurement(
               &m.optimizer_state_sum}}) {
     StatusOr<double> value =
         ResultNumber(result, field.key, field.good, field.wanted);
-    if (!value.ok()) return fail(value.status().message());
+    if (!value.ok()) return JobError(output, value.status().message());
     *field.out = *value;
   }
   m.bytes = static_cast<int64_t>(bytes);
@@ -150,16 +146,19 @@ StatusOr<CheckpointMeasurement> ReadCheckpointMeasurement(
   const auto rss = result.find("peak_rss_bytes");
   if (rss == result.end() || !rss->is_array() ||
       rss->size() != static_cast<size_t>(np)) {
-    return fail(fmt::format(
-        "result.peak_rss_bytes is {}, not {} per-rank "
-        "figure{}",
-        rss == result.end() ? "missing" : rss->dump(), np, np == 1 ? "" : "s"));
+    return JobError(
+        output, fmt::format("result.peak_rss_bytes is {}, not {} per-rank "
+                            "figure{}",
+                            rss == result.end() ? "missing" : rss->dump(), np,
+                            np == 1 ? "" : "s"));
   }
   for (const json& v : *rss) {
     if (!v.is_number_integer() || v.get<int64_t>() < 0) {
-      return fail(fmt::format(
-          "result.peak_rss_bytes is {}: not all non-negative integers",
-          rss->dump()));
+      return JobError(
+          output,
+          fmt::format(
+              "result.peak_rss_bytes is {}: not all non-negative integers",
+              rss->dump()));
     }
     m.peak_rss_bytes.push_back(v.get<int64_t>());
   }
@@ -195,21 +194,12 @@ CheckpointRow SummarizeCheckpoint(
   row.framework = variant.framework;
   row.save_np = save_np;
   row.load_np = load_np;
-  std::vector<double> save_seconds, load_seconds, bytes, files, rss;
-  for (const CheckpointMeasurement& m : saves) {
-    save_seconds.push_back(m.seconds);
-    bytes.push_back(static_cast<double>(m.bytes));
-    files.push_back(static_cast<double>(m.files));
-  }
-  for (const CheckpointMeasurement& m : loads) {
-    load_seconds.push_back(m.seconds);
-    rss.push_back(Largest(m.peak_rss_bytes));
-  }
-  row.save_seconds = SpreadOf(save_seconds).median;
-  row.load_seconds = SpreadOf(load_seconds).median;
-  row.bytes = SpreadOf(bytes).median;
-  row.files = SpreadOf(files).median;
-  row.load_peak_rss_bytes = SpreadOf(rss).median;
+  using M = CheckpointMeasurement;
+  row.save_seconds = MedianOver(saves, &M::seconds);
+  row.load_seconds = MedianOver(loads, &M::seconds);
+  row.bytes = MedianOver(saves, &M::bytes);
+  row.files = MedianOver(saves, &M::files);
+  row.load_peak_rss_bytes = MedianOfLargest(loads, &M::peak_rss_bytes);
   row.torch_version = loads.empty() ? "" : loads.back().torch_version;
   return row;
 }
@@ -266,8 +256,7 @@ CLI::App* AddCheckpointCommand(CLI::App& app, CheckpointFlags* f) {
       "Load resharded at each --load-np (kolo-zero1, kolo-zero2) against "
       "PyTorch Distributed Checkpoint of an FSDP2-sharded model (torch-dcp): "
       "seconds, bytes and files, every load checked against its save");
-  cmd->add_option("--models", f->models, "model zoo networks, comma-separated")
-      ->capture_default_str();
+  AddModelsFlag(cmd, &f->models);
   cmd->add_option("--save-np", f->save_np, "ranks that save, comma-separated")
       ->capture_default_str();
   cmd->add_option("--load-np", f->load_np,
@@ -279,22 +268,16 @@ CLI::App* AddCheckpointCommand(CLI::App& app, CheckpointFlags* f) {
   cmd->add_option("--batch-size", f->batch_size,
                   "images per rank in the step before each save")
       ->capture_default_str();
-  cmd->add_option("--image-size", f->image_size,
-                  "the synthetic 3-channel images' height and width")
-      ->capture_default_str();
+  AddImageSizeFlag(cmd, &f->image_size);
   AddJobFlags(cmd, &f->threads, "rank", nullptr, nullptr, &f->repeat,
               "saves and loads per configuration, interleaved (the table "
               "gives medians)");
   AddRecordFlag(cmd, &f->json_path);
-  cmd->add_option("--kolorun", f->kolorun, "kolorun to start kolo's jobs with");
+  AddKolorunFlag(cmd, &f->kolorun);
   cmd->add_option("--worker", f->worker,
                   "kolo-bench-checkpoint-worker to run kolo's side with");
   AddPythonFlag(cmd, &f->python);
   return cmd;
-}
-
-int RunCheckpointCommand(const CheckpointFlags& f) {
-  return CommandExit("checkpoint", RunCheckpoint(f).status());
 }
 
 namespace {

@@ -50,12 +50,9 @@
 #include <string>
 #include <vector>
 
+#include "command.h"
 #include "kolo/status.h"
 #include "table.h"
-
-namespace CLI {
-class App;
-}  // namespace CLI
 
 namespace kolo::bench {
 
@@ -165,9 +162,8 @@ Table CheckpointTable();
 std::vector<std::string> CheckpointCells(const CheckpointRow& row);
 
 CLI::App* AddCheckpointCommand(CLI::App& app, CheckpointFlags* flags);
-int RunCheckpointCommand(const CheckpointFlags& flags);
 
-// What RunCheckpointCommand does: every job, the table, the record
+// What `kolo-bench checkpoint` runs: every job, the table, the record
 // appended to flags.json_path (when set), which it returns.
 StatusOr<nlohmann::json> RunCheckpoint(const CheckpointFlags& flags);
 

@@ -67,16 +67,13 @@ BufferLayout AlltoallLayout(int64_t elements, int32_t, int32_t n) {
   return layout;
 }
 
-// reducescatter: send holds n blocks of c; rank r keeps the reduction of
-// block r, which in place lands on block r of the send buffer.
+// reducescatter, allgather's mirror: send holds n blocks of c; rank r
+// keeps the reduction of block r, which in place lands on block r of the
+// send buffer.
 BufferLayout ReducescatterLayout(int64_t elements, int32_t rank, int32_t n) {
-  const int64_t c = elements / n;
-  BufferLayout layout;
-  layout.call_count = c;
-  layout.send_elements = elements;
-  layout.recv_elements = c;
-  layout.in_place_elements = elements;
-  layout.in_place_recv_offset = rank * c;
+  BufferLayout layout = AllgatherLayout(elements, rank, n);
+  std::swap(layout.send_elements, layout.recv_elements);
+  std::swap(layout.in_place_send_offset, layout.in_place_recv_offset);
   return layout;
 }
 
@@ -800,10 +797,7 @@ StatusOr<CollectivesConfig> ParseCollectivesFlags(
         fmt::format("--minbytes {} is larger than --maxbytes {}",
                     flags.min_bytes, flags.max_bytes));
   }
-  if (flags.step_factor < 2) {
-    return InvalidArgument(
-        fmt::format("--stepfactor {} must be at least 2", flags.step_factor));
-  }
+  KOLO_RETURN_IF_ERROR(CheckAtLeast("--stepfactor", flags.step_factor, 2));
   config.step_factor = flags.step_factor;
 
   for (const std::string& name : SplitList(flags.ops)) {
@@ -841,18 +835,9 @@ StatusOr<CollectivesConfig> ParseCollectivesFlags(
   if (!op.ok()) return op.status().WithContext("--op");
   config.op = *op;
 
-  if (flags.root < 0) {
-    return InvalidArgument(
-        fmt::format("--root {} must not be negative", flags.root));
-  }
-  if (flags.iters < 1) {
-    return InvalidArgument(
-        fmt::format("--iters {} must be at least 1", flags.iters));
-  }
-  if (flags.warmup < 0) {
-    return InvalidArgument(
-        fmt::format("--warmup {} must not be negative", flags.warmup));
-  }
+  KOLO_RETURN_IF_ERROR(CheckAtLeast("--root", flags.root, 0));
+  KOLO_RETURN_IF_ERROR(CheckAtLeast("--iters", flags.iters, 1));
+  KOLO_RETURN_IF_ERROR(CheckAtLeast("--warmup", flags.warmup, 0));
   if (flags.check != 0 && flags.check != 1) {
     return InvalidArgument(
         fmt::format("--check {} must be 0 or 1", flags.check));
@@ -1055,9 +1040,7 @@ CLI::App* AddCollectivesCommand(CLI::App& parent, CollectivesFlags* flags) {
       "Also time every row straight on these engines, without kolo's runtime: "
       "mpi,gloo,shm,tcp (comma-separated; mpi needs kolorun --launcher "
       "mpirun). Adds a 2-thread memcpy line and a comparison table");
-  command->add_option("--json", flags->json_path,
-                      "Append the results as a JSON record to the array in "
-                      "this file (rank 0)");
+  AddRankZeroRecordFlag(command, &flags->json_path);
   return command;
 }
 

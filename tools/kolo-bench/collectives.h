@@ -46,12 +46,9 @@
 #include <string>
 #include <vector>
 
+#include "command.h"
 #include "kolo/kolo.h"
 #include "table.h"
-
-namespace CLI {
-class App;
-}  // namespace CLI
 
 namespace kolo {
 class Backend;

@@ -48,30 +48,19 @@ std::vector<std::string> JobCommand(const ElasticFlags& f,
                                     const std::string& kolo_train,
                                     const std::string& model, int32_t np,
                                     const fs::path& json_path, bool faulty) {
-  std::vector<std::string> c = {kolorun,
-                                "--elastic",
-                                "-np",
-                                std::to_string(np),
-                                "--min-np",
-                                "1",
-                                kolo_train,
-                                "--elastic",
-                                "--model",
-                                model,
-                                "--epochs",
-                                std::to_string(f.epochs),
-                                "--batch-size",
-                                std::to_string(f.batch_size),
-                                "--global-batch",
-                                std::to_string(f.global_batch),
-                                "--commit-every",
-                                std::to_string(f.commit_every),
-                                "--train-subset",
-                                std::to_string(f.train_subset),
-                                "--test-subset",
-                                std::to_string(f.test_subset),
-                                "--json",
-                                json_path.string()};
+  std::vector<std::string> c = {
+      kolorun, "--elastic", "-np",       std::to_string(np), "--min-np",
+      "1",     kolo_train,  "--elastic", "--model",          model};
+  const auto count = [&c](const char* flag, int64_t value) {
+    c.insert(c.end(), {flag, std::to_string(value)});
+  };
+  count("--epochs", f.epochs);
+  count("--batch-size", f.batch_size);
+  count("--global-batch", f.global_batch);
+  count("--commit-every", f.commit_every);
+  count("--train-subset", f.train_subset);
+  count("--test-subset", f.test_subset);
+  c.insert(c.end(), {"--json", json_path.string()});
   if (model == "lenet") {
     c.insert(c.end(), {"--dataset", "fashion-mnist"});
   } else {
@@ -144,8 +133,7 @@ CLI::App* AddElasticCommand(CLI::App& app, ElasticFlags* f) {
       "lost, throughput and accuracy against an uninterrupted run");
   cmd->add_option("--models", f->models, "models, comma-separated")
       ->capture_default_str();
-  cmd->add_option("--np", f->np, "worker counts, comma-separated")
-      ->capture_default_str();
+  AddNpFlag(cmd, &f->np);
   cmd->add_option("--repeat", f->repeat, "runs of each kind (median)")
       ->capture_default_str();
   cmd->add_option("--kill-step", f->kill_step,
@@ -241,6 +229,8 @@ Status MeasureElasticJob(const ElasticFlags& f, const TrainTools& tools,
   return Status::Ok();
 }
 
+}  // namespace
+
 Status RunElastic(const ElasticFlags& f) {
   KOLO_ASSIGN_OR_RETURN(const std::vector<int32_t> nps, ParseElasticNps(f));
   const std::vector<std::string> models = SplitList(f.models);
@@ -279,12 +269,6 @@ Status RunElastic(const ElasticFlags& f) {
                                      {"kill_step", f.kill_step},
                                      {"commit_every", f.commit_every},
                                      {"records", records}});
-}
-
-}  // namespace
-
-int RunElasticCommand(const ElasticFlags& f) {
-  return CommandExit("elastic", RunElastic(f));
 }
 
 }  // namespace kolo::bench

@@ -26,11 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "command.h"
 #include "kolo/status.h"
-
-namespace CLI {
-class App;
-}  // namespace CLI
 
 namespace kolo::bench {
 
@@ -75,7 +72,10 @@ StatusOr<RecoveryMeasurement> MeasureRecovery(const nlohmann::json& step_times,
 StatusOr<double> FindKillTime(const std::string& output);
 
 CLI::App* AddElasticCommand(CLI::App& app, ElasticFlags* flags);
-int RunElasticCommand(const ElasticFlags& flags);
+
+// What `kolo-bench elastic` runs: both runs of every configuration, the
+// table, and the records written to flags.json_path (when set).
+Status RunElastic(const ElasticFlags& flags);
 
 }  // namespace kolo::bench
 

@@ -574,18 +574,9 @@ int64_t GradientBuffer::CountWrong(ReduceOp op, int64_t step,
 }
 
 Status ParseFusionFlags(const FusionFlags& flags) {
-  if (flags.steps < 1) {
-    return InvalidArgument(
-        fmt::format("--steps {} must be at least 1", flags.steps));
-  }
-  if (flags.warmup < 0) {
-    return InvalidArgument(
-        fmt::format("--warmup {} must not be negative", flags.warmup));
-  }
-  if (flags.repeat < 1) {
-    return InvalidArgument(
-        fmt::format("--repeat {} must be at least 1", flags.repeat));
-  }
+  KOLO_RETURN_IF_ERROR(CheckAtLeast("--steps", flags.steps, 1));
+  KOLO_RETURN_IF_ERROR(CheckAtLeast("--warmup", flags.warmup, 0));
+  KOLO_RETURN_IF_ERROR(CheckAtLeast("--repeat", flags.repeat, 1));
   return Status::Ok();
 }
 

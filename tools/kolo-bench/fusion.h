@@ -47,13 +47,10 @@
 #include <string>
 #include <vector>
 
+#include "command.h"
 #include "kolo/kolo.h"
 #include "statistics.h"
 #include "table.h"
-
-namespace CLI {
-class App;
-}  // namespace CLI
 
 namespace kolo::bench {
 

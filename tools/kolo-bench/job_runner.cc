@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
 #include <cmath>
 #include <fstream>
 #include <optional>
@@ -36,17 +35,14 @@ StatusOr<JobOutput> RunJob(const std::vector<std::string>& command,
 
 StatusOr<TrainResult> ReadTimedResult(const json& job,
                                       const std::string& output) {
-  auto fail = [&](const std::string& what) {
-    return Internal(
-        fmt::format("{}; the job's output ends:{}", what, OutputTail(output)));
-  };
   StatusOr<TrainResult> result = TrainResultOfJob(job, "its JSON");
-  if (!result.ok()) return fail(result.status().message());
+  if (!result.ok()) return JobError(output, result.status().message());
   for (auto [key, value] : {std::pair<const char*, std::optional<double>>{
                                 "images_per_second", result->images_per_second},
                             {"step_ms", result->step_ms}}) {
     if (!value || !(*value > 0) || !std::isfinite(*value)) {
-      return fail(fmt::format("result.{} is missing or not positive", key));
+      return JobError(output,
+                      fmt::format("result.{} is missing or not positive", key));
     }
   }
   return result;
@@ -79,32 +75,6 @@ StatusOr<json> FinishRecord(json record, const std::string& json_path) {
   return record;
 }
 
-int CommandExit(const char* command, const Status& status) {
-  if (status.ok()) return 0;
-  fmt::print(stderr, "kolo-bench {}: {}\n", command, status.message());
-  return 1;
-}
-
-void AddJobFlags(CLI::App* cmd, int32_t* threads, const char* unit,
-                 int64_t* warmup, int64_t* iters, int32_t* repeat,
-                 const char* repeat_help) {
-  cmd->add_option("--threads", *threads,
-                  fmt::format("LibTorch threads per {}", unit))
-      ->capture_default_str();
-  if (warmup != nullptr && iters != nullptr) {
-    cmd->add_option("--warmup", *warmup, "untimed steps before the timed ones")
-        ->capture_default_str();
-    cmd->add_option("--iters", *iters, "timed steps per job")
-        ->capture_default_str();
-  }
-  cmd->add_option("--repeat", *repeat, repeat_help)->capture_default_str();
-}
-
-void AddRecordFlag(CLI::App* cmd, std::string* json_path) {
-  cmd->add_option("--json", *json_path,
-                  "append the record (every figure, every job's JSON) here");
-}
-
 void PrintHeader(const Table& table) {
   for (const std::string& line : table.HeaderLines()) fmt::print("{}\n", line);
 }
@@ -118,6 +88,11 @@ std::string OutputTail(const std::string& output, int lines) {
       all.size() > static_cast<size_t>(lines) ? all.size() - lines : 0;
   for (size_t i = first; i < all.size(); ++i) tail += "\n  " + all[i];
   return tail;
+}
+
+Status JobError(const std::string& output, const std::string& what) {
+  return Internal(
+      fmt::format("{}; the job's output ends:{}", what, OutputTail(output)));
 }
 
 }  // namespace kolo::bench

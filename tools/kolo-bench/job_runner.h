@@ -14,13 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "command.h"
 #include "kolo/status.h"
 #include "table.h"
 #include "train_result.h"
-
-namespace CLI {
-class App;
-}  // namespace CLI
 
 namespace kolo::bench {
 
@@ -65,27 +62,16 @@ Status RunRepeats(
 StatusOr<nlohmann::json> FinishRecord(nlohmann::json record,
                                       const std::string& json_path);
 
-// A command's exit code: 0 when `status` is Ok, else 1 after
-// "kolo-bench <command>: <message>" on stderr.
-int CommandExit(const char* command, const Status& status);
-
-// The flags the measuring commands share, in the order --help lists them:
-// --threads (LibTorch threads per `unit`: "worker", "rank"), for timed jobs
-// (`warmup` and `iters` given) --warmup and --iters, then --repeat, which
-// `repeat_help` describes.
-void AddJobFlags(CLI::App* cmd, int32_t* threads, const char* unit,
-                 int64_t* warmup, int64_t* iters, int32_t* repeat,
-                 const char* repeat_help);
-
-// --json FILE: where a command appends its record.
-void AddRecordFlag(CLI::App* cmd, std::string* json_path);
-
 // Prints a table's header lines.
 void PrintHeader(const Table& table);
 
 // The last `lines` lines of `output`, each indented on a line of its own:
 // how an error quotes a job.
 std::string OutputTail(const std::string& output, int lines = 8);
+
+// kInternal: "`what`; the job's output ends:" and the OutputTail of the
+// job's `output`: how a command reports a job whose result is wrong.
+Status JobError(const std::string& output, const std::string& what);
 
 }  // namespace kolo::bench
 

@@ -484,14 +484,8 @@ StatusOr<bool> RunLink(const LinkConfig& config) {
 
 StatusOr<LinkConfig> ParseLinkFlags(const LinkFlags& flags) {
   LinkConfig config;
-  if (flags.pings < 1) {
-    return InvalidArgument(
-        fmt::format("--pings {} must be at least 1", flags.pings));
-  }
-  if (flags.warmup < 0) {
-    return InvalidArgument(
-        fmt::format("--warmup {} must not be negative", flags.warmup));
-  }
+  KOLO_RETURN_IF_ERROR(CheckAtLeast("--pings", flags.pings, 1));
+  KOLO_RETURN_IF_ERROR(CheckAtLeast("--warmup", flags.warmup, 0));
   KOLO_ASSIGN_OR_RETURN(config.ping_bytes,
                         ParseByteSize(flags.ping_bytes, "--ping-bytes"));
   if (config.ping_bytes < 1) {
@@ -643,9 +637,7 @@ CLI::App* AddLinkCommand(CLI::App& parent, LinkFlags* flags) {
       ->add_option("--write-bytes", flags->write_bytes,
                    "Bytes per write of the stream (K/M/G suffixes)")
       ->capture_default_str();
-  command->add_option("--json", flags->json_path,
-                      "Append the results as a JSON record to the array in "
-                      "this file (rank 0)");
+  AddRankZeroRecordFlag(command, &flags->json_path);
   return command;
 }
 

@@ -45,12 +45,9 @@
 #include <string>
 #include <vector>
 
+#include "command.h"
 #include "kolo/status.h"
 #include "table.h"
-
-namespace CLI {
-class App;
-}  // namespace CLI
 
 namespace kolo::bench {
 

@@ -6,9 +6,13 @@
 
 #include <CLI/CLI.hpp>
 #include <exception>
+#include <functional>
+#include <memory>
+#include <vector>
 
 #include "checkpoint.h"
 #include "collectives.h"
+#include "command.h"
 #include "elastic.h"
 #include "fusion.h"
 #include "kolo/build_info.h"
@@ -19,34 +23,60 @@
 #include "train.h"
 #include "zero.h"
 
+namespace kolo::bench {
+namespace {
+
+// A subcommand: its CLI11 app, and what runs it once parsed.
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+// A run's exit status: a command's own, or through CommandExit for a
+// command that returns a Status (or a StatusOr: its record).
+int ExitStatus(const CLI::App&, int status) { return status; }
+int ExitStatus(const CLI::App& app, const Status& status) {
+  return CommandExit(app.get_name().c_str(), status);
+}
+template <typename T>
+int ExitStatus(const CLI::App& app, const StatusOr<T>& result) {
+  return ExitStatus(app, result.status());
+}
+
+// Registers a subcommand with `add`, its flags kept alive by the Command,
+// which runs it with `run`.
+template <typename Flags, typename Result>
+Command AddCommand(CLI::App& app, CLI::App* (*add)(CLI::App&, Flags*),
+                   Result (*run)(const Flags&)) {
+  auto flags = std::make_shared<Flags>();
+  CLI::App* cmd = add(app, flags.get());
+  return {cmd, [cmd, flags, run] { return ExitStatus(*cmd, run(*flags)); }};
+}
+
+// Every subcommand, in the order --help lists them.
+std::vector<Command> AddCommands(CLI::App& app) {
+  return {AddCommand(app, AddCollectivesCommand, RunCollectivesCommand),
+          AddCommand(app, AddFusionCommand, RunFusionCommand),
+          AddCommand(app, AddLinkCommand, RunLinkCommand),
+          AddCommand(app, AddTrainCommand, RunTrain),
+          AddCommand(app, AddZeroCommand, RunZero),
+          AddCommand(app, AddPipelineCommand, RunPipeline),
+          AddCommand(app, AddCheckpointCommand, RunCheckpoint),
+          AddCommand(app, AddElasticCommand, RunElastic),
+          AddCommand(app, AddStudyCommand, RunStudyCommand),
+          AddCommand(app, AddReportCommand, RunReportCommand)};
+}
+
+}  // namespace
+}  // namespace kolo::bench
+
 int main(int argc, char** argv) {
   CLI::App app{"kolo-bench: kolo's benchmarks, and a report of their results"};
   app.set_version_flag("--version",
                        [] { return kolo::VersionText("kolo-bench"); });
   app.require_subcommand(1);
-
-  kolo::bench::CollectivesFlags collectives_flags;
-  CLI::App* collectives =
-      kolo::bench::AddCollectivesCommand(app, &collectives_flags);
-  kolo::bench::FusionFlags fusion_flags;
-  CLI::App* fusion = kolo::bench::AddFusionCommand(app, &fusion_flags);
-  kolo::bench::LinkFlags link_flags;
-  CLI::App* link = kolo::bench::AddLinkCommand(app, &link_flags);
-  kolo::bench::TrainFlags train_flags;
-  CLI::App* train = kolo::bench::AddTrainCommand(app, &train_flags);
-  kolo::bench::ZeroFlags zero_flags;
-  CLI::App* zero = kolo::bench::AddZeroCommand(app, &zero_flags);
-  kolo::bench::PipelineFlags pipeline_flags;
-  CLI::App* pipeline = kolo::bench::AddPipelineCommand(app, &pipeline_flags);
-  kolo::bench::CheckpointFlags checkpoint_flags;
-  CLI::App* checkpoint =
-      kolo::bench::AddCheckpointCommand(app, &checkpoint_flags);
-  kolo::bench::ElasticFlags elastic_flags;
-  CLI::App* elastic = kolo::bench::AddElasticCommand(app, &elastic_flags);
-  kolo::bench::StudyFlags study_flags;
-  CLI::App* study = kolo::bench::AddStudyCommand(app, &study_flags);
-  kolo::bench::ReportFlags report_flags;
-  CLI::App* report = kolo::bench::AddReportCommand(app, &report_flags);
+  const std::vector<kolo::bench::Command> commands =
+      kolo::bench::AddCommands(app);
 
   try {
     app.parse(argc, argv);
@@ -59,35 +89,8 @@ int main(int argc, char** argv) {
   // The edge of the program: anything thrown below (running out of memory
   // for a large --maxbytes, say) becomes an error line and a failed exit.
   try {
-    if (collectives->parsed()) {
-      return kolo::bench::RunCollectivesCommand(collectives_flags);
-    }
-    if (fusion->parsed()) {
-      return kolo::bench::RunFusionCommand(fusion_flags);
-    }
-    if (link->parsed()) {
-      return kolo::bench::RunLinkCommand(link_flags);
-    }
-    if (train->parsed()) {
-      return kolo::bench::RunTrainCommand(train_flags);
-    }
-    if (zero->parsed()) {
-      return kolo::bench::RunZeroCommand(zero_flags);
-    }
-    if (pipeline->parsed()) {
-      return kolo::bench::RunPipelineCommand(pipeline_flags);
-    }
-    if (checkpoint->parsed()) {
-      return kolo::bench::RunCheckpointCommand(checkpoint_flags);
-    }
-    if (elastic->parsed()) {
-      return kolo::bench::RunElasticCommand(elastic_flags);
-    }
-    if (study->parsed()) {
-      return kolo::bench::RunStudyCommand(study_flags);
-    }
-    if (report->parsed()) {
-      return kolo::bench::RunReportCommand(report_flags);
+    for (const kolo::bench::Command& command : commands) {
+      if (command.app->parsed()) return command.run();
     }
   } catch (const std::exception& e) {
     fmt::print(stderr, "kolo-bench: {}\n", e.what());

@@ -20,11 +20,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "command.h"
 #include "kolo/status.h"
-
-namespace CLI {
-class App;
-}  // namespace CLI
 
 namespace kolo::bench {
 

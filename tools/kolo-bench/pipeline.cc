@@ -187,13 +187,9 @@ std::vector<std::string> PipelineCommand(const PipelineFlags& f,
                                          const TrainTools& tools,
                                          const std::string& json_path) {
   TrainFlags t;
+  static_cast<TimedJobFlags&>(t) = f;
   t.model = job.model;
   t.dataset = "synthetic";
-  t.image_size = f.image_size;
-  t.batch_size = f.batch_size;
-  t.threads = f.threads;
-  t.warmup = f.warmup;
-  t.iters = f.iters;
   // The timed steps cycle through these; generating 60,000 synthetic
   // images would take longer than the steps.
   t.train_subset = 4 * f.batch_size;
@@ -238,10 +234,6 @@ std::vector<std::string> PipelinePeerCommand(const PipelineFlags& f,
 StatusOr<PipelineMeasurement> ReadPipelineMeasurement(const json& job_json,
                                                       const std::string& output,
                                                       const PipelineJob& job) {
-  auto fail = [&](const std::string& what) {
-    return Internal(
-        fmt::format("{}; the job's output ends:{}", what, OutputTail(output)));
-  };
   StatusOr<TrainResult> timed = ReadTimedResult(job_json, output);
   if (!timed.ok()) return timed.status();
   // The pipeline's per-stage figures, under "pipeline" or "memory" or
@@ -264,17 +256,17 @@ StatusOr<PipelineMeasurement> ReadPipelineMeasurement(const json& job_json,
         Field{{"peak_activation_bytes"}, &m.peak_activation_bytes}}) {
     StatusOr<std::vector<int64_t>> values =
         PerRank<int64_t>(result, field.keys, np);
-    if (!values.ok()) return fail(values.status().message());
+    if (!values.ok()) return JobError(output, values.status().message());
     *field.out = *std::move(values);
   }
   if (m.peak_rss_bytes.size() != static_cast<size_t>(np)) {
-    return fail("no result.peak_rss_bytes (one figure per rank)");
+    return JobError(output, "no result.peak_rss_bytes (one figure per rank)");
   }
   for (auto [key, out] : {std::pair<const char*, std::vector<double>*>{
                               "busy_seconds", &m.busy_seconds},
                           {"idle_seconds", &m.idle_seconds}}) {
     StatusOr<std::vector<double>> values = PerRank<double>(result, {key}, np);
-    if (!values.ok()) return fail(values.status().message());
+    if (!values.ok()) return JobError(output, values.status().message());
     *out = *std::move(values);
   }
   // The whole model's parameters in float32, where a job reports no bytes
@@ -297,18 +289,20 @@ StatusOr<PipelineMeasurement> ReadPipelineMeasurement(const json& job_json,
   const std::optional<int64_t> micro = config_int("micro_batches");
   const std::string schedule = config.value("schedule", std::string());
   if (!stages || !micro || schedule.empty()) {
-    return fail(
-        "no config.pipeline_stages, config.micro_batches and "
-        "config.schedule in its JSON: does this kolo-train have "
-        "--pipeline-stages?");
+    return JobError(output,
+                    "no config.pipeline_stages, config.micro_batches and "
+                    "config.schedule in its JSON: does this kolo-train have "
+                    "--pipeline-stages?");
   }
   if (*stages != job.stages || *micro != job.micro_batches ||
       schedule != job.schedule) {
-    return fail(fmt::format("it ran {} stages, {} micro-batches, {}; not {}",
+    return JobError(
+        output, fmt::format("it ran {} stages, {} micro-batches, {}; not {}",
                             *stages, *micro, schedule, PipelineJobLabel(job)));
   }
   if (m.busy_seconds.empty() || m.idle_seconds.empty()) {
-    return fail(
+    return JobError(
+        output,
         "no result.pipeline.busy_seconds and idle_seconds (rank 0's, or one "
         "figure per stage)");
   }
@@ -335,25 +329,23 @@ PipelineThroughputRow SummarizePipelineThroughput(
   PipelineThroughputRow row;
   row.job = job;
   row.ideal_bubble = IdealBubble(job.stages, job.micro_batches);
-  std::vector<double> rate, step, bubble, bubble_max, rss;
-  for (const PipelineMeasurement& m : repeats) {
-    rate.push_back(m.images_per_second);
-    step.push_back(m.step_ms);
+  using M = PipelineMeasurement;
+  row.images_per_second = MedianOver(repeats, &M::images_per_second);
+  row.step_ms = MedianOver(repeats, &M::step_ms);
+  row.bubble = MedianOver(repeats, [](const M& m) {
     const std::vector<double> stages = StageBubbles(m);
     double sum = 0;
     for (double b : stages) sum += b;
-    bubble.push_back(stages.empty() ? 0 : sum / stages.size());
-    bubble_max.push_back(Largest(stages));
-    rss.push_back(Largest(m.peak_rss_bytes));
+    return stages.empty() ? 0 : sum / stages.size();
+  });
+  row.bubble_max =
+      MedianOver(repeats, [](const M& m) { return Largest(StageBubbles(m)); });
+  row.peak_rss_bytes = MedianOfLargest(repeats, &M::peak_rss_bytes);
+  for (const M& m : repeats) {
     row.peak_activations =
         std::max(row.peak_activations,
                  static_cast<int64_t>(Largest(m.peak_activations)));
   }
-  row.images_per_second = SpreadOf(rate).median;
-  row.step_ms = SpreadOf(step).median;
-  row.bubble = SpreadOf(bubble).median;
-  row.bubble_max = SpreadOf(bubble_max).median;
-  row.peak_rss_bytes = SpreadOf(rss).median;
   return row;
 }
 
@@ -415,9 +407,7 @@ CLI::App* AddPipelineCommand(CLI::App& app, PipelineFlags* f) {
       ->capture_default_str();
   cmd->add_option("--batch-size", f->batch_size, "images per step")
       ->capture_default_str();
-  cmd->add_option("--image-size", f->image_size,
-                  "the synthetic 3-channel images' height and width")
-      ->capture_default_str();
+  AddImageSizeFlag(cmd, &f->image_size);
   AddJobFlags(cmd, &f->threads, "rank", &f->warmup, &f->iters, &f->repeat,
               "jobs per configuration, interleaved (the tables give medians)");
   cmd->add_flag("--quick", f->quick,
@@ -431,10 +421,6 @@ CLI::App* AddPipelineCommand(CLI::App& app, PipelineFlags* f) {
   AddRecordFlag(cmd, &f->json_path);
   AddToolFlags(cmd, &f->kolorun, &f->kolo_train, nullptr, &f->python);
   return cmd;
-}
-
-int RunPipelineCommand(const PipelineFlags& flags) {
-  return CommandExit("pipeline", RunPipeline(flags).status());
 }
 
 namespace {
@@ -552,9 +538,8 @@ StatusOr<std::string> MeasurePipelineJob(const PipelineFlags& f,
                         ReadPipelineMeasurement(out.json, out.output, job));
   for (double b : StageBubbles(m)) {
     if (!(b >= 0 && b <= 1)) {
-      return Internal(fmt::format(
-          "a stage's bubble is {}, not in [0, 1]; the job's output ends:{}", b,
-          OutputTail(out.output)));
+      return JobError(out.output,
+                      fmt::format("a stage's bubble is {}, not in [0, 1]", b));
     }
   }
   std::string line = fmt::format(
@@ -768,17 +753,12 @@ StatusOr<json> RunPipeline(const PipelineFlags& given) {
                    {"schedules", SplitList(f.schedules)},
                    {"peers", plan.peers},
                    {"balance", f.balance},
-                   {"dataset", "synthetic"},
-                   {"image_size", f.image_size},
-                   {"batch_size", f.batch_size},
-                   {"threads", f.threads},
-                   {"warmup", f.warmup},
-                   {"iters", f.iters},
-                   {"repeat", f.repeat}}},
+                   {"dataset", "synthetic"}}},
                  {"environment", RunEnvironment(peer ? &*peer : nullptr)},
                  {"memory_rows", memory_rows},
                  {"throughput_rows", throughput_rows},
                  {"jobs", all_runs}};
+  record["config"].update(TimedJobConfig(f));
   return FinishRecord(std::move(record), f.json_path);
 }
 

@@ -69,17 +69,20 @@
 #include <string>
 #include <vector>
 
+#include "command.h"
 #include "kolo/status.h"
 #include "table.h"
 #include "train.h"
 
-namespace CLI {
-class App;
-}  // namespace CLI
-
 namespace kolo::bench {
 
-struct PipelineFlags {
+// Both tables' jobs: batch_size images per pipeline per step, synthetic
+// 3 x image_size x image_size images.
+struct PipelineFlags : TimedJobFlags {
+  PipelineFlags() {
+    warmup = 1;
+    iters = 3;
+  }
   // Memory.
   std::string memory_models = "vgg16";
   std::string memory_stages = "1,2,4";
@@ -92,12 +95,6 @@ struct PipelineFlags {
   std::string schedules = "gpipe,1f1b";
   // Both. How kolo-train splits the layers: "parameters" or "time".
   std::string balance = "parameters";
-  int64_t batch_size = 32;  // per pipeline per step
-  int64_t image_size = 32;  // synthetic 3 x size x size images
-  int32_t threads = 1;
-  int64_t warmup = 1;
-  int64_t iters = 3;
-  int32_t repeat = 3;
   bool quick = false;
   std::string peers = "torch-pipelining";  // empty: kolo alone
   std::string json_path;
@@ -189,9 +186,8 @@ Table PipelineMemoryTable();
 Table PipelineThroughputTable();
 
 CLI::App* AddPipelineCommand(CLI::App& app, PipelineFlags* flags);
-int RunPipelineCommand(const PipelineFlags& flags);
 
-// What RunPipelineCommand does: every job, both tables, the record
+// What `kolo-bench pipeline` runs: every job, both tables, the record
 // appended to flags.json_path (when set), which it returns.
 StatusOr<nlohmann::json> RunPipeline(const PipelineFlags& flags);
 

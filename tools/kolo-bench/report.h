@@ -45,12 +45,9 @@
 #include <utility>
 #include <vector>
 
+#include "command.h"
 #include "kolo/status.h"
 #include "svg_chart.h"
-
-namespace CLI {
-class App;
-}  // namespace CLI
 
 namespace kolo::bench {
 

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <utility>
 #include <vector>
 
 namespace kolo::bench {
@@ -34,6 +36,25 @@ double Largest(const std::vector<T>& values) {
   double most = 0;
   for (T v : values) most = std::max(most, static_cast<double>(v));
   return most;
+}
+
+// The median over a command's repeats of one figure of each measurement:
+// `figure`, a member or a function of the measurement, a number.
+template <typename M, typename Figure>
+double MedianOver(const std::vector<M>& repeats, Figure figure) {
+  std::vector<double> values;
+  for (const M& m : repeats) {
+    values.push_back(static_cast<double>(std::invoke(figure, m)));
+  }
+  return SpreadOf(std::move(values)).median;
+}
+
+// The median over the repeats of the largest rank's `figure`.
+template <typename M, typename T>
+double MedianOfLargest(const std::vector<M>& repeats,
+                       std::vector<T> M::*figure) {
+  return MedianOver(repeats,
+                    [figure](const M& m) { return Largest(m.*figure); });
 }
 
 }  // namespace kolo::bench

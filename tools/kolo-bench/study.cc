@@ -120,6 +120,15 @@ std::string Examples(int64_t subset, const char* all) {
   return subset > 0 ? fmt::format("the first {}", subset) : std::string(all);
 }
 
+// "E epoch(s) on ... training and ... test images" of Fashion-MNIST.
+std::string LenetEpochsText(int64_t epochs, int64_t train_subset,
+                            int64_t test_subset) {
+  return fmt::format("{} epoch{} on {} training and {} test images", epochs,
+                     epochs == 1 ? "" : "s",
+                     Examples(train_subset, "all 60,000"),
+                     Examples(test_subset, "all 10,000"));
+}
+
 std::string ScaleText(const std::string& name, const StudyScale& s) {
   if (name == kSmallCnn) {
     return fmt::format("{} epochs on {} training and {} test images, 1 repeat",
@@ -137,22 +146,19 @@ std::string ScaleText(const std::string& name, const StudyScale& s) {
   }
   if (name == kDeepSpeed) {
     return fmt::format(
-        "lenet: {} epoch{} on {} training and {} test images; resnet18: {} "
-        "warm-up + {} timed steps; 1 repeat",
-        s.ds_lenet_epochs, s.ds_lenet_epochs == 1 ? "" : "s",
-        Examples(s.ds_lenet_train_subset, "all 60,000"),
-        Examples(s.ds_lenet_test_subset, "all 10,000"), s.ds_resnet18_warmup,
-        s.ds_resnet18_iters);
+        "lenet: {}; resnet18: {} warm-up + {} timed steps; 1 repeat",
+        LenetEpochsText(s.ds_lenet_epochs, s.ds_lenet_train_subset,
+                        s.ds_lenet_test_subset),
+        s.ds_resnet18_warmup, s.ds_resnet18_iters);
   }
   if (name == kPsVsAllreduce) {
     return fmt::format(
-        "lenet: {} epoch{} on {} training and {} test images; resnet18: {} "
-        "warm-up + {} timed steps{}, {} repeat{}",
-        s.ps_lenet_epochs, s.ps_lenet_epochs == 1 ? "" : "s",
-        Examples(s.ps_lenet_train_subset, "all 60,000"),
-        Examples(s.ps_lenet_test_subset, "all 10,000"), s.ps_resnet18_warmup,
-        s.ps_resnet18_iters, s.ps_resnet18_iters == 0 ? " (left out)" : "",
-        s.ps_resnet18_repeat, s.ps_resnet18_repeat == 1 ? "" : "s");
+        "lenet: {}; resnet18: {} warm-up + {} timed steps{}, {} repeat{}",
+        LenetEpochsText(s.ps_lenet_epochs, s.ps_lenet_train_subset,
+                        s.ps_lenet_test_subset),
+        s.ps_resnet18_warmup, s.ps_resnet18_iters,
+        s.ps_resnet18_iters == 0 ? " (left out)" : "", s.ps_resnet18_repeat,
+        s.ps_resnet18_repeat == 1 ? "" : "s");
   }
   return fmt::format("{} warm-up + {} timed steps, {} repeats",
                      s.resnet18_warmup, s.resnet18_iters, s.resnet18_repeat);

@@ -70,12 +70,9 @@
 #include <string>
 #include <vector>
 
+#include "command.h"
 #include "kolo/status.h"
 #include "train.h"
-
-namespace CLI {
-class App;
-}  // namespace CLI
 
 namespace kolo::bench {
 

@@ -79,22 +79,10 @@ std::string FormatRate(const MeanInterval& m) {
 
 // The checks CLI11 does not make; kInvalidArgument naming the flag.
 Status Validate(const TrainFlags& f, const std::vector<std::string>& peers) {
-  if (f.iters < 1 || f.warmup < 0 || f.repeat < 1 || f.threads < 1 ||
-      f.batch_size < 1) {
-    return InvalidArgument(
-        "--iters, --repeat, --threads and --batch-size must be at least 1, "
-        "--warmup at least 0");
-  }
+  KOLO_RETURN_IF_ERROR(ValidateTimedJob(f, f.dataset));
   if (f.epochs < 0 || f.train_subset < 0 || f.test_subset < 0) {
     return InvalidArgument(
         "--epochs, --train-subset and --test-subset must not be negative");
-  }
-  if (f.image_size < 1) {
-    return InvalidArgument(
-        fmt::format("--image-size must be at least 1, got {}", f.image_size));
-  }
-  if (f.image_size != 32 && f.dataset != "synthetic") {
-    return InvalidArgument("--image-size applies to --dataset synthetic only");
   }
   if (f.lr < 0) {
     return InvalidArgument(
@@ -264,9 +252,32 @@ StatusOr<int64_t> PerWorkerBatch(int64_t batch, int32_t np,
   return batch / np;
 }
 
+Status ValidateTimedJob(const TimedJobFlags& f, const std::string& dataset) {
+  if (f.iters < 1 || f.warmup < 0 || f.repeat < 1 || f.threads < 1 ||
+      f.batch_size < 1) {
+    return InvalidArgument(
+        "--iters, --repeat, --threads and --batch-size must be at least 1, "
+        "--warmup at least 0");
+  }
+  if (f.image_size < 1) {
+    return InvalidArgument(
+        fmt::format("--image-size must be at least 1, got {}", f.image_size));
+  }
+  if (f.image_size != 32 && dataset != "synthetic") {
+    return InvalidArgument("--image-size applies to --dataset synthetic only");
+  }
+  return Status::Ok();
+}
+
+json TimedJobConfig(const TimedJobFlags& f) {
+  return {{"batch_size", f.batch_size}, {"image_size", f.image_size},
+          {"threads", f.threads},       {"warmup", f.warmup},
+          {"iters", f.iters},           {"repeat", f.repeat}};
+}
+
 void AddToolFlags(CLI::App* cmd, std::string* kolorun, std::string* kolo_train,
                   std::string* ddp_script, std::string* python) {
-  cmd->add_option("--kolorun", *kolorun, "kolorun to start kolo's jobs with");
+  AddKolorunFlag(cmd, kolorun);
   cmd->add_option("--kolo-train", *kolo_train, "kolo-train to run");
   if (ddp_script != nullptr) {
     cmd->add_option("--ddp-script", *ddp_script, "torch_ddp.py to run");
@@ -281,16 +292,11 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags* f) {
       "measured alternately in one run");
   cmd->add_option("--model", f->model, "model zoo network")
       ->capture_default_str();
-  cmd->add_option("--dataset", f->dataset,
-                  "synthetic, fashion-mnist, mnist or cifar10")
-      ->check(CLI::IsMember({"synthetic", "fashion-mnist", "mnist", "cifar10"}))
-      ->capture_default_str();
-  cmd->add_option("--data-dir", f->data_dir, "where the dataset's files are");
+  AddDatasetFlags(cmd, &f->dataset, &f->data_dir);
   cmd->add_option("--batch-size", f->batch_size,
                   "per worker (weak scaling) or global (strong)")
       ->capture_default_str();
-  cmd->add_option("--np", f->np, "worker counts, comma-separated")
-      ->capture_default_str();
+  AddNpFlag(cmd, &f->np);
   cmd->add_option("--scaling", f->scaling, "weak or strong")
       ->check(CLI::IsMember({"weak", "strong"}))
       ->capture_default_str();
@@ -332,10 +338,6 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags* f) {
   cmd->add_option("--json", f->json_path, "write every figure to this file");
   AddToolFlags(cmd, &f->kolorun, &f->kolo_train, &f->ddp_script, &f->python);
   return cmd;
-}
-
-int RunTrainCommand(const TrainFlags& f) {
-  return CommandExit("train", RunTrain(f).status());
 }
 
 namespace {
@@ -612,17 +614,11 @@ json TrainRecord(const TrainFlags& f, const TrainPlan& plan, json rows) {
        {{"mode", f.epochs > 0 ? "epochs" : "throughput"},
         {"model", f.model},
         {"dataset", f.dataset},
-        {"batch_size", f.batch_size},
         {"scaling", f.scaling},
         {"np", plan.nps},
-        {"threads", f.threads},
-        {"warmup", f.warmup},
-        {"iters", f.iters},
-        {"repeat", f.repeat},
         {"epochs", f.epochs},
         {"train_subset", f.train_subset},
         {"test_subset", f.test_subset},
-        {"image_size", f.image_size},
         {"peers", plan.peers}}},
       {"environment", RunEnvironment(plan.peer ? &*plan.peer : nullptr)},
       {"rows", std::move(rows)}};
@@ -630,6 +626,7 @@ json TrainRecord(const TrainFlags& f, const TrainPlan& plan, json rows) {
   // The recipe, where one was asked for: the report keeps such runs apart
   // from runs on the programs' defaults.
   json& config = out["config"];
+  config.update(TimedJobConfig(f));
   if (!f.optimizer.empty()) config["optimizer"] = f.optimizer;
   if (f.lr > 0) config["lr"] = f.lr;
   if (!f.precision.empty()) config["precision"] = f.precision;

@@ -62,32 +62,45 @@
 #include <string>
 #include <vector>
 
+#include "command.h"
 #include "job_runner.h"
 #include "kolo/status.h"
 
-namespace CLI {
-class App;
-}  // namespace CLI
-
 namespace kolo::bench {
 
-struct TrainFlags {
-  std::string model = "lenet";
-  std::string dataset = "synthetic";
-  std::string data_dir;
+// What the commands whose jobs time kolo-train steps (train, zero,
+// pipeline) share: the images, the threads and the timing window of each
+// job, and how often each runs. The defaults are train's; zero and
+// pipeline set their own windows.
+struct TimedJobFlags {
   int64_t batch_size = 32;
-  std::string np = "1,2";
-  std::string scaling = "weak";
+  int64_t image_size = 32;  // --dataset synthetic's height and width
   int32_t threads = 1;
   int64_t warmup = 5;
   int64_t iters = 50;
   int32_t repeat = 3;
+};
+
+// kInvalidArgument naming the flags unless --iters, --repeat, --threads,
+// --batch-size and --image-size are at least 1 and --warmup at least 0, or
+// when --image-size is not 32 with another `dataset` than synthetic.
+Status ValidateTimedJob(const TimedJobFlags& f, const std::string& dataset);
+
+// The record's "config" entries of `f`: batch_size, image_size, threads,
+// warmup, iters and repeat.
+nlohmann::json TimedJobConfig(const TimedJobFlags& f);
+
+struct TrainFlags : TimedJobFlags {
+  std::string model = "lenet";
+  std::string dataset = "synthetic";
+  std::string data_dir;
+  std::string np = "1,2";
+  std::string scaling = "weak";
   // Accuracy mode: train for this many epochs instead of timing --iters
   // steps; 0: throughput.
   int64_t epochs = 0;
   int64_t train_subset = 0;  // the first N training images; 0: all
   int64_t test_subset = 0;   // the first N test images (--epochs); 0: all
-  int64_t image_size = 32;   // --dataset synthetic's height and width
   std::string peers;         // comma-separated: torch-ddp, libtorch
   // The recipe; empty (0): each program's default.
   std::string optimizer;    // sgd, adam, adamw: both programs
@@ -123,9 +136,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags* flags);
 void AddToolFlags(CLI::App* cmd, std::string* kolorun, std::string* kolo_train,
                   std::string* ddp_script = nullptr,
                   std::string* python = nullptr);
-int RunTrainCommand(const TrainFlags& flags);
 
-// What RunTrainCommand does, for kolo-bench study to compose: runs every
+// What `kolo-bench train` runs, and kolo-bench study composes: runs every
 // measurement `flags` describe, prints the table, appends the record to
 // flags.json_path (when set) and returns it. kInvalidArgument naming the
 // flag for a bad configuration; kInternal quoting a failed job's output.

@@ -51,21 +51,9 @@ std::string Optional(const std::optional<double>& value, int decimals) {
 
 // The checks CLI11 does not make; kInvalidArgument naming the flag.
 Status Validate(const ZeroFlags& f, const std::vector<ZeroVariant>& variants) {
-  if (f.iters < 1 || f.warmup < 0 || f.repeat < 1 || f.threads < 1 ||
-      f.batch_size < 1) {
-    return InvalidArgument(
-        "--iters, --repeat, --threads and --batch-size must be at least 1, "
-        "--warmup at least 0");
-  }
+  KOLO_RETURN_IF_ERROR(ValidateTimedJob(f, f.dataset));
   if (!(f.lr > 0)) {
     return InvalidArgument(fmt::format("--lr must be positive, got {}", f.lr));
-  }
-  if (f.image_size < 1) {
-    return InvalidArgument(
-        fmt::format("--image-size must be at least 1, got {}", f.image_size));
-  }
-  if (f.image_size != 32 && f.dataset != "synthetic") {
-    return InvalidArgument("--image-size applies to --dataset synthetic only");
   }
   if (SplitList(f.models).empty()) {
     return InvalidArgument("--models needs at least one model");
@@ -90,14 +78,10 @@ std::vector<std::string> ZeroCommand(const ZeroFlags& f,
                                      const TrainTools& tools,
                                      const std::string& json_path) {
   TrainFlags t;
+  static_cast<TimedJobFlags&>(t) = f;
   t.model = model;
   t.dataset = f.dataset;
   t.data_dir = f.data_dir;
-  t.batch_size = f.batch_size;
-  t.threads = f.threads;
-  t.warmup = f.warmup;
-  t.iters = f.iters;
-  t.image_size = f.image_size;
   t.optimizer = f.optimizer;
   t.lr = f.lr;
   t.precision = f.precision;
@@ -117,17 +101,14 @@ StatusOr<ZeroMeasurement> ReadZeroMeasurement(const json& job,
                                               const std::string& output,
                                               const ZeroVariant& variant,
                                               int32_t np) {
-  auto fail = [&](const std::string& what) {
-    return Internal(
-        fmt::format("{}; the job's output ends:{}", what, OutputTail(output)));
-  };
   StatusOr<TrainResult> result = ReadTimedResult(job, output);
   if (!result.ok()) return result.status();
   ZeroMeasurement m;
   m.images_per_second = result->images_per_second;
   m.step_ms = *result->step_ms;
   if (!result->memory) {
-    return fail(
+    return JobError(
+        output,
         "no result.memory (optimizer_state_bytes, gradient_bytes, "
         "master_weight_bytes per rank): does this kolo-train measure ZeRO's "
         "memory?");
@@ -147,19 +128,21 @@ StatusOr<ZeroMeasurement> ReadZeroMeasurement(const json& job,
                       memory.master_weight_bytes, &m.master_weight_bytes},
         PerRankFigure{"result.peak_rss_bytes", result->peak_rss_bytes,
                       &m.peak_rss_bytes}}) {
-    if (!figure.values) return fail(fmt::format("no {}", figure.name));
+    if (!figure.values)
+      return JobError(output, fmt::format("no {}", figure.name));
     Status counted = CheckPerRank(*figure.values, figure.name, np);
-    if (!counted.ok()) return fail(counted.message());
+    if (!counted.ok()) return JobError(output, counted.message());
     *figure.out = *figure.values;
   }
   const json& config = job.value("config", json::object());
   const auto stage = config.find("zero_stage");
   if (stage == config.end() || !stage->is_number_integer()) {
-    return fail("no config.zero_stage in its JSON");
+    return JobError(output, "no config.zero_stage in its JSON");
   }
   if (stage->get<int64_t>() != variant.zero_stage) {
-    return fail(fmt::format("it ran ZeRO stage {}, not {}",
-                            stage->get<int64_t>(), variant.zero_stage));
+    return JobError(output,
+                    fmt::format("it ran ZeRO stage {}, not {}",
+                                stage->get<int64_t>(), variant.zero_stage));
   }
   return m;
 }
@@ -171,21 +154,14 @@ ZeroRow SummarizeZero(const std::string& model, int32_t np,
   row.model = model;
   row.np = np;
   row.variant = variant;
-  std::vector<double> rate, step, state, gradients, master, rss;
-  for (const ZeroMeasurement& m : repeats) {
-    rate.push_back(m.images_per_second);
-    step.push_back(m.step_ms);
-    state.push_back(Largest(m.optimizer_state_bytes));
-    gradients.push_back(Largest(m.gradient_bytes));
-    master.push_back(Largest(m.master_weight_bytes));
-    rss.push_back(Largest(m.peak_rss_bytes));
-  }
-  row.images_per_second = SpreadOf(rate).median;
-  row.step_ms = SpreadOf(step).median;
-  row.optimizer_state_bytes = SpreadOf(state).median;
-  row.gradient_bytes = SpreadOf(gradients).median;
-  row.master_weight_bytes = SpreadOf(master).median;
-  row.peak_rss_bytes = SpreadOf(rss).median;
+  using M = ZeroMeasurement;
+  row.images_per_second = MedianOver(repeats, &M::images_per_second);
+  row.step_ms = MedianOver(repeats, &M::step_ms);
+  row.optimizer_state_bytes =
+      MedianOfLargest(repeats, &M::optimizer_state_bytes);
+  row.gradient_bytes = MedianOfLargest(repeats, &M::gradient_bytes);
+  row.master_weight_bytes = MedianOfLargest(repeats, &M::master_weight_bytes);
+  row.peak_rss_bytes = MedianOfLargest(repeats, &M::peak_rss_bytes);
   return row;
 }
 
@@ -248,10 +224,8 @@ CLI::App* AddZeroCommand(CLI::App& app, ZeroFlags* f) {
       "same worker count. The torch variants' gradients are the .grad "
       "tensors (DDP's bucket copies are invisible from Python; FSDP2's are "
       "its local shards); kolo's include its communication buckets");
-  cmd->add_option("--models", f->models, "model zoo networks, comma-separated")
-      ->capture_default_str();
-  cmd->add_option("--np", f->np, "worker counts, comma-separated")
-      ->capture_default_str();
+  AddModelsFlag(cmd, &f->models);
+  AddNpFlag(cmd, &f->np);
   cmd->add_option("--variants", f->variants,
                   "kolo-ddp, kolo-zero1, kolo-zero2, torch-ddp, torch-zero, "
                   "torch-fsdp2 (comma-separated)")
@@ -266,11 +240,7 @@ CLI::App* AddZeroCommand(CLI::App& app, ZeroFlags* f) {
                   "torch 2.x)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
       ->capture_default_str();
-  cmd->add_option("--dataset", f->dataset,
-                  "synthetic, fashion-mnist, mnist or cifar10")
-      ->check(CLI::IsMember({"synthetic", "fashion-mnist", "mnist", "cifar10"}))
-      ->capture_default_str();
-  cmd->add_option("--data-dir", f->data_dir, "where the dataset's files are");
+  AddDatasetFlags(cmd, &f->dataset, &f->data_dir);
   cmd->add_option("--image-size", f->image_size,
                   "--dataset synthetic: the 3-channel images' height and width")
       ->capture_default_str();
@@ -281,10 +251,6 @@ CLI::App* AddZeroCommand(CLI::App& app, ZeroFlags* f) {
   AddRecordFlag(cmd, &f->json_path);
   AddToolFlags(cmd, &f->kolorun, &f->kolo_train, &f->ddp_script, &f->python);
   return cmd;
-}
-
-int RunZeroCommand(const ZeroFlags& f) {
-  return CommandExit("zero", RunZero(f).status());
 }
 
 namespace {
@@ -489,15 +455,10 @@ StatusOr<json> RunZero(const ZeroFlags& f) {
         {"optimizer", f.optimizer},
         {"lr", f.lr},
         {"precision", f.precision},
-        {"dataset", f.dataset},
-        {"image_size", f.image_size},
-        {"batch_size", f.batch_size},
-        {"threads", f.threads},
-        {"warmup", f.warmup},
-        {"iters", f.iters},
-        {"repeat", f.repeat}}},
+        {"dataset", f.dataset}}},
       {"environment", RunEnvironment(plan.peer ? &*plan.peer : nullptr)},
       {"rows", out_rows}};
+  record["config"].update(TimedJobConfig(f));
   return FinishRecord(std::move(record), f.json_path);
 }
 

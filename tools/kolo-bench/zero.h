@@ -57,17 +57,18 @@
 #include <string>
 #include <vector>
 
+#include "command.h"
 #include "kolo/status.h"
 #include "table.h"
 #include "train.h"
 
-namespace CLI {
-class App;
-}  // namespace CLI
-
 namespace kolo::bench {
 
-struct ZeroFlags {
+struct ZeroFlags : TimedJobFlags {
+  ZeroFlags() {
+    warmup = 2;
+    iters = 10;
+  }
   std::string models = "resnet50";
   std::string np = "1,2,4";
   std::string variants =
@@ -77,12 +78,6 @@ struct ZeroFlags {
   std::string precision = "fp32";
   std::string dataset = "synthetic";
   std::string data_dir;
-  int64_t image_size = 32;
-  int64_t batch_size = 32;  // per worker
-  int32_t threads = 1;
-  int64_t warmup = 2;
-  int64_t iters = 10;
-  int32_t repeat = 3;
   std::string json_path;
   std::string kolorun;     // empty: found next to kolo-bench
   std::string kolo_train;  // empty: found next to kolo-bench
@@ -163,9 +158,8 @@ Table ZeroTable();
 std::vector<std::string> ZeroCells(const ZeroRow& row);
 
 CLI::App* AddZeroCommand(CLI::App& app, ZeroFlags* flags);
-int RunZeroCommand(const ZeroFlags& flags);
 
-// What RunZeroCommand does: every job, the table, the record appended to
+// What `kolo-bench zero` runs: every job, the table, the record appended to
 // flags.json_path (when set), which it returns.
 StatusOr<nlohmann::json> RunZero(const ZeroFlags& flags);
 

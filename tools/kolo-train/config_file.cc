@@ -2,26 +2,21 @@
 
 #include <fmt/format.h>
 
+#include "kolo_internal/enum_names.h"
+
 namespace kolo::train {
 namespace {
 
-std::string OptimizerName(OptimizerType type) {
-  switch (type) {
-    case OptimizerType::kSgd: return "sgd";
-    case OptimizerType::kAdam: return "adam";
-    case OptimizerType::kAdamW: return "adamw";
-  }
-  return "sgd";
-}
-
-std::string PrecisionName(Precision precision) {
-  switch (precision) {
-    case Precision::kFloat32: return "fp32";
-    case Precision::kBFloat16: return "bf16";
-    case Precision::kFloat16: return "fp16";
-  }
-  return "fp32";
-}
+// The values of --optimizer and --precision, and what each selects; the
+// first is the flag's default.
+constexpr EnumName<OptimizerType> kOptimizerValues[] = {
+    {"sgd", OptimizerType::kSgd},
+    {"adam", OptimizerType::kAdam},
+    {"adamw", OptimizerType::kAdamW}};
+constexpr EnumName<Precision> kPrecisionValues[] = {
+    {"fp32", Precision::kFloat32},
+    {"bf16", Precision::kBFloat16},
+    {"fp16", Precision::kFloat16}};
 
 }  // namespace
 
@@ -53,7 +48,7 @@ Status ApplyConfigFile(Flags* f, int32_t world_size,
 
     if (config.optimizer && !given("--optimizer")) {
       const OptimizerConfig& o = *config.optimizer;
-      f->optimizer = OptimizerName(o.type);
+      f->optimizer = NameOf(kOptimizerValues, o.type, "sgd");
       if (!given("--lr")) f->lr = o.lr;
       if (!given("--weight-decay")) f->weight_decay = o.weight_decay;
       if (o.type == OptimizerType::kSgd) {
@@ -64,7 +59,8 @@ Status ApplyConfigFile(Flags* f, int32_t world_size,
     }
     if (!given("--gradient-clipping"))
       f->gradient_clipping = config.gradient_clipping;
-    if (!given("--precision")) f->precision = PrecisionName(config.precision);
+    if (!given("--precision"))
+      f->precision = NameOf(kPrecisionValues, config.precision, "fp32");
     if (!given("--zero-stage")) f->zero_stage = config.zero_optimization.stage;
     if (!given("--seed") && config.seed != 0) f->seed = config.seed;
     f->config = config;
@@ -103,9 +99,8 @@ bool FileDrivesLearningRate(const Flags& f) {
 OptimizerConfig RunOptimizerConfig(const Flags& f) {
   OptimizerConfig config;
   if (f.config && f.config->optimizer) config = *f.config->optimizer;
-  config.type = f.optimizer == "adam"    ? OptimizerType::kAdam
-                : f.optimizer == "adamw" ? OptimizerType::kAdamW
-                                         : OptimizerType::kSgd;
+  config.type =
+      ValueOf(kOptimizerValues, f.optimizer).value_or(OptimizerType::kSgd);
   config.lr = f.lr;
   config.weight_decay = f.weight_decay;
   if (config.type == OptimizerType::kSgd) {
@@ -114,6 +109,10 @@ OptimizerConfig RunOptimizerConfig(const Flags& f) {
     config.dampening = 0;
   }
   return config;
+}
+
+Precision RunPrecision(const Flags& f) {
+  return ValueOf(kPrecisionValues, f.precision).value_or(Precision::kFloat32);
 }
 
 }  // namespace kolo::train

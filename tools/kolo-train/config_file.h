@@ -50,6 +50,9 @@ bool FileDrivesLearningRate(const Flags& f);
 // --weight-decay, with the file's betas, eps and amsgrad when it has them.
 OptimizerConfig RunOptimizerConfig(const Flags& f);
 
+// The precision --precision selects (fp32, bf16, fp16).
+Precision RunPrecision(const Flags& f);
+
 }  // namespace kolo::train
 
 #endif  // KOLO_TOOLS_KOLO_TRAIN_CONFIG_FILE_H_

@@ -23,9 +23,7 @@ kolo::torch::ZeroOptions RunZeroOptions(const Flags& f) {
   }
   options.gradient_accumulation_steps = f.backward_passes_per_step;
   options.gradient_clipping = f.gradient_clipping;
-  options.precision = f.precision == "bf16"   ? Precision::kBFloat16
-                      : f.precision == "fp16" ? Precision::kFloat16
-                                              : Precision::kFloat32;
+  options.precision = RunPrecision(f);
   return options;
 }
 

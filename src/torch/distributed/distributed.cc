@@ -9,7 +9,10 @@
 namespace kolo::torch {
 namespace {
 
-Status CheckCpu(const std::string& name, const ::torch::Tensor& tensor) {
+// The kolo data type of `tensor`, which a collective can move only when it
+// is defined, on the CPU and of a type kolo knows.
+StatusOr<DataType> CollectiveType(const std::string& name,
+                                  const ::torch::Tensor& tensor) {
   if (!tensor.defined())
     return InvalidArgument("tensor '" + name + "' is undefined");
   if (!tensor.device().is_cpu()) {
@@ -17,7 +20,7 @@ Status CheckCpu(const std::string& name, const ::torch::Tensor& tensor) {
         "tensor '" + name + "' is on " + tensor.device().str() +
         "; kolo moves CPU tensors (copy it with .cpu() first)");
   }
-  return Status::Ok();
+  return ToDataType(tensor.scalar_type());
 }
 
 std::vector<int64_t> Trailing(const ::torch::Tensor& tensor) {
@@ -79,11 +82,21 @@ StatusOr<::torch::Tensor> TensorHandle::Wait(
   return result;
 }
 
+namespace {
+
+// The handle of a collective whose output the runtime allocates, rows of
+// `input`'s trailing shape.
+TensorHandle RowsHandle(Handle handle, const ::torch::Tensor& input) {
+  return TensorHandle(std::move(handle), input, ::torch::Tensor(),
+                      Trailing(input));
+}
+
+}  // namespace
+
 StatusOr<TensorHandle> AllreduceAsync(const std::string& name,
                                       const ::torch::Tensor& tensor,
                                       ReduceOp op) {
-  KOLO_RETURN_IF_ERROR(CheckCpu(name, tensor));
-  KOLO_ASSIGN_OR_RETURN(DataType type, ToDataType(tensor.scalar_type()));
+  KOLO_ASSIGN_OR_RETURN(DataType type, CollectiveType(name, tensor));
   ::torch::Tensor input = tensor.contiguous();
   ::torch::Tensor output = ::torch::empty_like(input);
   KOLO_ASSIGN_OR_RETURN(
@@ -94,20 +107,17 @@ StatusOr<TensorHandle> AllreduceAsync(const std::string& name,
 
 StatusOr<TensorHandle> AllgatherAsync(const std::string& name,
                                       const ::torch::Tensor& tensor) {
-  KOLO_RETURN_IF_ERROR(CheckCpu(name, tensor));
-  KOLO_ASSIGN_OR_RETURN(DataType type, ToDataType(tensor.scalar_type()));
+  KOLO_ASSIGN_OR_RETURN(DataType type, CollectiveType(name, tensor));
   ::torch::Tensor input = tensor.contiguous();
   KOLO_ASSIGN_OR_RETURN(Handle handle, EnqueueAllgather(name, input.data_ptr(),
                                                         input.numel(), type));
-  return TensorHandle(std::move(handle), input, ::torch::Tensor(),
-                      Trailing(input));
+  return RowsHandle(std::move(handle), input);
 }
 
 StatusOr<TensorHandle> BroadcastAsync(const std::string& name,
                                       const ::torch::Tensor& tensor,
                                       int32_t root) {
-  KOLO_RETURN_IF_ERROR(CheckCpu(name, tensor));
-  KOLO_ASSIGN_OR_RETURN(DataType type, ToDataType(tensor.scalar_type()));
+  KOLO_ASSIGN_OR_RETURN(DataType type, CollectiveType(name, tensor));
   ::torch::Tensor buffer = tensor.clone(at::MemoryFormat::Contiguous);
   KOLO_ASSIGN_OR_RETURN(
       Handle handle,
@@ -118,8 +128,7 @@ StatusOr<TensorHandle> BroadcastAsync(const std::string& name,
 StatusOr<TensorHandle> AlltoallAsync(const std::string& name,
                                      const ::torch::Tensor& tensor,
                                      std::vector<int64_t> splits) {
-  KOLO_RETURN_IF_ERROR(CheckCpu(name, tensor));
-  KOLO_ASSIGN_OR_RETURN(DataType type, ToDataType(tensor.scalar_type()));
+  KOLO_ASSIGN_OR_RETURN(DataType type, CollectiveType(name, tensor));
   ::torch::Tensor input = tensor.contiguous();
   const int64_t rows = Rows(input);
   const int32_t size = Size();
@@ -142,15 +151,13 @@ StatusOr<TensorHandle> AlltoallAsync(const std::string& name,
   for (int64_t s : splits) counts.push_back(s * row);
   KOLO_ASSIGN_OR_RETURN(Handle handle,
                         EnqueueAlltoall(name, input.data_ptr(), counts, type));
-  return TensorHandle(std::move(handle), input, ::torch::Tensor(),
-                      Trailing(input));
+  return RowsHandle(std::move(handle), input);
 }
 
 StatusOr<TensorHandle> ReducescatterAsync(const std::string& name,
                                           const ::torch::Tensor& tensor,
                                           ReduceOp op) {
-  KOLO_RETURN_IF_ERROR(CheckCpu(name, tensor));
-  KOLO_ASSIGN_OR_RETURN(DataType type, ToDataType(tensor.scalar_type()));
+  KOLO_ASSIGN_OR_RETURN(DataType type, CollectiveType(name, tensor));
   ::torch::Tensor input = tensor.contiguous();
   if (Rows(input) % Size() != 0) {
     return InvalidArgument(
@@ -160,42 +167,44 @@ StatusOr<TensorHandle> ReducescatterAsync(const std::string& name,
   KOLO_ASSIGN_OR_RETURN(
       Handle handle,
       EnqueueReducescatter(name, input.data_ptr(), input.numel(), type, op));
-  return TensorHandle(std::move(handle), input, ::torch::Tensor(),
-                      Trailing(input));
+  return RowsHandle(std::move(handle), input);
 }
+
+namespace {
+
+// The blocking form of a collective: its handle's result, or why it could
+// not start.
+StatusOr<::torch::Tensor> Waited(StatusOr<TensorHandle> handle) {
+  KOLO_RETURN_IF_ERROR(handle.status());
+  return handle->Wait();
+}
+
+}  // namespace
 
 StatusOr<::torch::Tensor> Allreduce(const ::torch::Tensor& tensor,
                                     const std::string& name, ReduceOp op) {
-  KOLO_ASSIGN_OR_RETURN(TensorHandle handle, AllreduceAsync(name, tensor, op));
-  return handle.Wait();
+  return Waited(AllreduceAsync(name, tensor, op));
 }
 
 StatusOr<::torch::Tensor> Allgather(const ::torch::Tensor& tensor,
                                     const std::string& name) {
-  KOLO_ASSIGN_OR_RETURN(TensorHandle handle, AllgatherAsync(name, tensor));
-  return handle.Wait();
+  return Waited(AllgatherAsync(name, tensor));
 }
 
 StatusOr<::torch::Tensor> Broadcast(const ::torch::Tensor& tensor,
                                     const std::string& name, int32_t root) {
-  KOLO_ASSIGN_OR_RETURN(TensorHandle handle,
-                        BroadcastAsync(name, tensor, root));
-  return handle.Wait();
+  return Waited(BroadcastAsync(name, tensor, root));
 }
 
 StatusOr<::torch::Tensor> Alltoall(const ::torch::Tensor& tensor,
                                    const std::string& name,
                                    std::vector<int64_t> splits) {
-  KOLO_ASSIGN_OR_RETURN(TensorHandle handle,
-                        AlltoallAsync(name, tensor, std::move(splits)));
-  return handle.Wait();
+  return Waited(AlltoallAsync(name, tensor, std::move(splits)));
 }
 
 StatusOr<::torch::Tensor> Reducescatter(const ::torch::Tensor& tensor,
                                         const std::string& name, ReduceOp op) {
-  KOLO_ASSIGN_OR_RETURN(TensorHandle handle,
-                        ReducescatterAsync(name, tensor, op));
-  return handle.Wait();
+  return Waited(ReducescatterAsync(name, tensor, op));
 }
 
 // ------------------------------------------------------------ state broadcast

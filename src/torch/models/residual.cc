@@ -31,9 +31,32 @@ torch::nn::Sequential Projection(int64_t in_channels, int64_t out_channels,
                                torch::nn::BatchNorm2d(out_channels));
 }
 
+// What ResNet's blocks share: the shortcut, the block's input or, when the
+// block changes its channels or size, the input's projection, added to the
+// block's output before the last relu.
+class ResidualBlock : public torch::nn::Module {
+ protected:
+  // Registers the projection ("downsample", after the block's own layers,
+  // as torchvision orders them) when the block needs one.
+  void AddShortcut(int64_t in_channels, int64_t out_channels, int64_t stride) {
+    if (stride != 1 || in_channels != out_channels) {
+      downsample_ = register_module(
+          "downsample", Projection(in_channels, out_channels, stride));
+    }
+  }
+
+  torch::Tensor AddToShortcut(const torch::Tensor& out,
+                              const torch::Tensor& x) {
+    return torch::relu(out + (downsample_ ? downsample_->forward(x) : x));
+  }
+
+ private:
+  torch::nn::Sequential downsample_{nullptr};
+};
+
 // ResNet's basic block: two 3x3 convolutions, the first strided, added to the
 // input (or its projection) before the last relu.
-class BasicBlock : public torch::nn::Module {
+class BasicBlock : public ResidualBlock {
  public:
   static constexpr int64_t kExpansion = 1;
 
@@ -42,16 +65,12 @@ class BasicBlock : public torch::nn::Module {
         bn1_(register_module("bn1", torch::nn::BatchNorm2d(planes))),
         conv2_(register_module("conv2", Conv(planes, planes, 3))),
         bn2_(register_module("bn2", torch::nn::BatchNorm2d(planes))) {
-    if (stride != 1 || in_channels != planes) {
-      downsample_ = register_module("downsample",
-                                    Projection(in_channels, planes, stride));
-    }
+    AddShortcut(in_channels, planes, stride);
   }
 
   torch::Tensor forward(torch::Tensor x) {
     torch::Tensor out = torch::relu(bn1_(conv1_(x)));
-    out = bn2_(conv2_(out));
-    return torch::relu(out + (downsample_ ? downsample_->forward(x) : x));
+    return AddToShortcut(bn2_(conv2_(out)), x);
   }
 
  private:
@@ -59,12 +78,11 @@ class BasicBlock : public torch::nn::Module {
   torch::nn::BatchNorm2d bn1_;
   torch::nn::Conv2d conv2_;
   torch::nn::BatchNorm2d bn2_;
-  torch::nn::Sequential downsample_{nullptr};
 };
 
 // ResNet's bottleneck block: 1x1 down to `planes`, 3x3 (strided, as in
 // torchvision's "ResNet v1.5"), 1x1 up to 4 * planes, plus the shortcut.
-class Bottleneck : public torch::nn::Module {
+class Bottleneck : public ResidualBlock {
  public:
   static constexpr int64_t kExpansion = 4;
 
@@ -76,17 +94,13 @@ class Bottleneck : public torch::nn::Module {
         conv3_(register_module("conv3", Conv(planes, planes * kExpansion, 1))),
         bn3_(register_module("bn3",
                              torch::nn::BatchNorm2d(planes * kExpansion))) {
-    if (stride != 1 || in_channels != planes * kExpansion) {
-      downsample_ = register_module(
-          "downsample", Projection(in_channels, planes * kExpansion, stride));
-    }
+    AddShortcut(in_channels, planes * kExpansion, stride);
   }
 
   torch::Tensor forward(torch::Tensor x) {
     torch::Tensor out = torch::relu(bn1_(conv1_(x)));
     out = torch::relu(bn2_(conv2_(out)));
-    out = bn3_(conv3_(out));
-    return torch::relu(out + (downsample_ ? downsample_->forward(x) : x));
+    return AddToShortcut(bn3_(conv3_(out)), x);
   }
 
  private:
@@ -96,7 +110,6 @@ class Bottleneck : public torch::nn::Module {
   torch::nn::BatchNorm2d bn2_;
   torch::nn::Conv2d conv3_;
   torch::nn::BatchNorm2d bn3_;
-  torch::nn::Sequential downsample_{nullptr};
 };
 
 // ResNet with the small-image stem (3x3 stride-1 convolution, no max-pool).

@@ -4,23 +4,31 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/enum_names.h"
 #include "kolo/torch_parameter_server.h"
 
 namespace kolo::torch {
+
+namespace {
+
+// Each mode's own name first, then its long spelling.
+constexpr EnumName<ParameterServerMode> kModeNames[] = {
+    {"sync", ParameterServerMode::kSynchronous},
+    {"async", ParameterServerMode::kAsynchronous},
+    {"ssp", ParameterServerMode::kBoundedStaleness},
+    {"synchronous", ParameterServerMode::kSynchronous},
+    {"asynchronous", ParameterServerMode::kAsynchronous},
+    {"bounded_staleness", ParameterServerMode::kBoundedStaleness}};
+
+}  // namespace
 
 StatusOr<ParameterServerMode> ParseParameterServerMode(
     const std::string& text) {
   std::string lower = text;
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return std::tolower(c); });
-  if (lower == "sync" || lower == "synchronous") {
-    return ParameterServerMode::kSynchronous;
-  }
-  if (lower == "async" || lower == "asynchronous") {
-    return ParameterServerMode::kAsynchronous;
-  }
-  if (lower == "ssp" || lower == "bounded_staleness") {
-    return ParameterServerMode::kBoundedStaleness;
+  if (std::optional<ParameterServerMode> mode = ValueOf(kModeNames, lower)) {
+    return *mode;
   }
   return InvalidArgument(
       "parameter server mode must be sync, async or ssp, "
@@ -29,12 +37,7 @@ StatusOr<ParameterServerMode> ParseParameterServerMode(
 }
 
 const char* ParameterServerModeName(ParameterServerMode mode) {
-  switch (mode) {
-    case ParameterServerMode::kSynchronous: return "sync";
-    case ParameterServerMode::kAsynchronous: return "async";
-    case ParameterServerMode::kBoundedStaleness: return "ssp";
-  }
-  return "unknown";
+  return NameOf(kModeNames, mode);
 }
 
 uint64_t Fnv1a64(const std::string& text) {

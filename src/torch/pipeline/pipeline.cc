@@ -362,6 +362,26 @@ StatusOr<::torch::Tensor> Pipeline::RecvTensor(Step& step, int32_t peer,
   return tensor;
 }
 
+Status Pipeline::BeginStep(Step& step, const ::torch::Tensor& input,
+                           const char* caller) {
+  const int32_t m = options_.micro_batches;
+  step.micro_batches = m;
+  if (is_first_stage()) {
+    if (!input.defined()) {
+      return InvalidArgument(std::string("pipeline ") + caller +
+                             ": the first stage (rank " +
+                             std::to_string(rank_) + ") has no input");
+    }
+    KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> rows,
+                          MicroBatchRows(input.size(0), m, "input"));
+    step.inputs = input.split_with_sizes(rows, 0);
+  }
+  step.stage_in.resize(m);
+  step.stage_out.resize(m);
+  step.outputs.resize(m);
+  return Status::Ok();
+}
+
 Status Pipeline::RunAction(Step& step, const PipelineAction& action) {
   const int32_t mb = action.micro_batch;
   const int32_t tag = options_.tag_base + 4 * mb;
@@ -378,33 +398,7 @@ Status Pipeline::RunAction(Step& step, const PipelineAction& action) {
         step.stage_in[mb] = x;
         return Status::Ok();
       }
-      case Kind::kForward: {
-        const Clock::time_point start = Clock::now();
-        ::torch::Tensor x =
-            is_first_stage() ? step.inputs[mb] : step.stage_in[mb];
-        ::torch::Tensor y = stage_module_->forward(x);
-        if (is_last_stage() && step.train) {
-          const ::torch::Tensor& target = step.targets[mb];
-          if (y.size(0) != target.size(0)) {
-            return InvalidArgument(where + ": the output " + Shape(y) +
-                                   " and the target " + Shape(target) +
-                                   " differ in rows (the first stage's "
-                                   "input and the last stage's target must "
-                                   "have equal batches)");
-          }
-          // The micro-batch's mean loss, weighted by its share of the batch:
-          // the weighted losses add up to the batch's mean loss.
-          y = (*step.loss_fn)(y, target) *
-              (static_cast<double>(target.size(0)) / step.batch_rows);
-          step.loss += y.item<double>();
-        } else if (is_last_stage()) {
-          step.outputs[mb] = y;
-        }
-        step.stage_out[mb] = y;
-        step.peak = std::max(step.peak, ++step.held);
-        step.busy += SecondsSince(start);
-        return Status::Ok();
-      }
+      case Kind::kForward: return ForwardMicroBatch(step, mb, where);
       case Kind::kSendActivation: {
         const Clock::time_point start = Clock::now();
         Status s = SendTensor(step, step.stage_out[mb], rank_ + 1,
@@ -417,37 +411,9 @@ Status Pipeline::RunAction(Step& step, const PipelineAction& action) {
         KOLO_ASSIGN_OR_RETURN(
             ::torch::Tensor g,
             RecvTensor(step, rank_ + 1, tag + kGradientHeader));
-        if (!g.sizes().equals(step.stage_out[mb].sizes())) {
-          return InvalidArgument(where + ": gradient of shape " + Shape(g) +
-                                 " for an activation of shape " +
-                                 Shape(step.stage_out[mb]));
-        }
-        step.grad_in[mb] = g;
-        return Status::Ok();
+        return CheckGradient(step, mb, g, where);
       }
-      case Kind::kBackward: {
-        const Clock::time_point start = Clock::now();
-        ::torch::Tensor& y = step.stage_out[mb];
-        if (y.requires_grad()) {
-          if (is_last_stage()) {
-            y.backward();
-          } else {
-            y.backward(step.grad_in[mb].to(y.scalar_type()));
-          }
-        }
-        if (!is_first_stage()) {
-          ::torch::Tensor& x = step.stage_in[mb];
-          step.grad_out[mb] =
-              x.grad().defined() ? x.grad() : ::torch::zeros_like(x);
-        }
-        // The micro-batch's activations are released here.
-        y = ::torch::Tensor();
-        step.stage_in[mb] = ::torch::Tensor();
-        step.grad_in[mb] = ::torch::Tensor();
-        --step.held;
-        step.busy += SecondsSince(start);
-        return Status::Ok();
-      }
+      case Kind::kBackward: BackwardMicroBatch(step, mb); return Status::Ok();
       case Kind::kSendGradient: {
         const Clock::time_point start = Clock::now();
         Status s = SendTensor(step, step.grad_out[mb], rank_ - 1,
@@ -461,6 +427,80 @@ Status Pipeline::RunAction(Step& step, const PipelineAction& action) {
     return InvalidArgument(where + ": " + e.what());
   }
   return Internal(where + ": unknown action");
+}
+
+Status Pipeline::ForwardMicroBatch(Step& step, int32_t mb,
+                                   const std::string& where) {
+  const Clock::time_point start = Clock::now();
+  ::torch::Tensor x = is_first_stage() ? step.inputs[mb] : step.stage_in[mb];
+  ::torch::Tensor y = stage_module_->forward(x);
+  if (is_last_stage() && step.train) {
+    const ::torch::Tensor& target = step.targets[mb];
+    if (y.size(0) != target.size(0)) {
+      return InvalidArgument(where + ": the output " + Shape(y) +
+                             " and the target " + Shape(target) +
+                             " differ in rows (the first stage's "
+                             "input and the last stage's target must "
+                             "have equal batches)");
+    }
+    // The micro-batch's mean loss, weighted by its share of the batch:
+    // the weighted losses add up to the batch's mean loss.
+    y = (*step.loss_fn)(y, target) *
+        (static_cast<double>(target.size(0)) / step.batch_rows);
+    step.loss += y.item<double>();
+  } else if (is_last_stage()) {
+    step.outputs[mb] = y;
+  }
+  step.stage_out[mb] = y;
+  step.peak = std::max(step.peak, ++step.held);
+  step.busy += SecondsSince(start);
+  return Status::Ok();
+}
+
+Status Pipeline::CheckGradient(Step& step, int32_t mb, const ::torch::Tensor& g,
+                               const std::string& where) {
+  if (!g.sizes().equals(step.stage_out[mb].sizes())) {
+    return InvalidArgument(where + ": gradient of shape " + Shape(g) +
+                           " for an activation of shape " +
+                           Shape(step.stage_out[mb]));
+  }
+  step.grad_in[mb] = g;
+  return Status::Ok();
+}
+
+void Pipeline::BackwardMicroBatch(Step& step, int32_t mb) {
+  const Clock::time_point start = Clock::now();
+  ::torch::Tensor& y = step.stage_out[mb];
+  if (y.requires_grad()) {
+    if (is_last_stage()) {
+      y.backward();
+    } else {
+      y.backward(step.grad_in[mb].to(y.scalar_type()));
+    }
+  }
+  if (!is_first_stage()) {
+    ::torch::Tensor& x = step.stage_in[mb];
+    step.grad_out[mb] = x.grad().defined() ? x.grad() : ::torch::zeros_like(x);
+  }
+  // The micro-batch's activations are released here.
+  y = ::torch::Tensor();
+  step.stage_in[mb] = ::torch::Tensor();
+  step.grad_in[mb] = ::torch::Tensor();
+  --step.held;
+  step.busy += SecondsSince(start);
+}
+
+Status Pipeline::FinishSends(Step& step, Status status,
+                             const std::string& context) {
+  const Clock::time_point start = Clock::now();
+  for (Step::Pending& p : step.sends) {
+    Status s = p.request.Wait();
+    if (status.ok() && !s.ok()) {
+      status = s.WithContext(context + ": sending " + p.what);
+    }
+  }
+  step.idle += SecondsSince(start);
+  return status;
 }
 
 Status Pipeline::AverageGradients(Step& step) {
@@ -541,17 +581,8 @@ StatusOr<double> Pipeline::TrainStep(const ::torch::Tensor& input,
                                      const PipelineLossFn& loss_fn) {
   const int32_t m = options_.micro_batches;
   Step step;
-  step.micro_batches = m;
   step.loss_fn = &loss_fn;
-  if (is_first_stage()) {
-    if (!input.defined()) {
-      return InvalidArgument("pipeline TrainStep: the first stage (rank " +
-                             std::to_string(rank_) + ") has no input");
-    }
-    KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> rows,
-                          MicroBatchRows(input.size(0), m, "input"));
-    step.inputs = input.split_with_sizes(rows, 0);
-  }
+  KOLO_RETURN_IF_ERROR(BeginStep(step, input, "TrainStep"));
   if (is_last_stage()) {
     if (!target.defined() || !loss_fn) {
       return InvalidArgument("pipeline TrainStep: the last stage (rank " +
@@ -563,28 +594,15 @@ StatusOr<double> Pipeline::TrainStep(const ::torch::Tensor& input,
     step.targets = target.split_with_sizes(rows, 0);
     step.batch_rows = target.size(0);
   }
-  step.stage_in.resize(m);
-  step.stage_out.resize(m);
   step.grad_in.resize(m);
   step.grad_out.resize(m);
-  step.outputs.resize(m);
   Status status;
   for (const PipelineAction& action : plan_.actions[stage_]) {
     status = RunAction(step, action);
     if (!status.ok()) break;
   }
-  // Every send is waited for, even after an error, so no buffer is freed
-  // while the transport may still read it.
-  const Clock::time_point start = Clock::now();
-  for (Step::Pending& p : step.sends) {
-    Status s = p.request.Wait();
-    if (status.ok() && !s.ok()) {
-      status = s.WithContext("pipeline stage " + std::to_string(stage_) +
-                             ": sending " + p.what);
-    }
-  }
-  step.idle += SecondsSince(start);
-  KOLO_RETURN_IF_ERROR(status);
+  KOLO_RETURN_IF_ERROR(FinishSends(step, std::move(status),
+                                   "pipeline stage " + std::to_string(stage_)));
   if (stage_group_ != nullptr) KOLO_RETURN_IF_ERROR(AverageGradients(step));
   KOLO_ASSIGN_OR_RETURN(double loss, ShareLoss(step, step.loss));
 
@@ -603,19 +621,7 @@ StatusOr<::torch::Tensor> Pipeline::Forward(const ::torch::Tensor& input) {
   const int32_t m = options_.micro_batches;
   Step step;
   step.train = false;
-  step.micro_batches = m;
-  if (is_first_stage()) {
-    if (!input.defined()) {
-      return InvalidArgument("pipeline Forward: the first stage (rank " +
-                             std::to_string(rank_) + ") has no input");
-    }
-    KOLO_ASSIGN_OR_RETURN(std::vector<int64_t> rows,
-                          MicroBatchRows(input.size(0), m, "input"));
-    step.inputs = input.split_with_sizes(rows, 0);
-  }
-  step.stage_in.resize(m);
-  step.stage_out.resize(m);
-  step.outputs.resize(m);
+  KOLO_RETURN_IF_ERROR(BeginStep(step, input, "Forward"));
   ::torch::NoGradGuard no_grad;
   Status status;
   for (int32_t mb = 0; mb < m && status.ok(); ++mb) {
@@ -629,14 +635,9 @@ StatusOr<::torch::Tensor> Pipeline::Forward(const ::torch::Tensor& input) {
       if (!status.ok()) break;
     }
   }
-  for (Step::Pending& p : step.sends) {
-    Status s = p.request.Wait();
-    if (status.ok() && !s.ok()) {
-      status = s.WithContext("pipeline Forward, stage " +
-                             std::to_string(stage_) + ": sending " + p.what);
-    }
-  }
-  KOLO_RETURN_IF_ERROR(status);
+  KOLO_RETURN_IF_ERROR(
+      FinishSends(step, std::move(status),
+                  "pipeline Forward, stage " + std::to_string(stage_)));
   if (!is_last_stage()) return ::torch::Tensor();
   return ::torch::cat(step.outputs, 0);
 }

@@ -22,6 +22,19 @@ int64_t Bytes(const ::torch::Tensor& tensor) {
   return tensor.defined() ? static_cast<int64_t>(tensor.nbytes()) : 0;
 }
 
+// Adam and AdamW take the same options; they differ in how weight decay
+// enters the update.
+template <typename Adam, typename AdamOptions>
+std::unique_ptr<::torch::optim::Optimizer> MakeAdam(
+    std::vector<::torch::Tensor> parameters, const OptimizerConfig& config) {
+  return std::make_unique<Adam>(std::move(parameters),
+                                AdamOptions(config.lr)
+                                    .betas({config.beta1, config.beta2})
+                                    .eps(config.eps)
+                                    .weight_decay(config.weight_decay)
+                                    .amsgrad(config.amsgrad));
+}
+
 }  // namespace
 
 OptimizerFactory MakeOptimizer(const OptimizerConfig& config) {
@@ -36,19 +49,11 @@ OptimizerFactory MakeOptimizer(const OptimizerConfig& config) {
                             .nesterov(config.nesterov)
                             .weight_decay(config.weight_decay));
       case OptimizerType::kAdam:
-        return std::make_unique<::torch::optim::Adam>(
-            parameters, ::torch::optim::AdamOptions(config.lr)
-                            .betas({config.beta1, config.beta2})
-                            .eps(config.eps)
-                            .weight_decay(config.weight_decay)
-                            .amsgrad(config.amsgrad));
+        return MakeAdam<::torch::optim::Adam, ::torch::optim::AdamOptions>(
+            parameters, config);
       case OptimizerType::kAdamW:
-        return std::make_unique<::torch::optim::AdamW>(
-            parameters, ::torch::optim::AdamWOptions(config.lr)
-                            .betas({config.beta1, config.beta2})
-                            .eps(config.eps)
-                            .weight_decay(config.weight_decay)
-                            .amsgrad(config.amsgrad));
+        return MakeAdam<::torch::optim::AdamW, ::torch::optim::AdamWOptions>(
+            parameters, config);
     }
     return nullptr;
   };

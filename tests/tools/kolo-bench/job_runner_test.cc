@@ -30,6 +30,13 @@ TEST(ScratchDirTest, RemovedWithEverythingInItWhenItGoes) {
   EXPECT_FALSE(fs::exists(kept));
 }
 
+TEST(JobErrorTest, NamesWhatIsWrongAndQuotesTheOutputsEnd) {
+  const Status error = JobError("line 1\nline 2\n", "no result.memory");
+  EXPECT_EQ(error.code(), StatusCode::kInternal);
+  EXPECT_EQ(error.message(),
+            "no result.memory; the job's output ends:\n  line 1\n  line 2");
+}
+
 // A job that writes `text` to the JSON path and prints a line.
 std::vector<std::string> Writes(const std::string& text,
                                 const fs::path& json_path) {

@@ -28,6 +28,7 @@ if(TARGET kolo_bench_lib)
   add_executable(kolo_bench_test
     ${CMAKE_CURRENT_LIST_DIR}/checkpoint_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/collectives_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/command_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/elastic_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/fusion_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/job_runner_test.cc

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeline.h"
 #include "report.h"
 #include "study.h"
 #include "train.h"
@@ -81,6 +82,34 @@ TEST(ZeroVariants, AnUnknownOneIsNamed) {
 }
 
 // ------------------------------------------------------------ commands
+
+TEST(TimedJobFlags, EachCommandKeepsItsOwnTimingWindow) {
+  EXPECT_EQ(TrainFlags().warmup, 5);
+  EXPECT_EQ(TrainFlags().iters, 50);
+  EXPECT_EQ(ZeroFlags().warmup, 2);
+  EXPECT_EQ(ZeroFlags().iters, 10);
+  EXPECT_EQ(PipelineFlags().warmup, 1);
+  EXPECT_EQ(PipelineFlags().iters, 3);
+}
+
+TEST(TimedJobFlags, RecordAndCheckTheSameFigures) {
+  TimedJobFlags f{
+      /*batch_size=*/16, /*image_size=*/28, /*threads=*/2,
+      /*warmup=*/2,      /*iters=*/10,      /*repeat=*/4};
+  EXPECT_EQ(TimedJobConfig(f), json({{"batch_size", 16},
+                                     {"image_size", 28},
+                                     {"threads", 2},
+                                     {"warmup", 2},
+                                     {"iters", 10},
+                                     {"repeat", 4}}));
+  EXPECT_TRUE(ValidateTimedJob(f, "synthetic").ok());
+  // 28x28 images come from the synthetic dataset only.
+  EXPECT_EQ(ValidateTimedJob(f, "cifar10").code(),
+            StatusCode::kInvalidArgument);
+  f.warmup = -1;
+  EXPECT_EQ(ValidateTimedJob(f, "synthetic").code(),
+            StatusCode::kInvalidArgument);
+}
 
 TEST(ZeroCommand, KoloVariantsRunKoloTrainAtTheirStage) {
   ZeroFlags f;
