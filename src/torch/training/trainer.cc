@@ -62,8 +62,8 @@ StatusOr<int64_t> CountCorrect(models::Model& model, const data::Dataset& test,
   return correct;
 }
 
-// The ranks' parameters are bit-identical, or an error naming the first
-// rank that differs from rank 0.
+}  // namespace
+
 StatusOr<uint64_t> AgreeOnParameters(const ::torch::nn::Module& model) {
   const uint64_t checksum = ParameterChecksum(model);
   if (!IsInitialized()) return checksum;
@@ -81,8 +81,6 @@ StatusOr<uint64_t> AgreeOnParameters(const ::torch::nn::Module& model) {
   }
   return checksum;
 }
-
-}  // namespace
 
 // One epoch in flight: its loader position and running sums.
 struct Trainer::Epoch {
