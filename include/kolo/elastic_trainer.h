@@ -115,7 +115,9 @@ struct ElasticReset {
 //     an epoch redone after a reset calls them again.
 // and two of elastic training's own.
 struct ElasticHooks : TrainerHooks {
+  // After each reset, on every rank of the new round.
   std::function<void(const ElasticReset&)> on_reset;
+  // Before each step, on every rank, before the learning-rate hook.
   std::function<void(const ElasticPosition&)> before_step;
 };
 
@@ -140,7 +142,8 @@ class ElasticTrainer {
   // The committed state, for fields of one's own: track them before Fit(),
   // in the same order on every worker.
   elastic::State& state() { return state_; }
-  // G, once the first round fixed it (0 before), and the steps of an epoch.
+  // For hooks, during Fit(): G, once the first round fixed it (0 before),
+  // and the steps of an epoch (0 before G).
   int64_t global_batch() const { return global_batch_; }
   int64_t StepsPerEpoch() const;
   // Joins the job and trains to options.epochs through every reset. Ends
