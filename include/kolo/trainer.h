@@ -289,6 +289,11 @@ inline constexpr char kReportedByAnotherRank[] = "reported by another rank";
 // equal on two ranks only when their weights are bit-identical.
 uint64_t ParameterChecksum(const ::torch::nn::Module& model);
 
+// The ranks' ParameterChecksum when they are all equal (a collective once
+// kolo::Init ran), or an error naming the first rank that differs from
+// rank 0.
+StatusOr<uint64_t> AgreeOnParameters(const ::torch::nn::Module& model);
+
 // The seed of LibTorch's generator (dropout) for one rank's epoch: a hash of
 // the three, so an epoch draws the same masks whether or not the run was
 // interrupted before it.

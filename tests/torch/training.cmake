@@ -1,13 +1,20 @@
+# <name>_test, which runs <name>_worker (its path in <NAME>_WORKER_PATH)
+# under kolorun (KOLORUN_PATH).
+function(kolo_training_job_test name)
+  add_executable(${name}_worker ${CMAKE_CURRENT_SOURCE_DIR}/training/${name}_worker.cc)
+  target_include_directories(${name}_worker PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+  target_link_libraries(${name}_worker PRIVATE kolo_torch)
+  kolo_torch_test(${name}_test ${CMAKE_CURRENT_SOURCE_DIR}/training/${name}_test.cc)
+  string(TOUPPER ${name} upper)
+  target_compile_definitions(${name}_test PRIVATE
+    KOLORUN_PATH="$<TARGET_FILE:kolorun>"
+    ${upper}_WORKER_PATH="$<TARGET_FILE:${name}_worker>")
+  add_dependencies(${name}_test kolorun ${name}_worker)
+endfunction()
+
 # kolo::torch::Trainer: hooks in one process, and the data-parallel
 # equivalence on real ranks under kolorun.
-add_executable(trainer_worker ${CMAKE_CURRENT_SOURCE_DIR}/training/trainer_worker.cc)
-target_include_directories(trainer_worker PRIVATE ${PROJECT_SOURCE_DIR}/tests)
-target_link_libraries(trainer_worker PRIVATE kolo_torch)
-kolo_torch_test(trainer_test ${CMAKE_CURRENT_SOURCE_DIR}/training/trainer_test.cc)
-target_compile_definitions(trainer_test PRIVATE
-  KOLORUN_PATH="$<TARGET_FILE:kolorun>"
-  TRAINER_WORKER_PATH="$<TARGET_FILE:trainer_worker>")
-add_dependencies(trainer_test kolorun trainer_worker)
+kolo_training_job_test(trainer)
 
 # examples/trainer, as the build compiles it for a user, run on 2 ranks.
 add_executable(train_with_trainer ${PROJECT_SOURCE_DIR}/examples/trainer/main.cc)
@@ -19,11 +26,7 @@ set_tests_properties(TrainerExample PROPERTIES TIMEOUT 300
 
 # The pipeline and parameter-server strategies against one process on the
 # whole batch, under kolorun.
-add_executable(model_parallel_worker ${CMAKE_CURRENT_SOURCE_DIR}/training/model_parallel_worker.cc)
-target_include_directories(model_parallel_worker PRIVATE ${PROJECT_SOURCE_DIR}/tests)
-target_link_libraries(model_parallel_worker PRIVATE kolo_torch)
-kolo_torch_test(model_parallel_test ${CMAKE_CURRENT_SOURCE_DIR}/training/model_parallel_test.cc)
-target_compile_definitions(model_parallel_test PRIVATE
-  KOLORUN_PATH="$<TARGET_FILE:kolorun>"
-  MODEL_PARALLEL_WORKER_PATH="$<TARGET_FILE:model_parallel_worker>")
-add_dependencies(model_parallel_test kolorun model_parallel_worker)
+kolo_training_job_test(model_parallel)
+
+# kolo::torch::ElasticTrainer under kolorun --elastic, with a worker killed.
+kolo_training_job_test(elastic_trainer)

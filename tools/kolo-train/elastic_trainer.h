@@ -1,30 +1,15 @@
 // kolo-train --elastic: training that goes on through lost and added
-// workers, under `kolorun --elastic` (kolo/elastic.h).
-//
-// What stays the same whatever the workers: step s of epoch e takes the
-// global batch s·G .. s·G+G-1 of the epoch's order (a shuffle from
-// --seed + e), and the workers of the round split it into contiguous
-// parts, one each. Each worker's loss is the sum over its images divided
-// by the step's image count, and the gradients are summed across the
-// workers, so every step computes the mean gradient of the same G images
-// however many workers share it: the result of a run with failures and
-// joins is the result of an uninterrupted one, up to the order of
-// floating-point sums (and the batch-norm statistics of each worker's own
-// part). G is --global-batch, or --batch-size times the first round's
-// workers; the learning rate is scaled for G as a plain run at that many
-// workers scales it. A worker takes ceil(G / workers) images per step, so
-// its memory grows when workers leave rather than the global batch
-// shrinking; kolo-train says so at each reset. (Gradient accumulation
-// would keep the memory fixed but changes the result where G does not
-// divide; Horovod's elastic examples rescale the learning rate instead,
-// which changes it always.)
-//
-// The elastic state (kolo::torch::ElasticState) holds the model, the
-// optimizer, the epoch, the step within it and the epoch's loss sums; it is
-// committed every --commit-every steps and at the end of every epoch, so a
-// failure loses at most --commit-every steps. With --checkpoint-dir, rank 0
-// also writes the checkpoint after every epoch (atomically), and --resume
-// restarts a job that lost every worker from it.
+// workers, under `kolorun --elastic`. The library's ElasticTrainer
+// (kolo/elastic_trainer.h) trains: a fixed global batch G split over each
+// round's workers, the state committed every --commit-every steps and after
+// every epoch. This file is its hooks: G is --global-batch, or --batch-size
+// times the first round's workers; the learning rate is scaled for G as a
+// plain run at that many workers scales it (Horovod's elastic examples
+// rescale it at each reset instead, which changes the result); the history
+// is committed with the state; with --checkpoint-dir rank 0 also writes the
+// checkpoint after every epoch (atomically), and --resume restarts a job
+// that lost every worker from it; --kill-rank-at-step injects a fault; the
+// lines say at each reset how many images a worker now takes.
 //
 // CIFAR-10's augmentation is not applied in this mode.
 #ifndef KOLO_TOOLS_KOLO_TRAIN_ELASTIC_TRAINER_H_

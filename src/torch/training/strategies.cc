@@ -81,6 +81,10 @@ StatusOr<double> TrainingStrategy::AverageLoss(double loss,
 
 StatusOr<uint64_t> TrainingStrategy::AgreeOnParameters(
     const ::torch::nn::Module& model) {
+  return ::kolo::torch::AgreeOnParameters(model);
+}
+
+StatusOr<uint64_t> AgreeOnParameters(const ::torch::nn::Module& model) {
   const uint64_t checksum = ParameterChecksum(model);
   if (!IsInitialized()) return checksum;
   TrainingPeers world;

@@ -25,37 +25,6 @@ int Fail(const kolo::Status& status) {
   return 1;
 }
 
-torch::optim::SGD Sgd(kolo::testing::Mlp& model) {
-  return torch::optim::SGD(model.parameters(),
-                           torch::optim::SGDOptions(0.1).momentum(0.9));
-}
-
-// One process, batch N·b, the sampler order of a one-rank world.
-kolo::Status TrainReference(kolo::testing::Mlp& model,
-                            const kolo::data::Dataset& set, int64_t epochs) {
-  torch::optim::SGD sgd = Sgd(model);
-  kolo::data::DistributedSampler::Options options;
-  options.seed = 5;
-  KOLO_ASSIGN_OR_RETURN(
-      kolo::data::DistributedSampler sampler,
-      kolo::data::DistributedSampler::Create(set.size(), options));
-  const int64_t batch = kTrainingBatch * kolo::Size();
-  for (int64_t epoch = 0; epoch < epochs; ++epoch) {
-    const std::vector<int64_t> rows = sampler.Indices(epoch);
-    for (size_t start = 0; start < rows.size(); start += batch) {
-      torch::Tensor index = torch::tensor(std::vector<int64_t>(
-          rows.begin() + start, rows.begin() + start + batch));
-      sgd.zero_grad();
-      torch::nn::functional::cross_entropy(
-          model.forward(set.images.index_select(0, index)),
-          set.labels.index_select(0, index))
-          .backward();
-      sgd.step();
-    }
-  }
-  return kolo::Status::Ok();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,36 +33,26 @@ int main(int argc, char** argv) {
   if (kolo::Status s = kolo::Init(); !s.ok()) return Fail(s);
   torch::set_num_threads(1);
   const kolo::data::Dataset set = kolo::testing::TrainingSet();
-  torch::manual_seed(7);
-  kolo::testing::Mlp model;
-  kolo::testing::Mlp reference;
-  {
-    torch::NoGradGuard no_grad;
-    auto from = model.parameters();
-    auto to = reference.parameters();
-    for (size_t i = 0; i < from.size(); ++i) to[i].copy_(from[i]);
-  }
-  torch::optim::SGD sgd = Sgd(model);
-  kt::DataParallelStrategy strategy(sgd, model);
+  kolo::testing::TwinModels twins;
+  torch::optim::SGD sgd = kolo::testing::TestSgd(twins.model);
+  kt::DataParallelStrategy strategy(sgd, twins.model);
   kt::TrainerOptions options;
   options.epochs = epochs;
   options.batch_size = kTrainingBatch;
   options.seed = 5;
-  kt::Trainer trainer(model, strategy, options);
+  kt::Trainer trainer(twins.model, strategy, options);
   int steps = 0, epochs_seen = 0;
   trainer.hooks().on_step = [&](const kt::StepReport&) { ++steps; };
   trainer.hooks().on_epoch = [&](const kt::EpochReport&) { ++epochs_seen; };
   kolo::StatusOr<kt::FitResult> fit = trainer.Fit(set, set);
   if (!fit.ok()) return Fail(fit.status());
-  if (kolo::Status s = TrainReference(reference, set, epochs); !s.ok())
+  if (kolo::Status s = kolo::testing::TrainReference(
+          twins.reference, set, epochs, kTrainingBatch * kolo::Size(),
+          options.seed);
+      !s.ok())
     return Fail(s);
-  double difference = 0;
-  auto trained = model.parameters();
-  auto expected = reference.parameters();
-  for (size_t i = 0; i < trained.size(); ++i) {
-    difference = std::max(
-        difference, (trained[i] - expected[i]).abs().max().item<double>());
-  }
+  const double difference =
+      kolo::testing::MaxParameterDifference(twins.model, twins.reference);
   std::printf("rank %d: max parameter difference %.3g; %d steps, %d epochs\n",
               kolo::Rank(), difference, steps, epochs_seen);
   if (kolo::Status s = kolo::Shutdown(); !s.ok()) return Fail(s);
