@@ -109,21 +109,13 @@ class ElasticTraining {
 
   // The learning rate is scaled for G as a plain run at G / --batch-size
   // workers scales it, and stays when workers come and go.
-  LrPlan Plan() const {
-    const int64_t global_batch = trainer_.global_batch();
+  LinearScalingSchedule Plan() const {
     const double scaled =
         f_.no_lr_scaling
             ? f_.lr
-            : f_.lr * static_cast<double>(global_batch) / f_.batch_size;
-    LrPlan plan;
-    plan.base_lr = f_.lr;
-    plan.scaled_lr = scaled;
-    plan.warmup_iterations =
-        scaled == f_.lr ? 0 : f_.warmup_epochs * trainer_.StepsPerEpoch();
-    plan.total_iterations = f_.epochs * trainer_.StepsPerEpoch();
-    plan.schedule = f_.lr_schedule == "constant" ? LrSchedule::kConstant
-                                                 : LrSchedule::kCosine;
-    return plan;
+            : f_.lr * static_cast<double>(trainer_.global_batch()) /
+                  static_cast<double>(f_.batch_size);
+    return ScheduleOf(f_, scaled, trainer_.StepsPerEpoch());
   }
 
   void PrintStart(int64_t steps_per_epoch) {

@@ -53,9 +53,9 @@ struct Mode {
   json settings;              // the JSON config's mode-specific entries
   int32_t compute_ranks = 1;  // ranks that train (for "per worker" rates)
   int64_t parameters = 0;
-  // The schedule of the rate; its iterations are set once the loop's
-  // batches per epoch are known.
-  LrPlan lr_plan;
+  // The rate after the warm-up (plan.h); the schedule is made once the
+  // loop's batches per epoch are known.
+  double scaled_lr = 0;
   models::Model* model = nullptr;
   kolo::torch::TrainingStrategy* strategy = nullptr;
   // The ranks that evaluate, average the loss and meet at barriers: the
@@ -78,7 +78,7 @@ void PrintHeader(const Flags& f, const Data& d, const Mode& mode,
       d.test.size());
   const std::string lr_text =
       fmt::format("{} lr {} scaled to {}, {} schedule", f.optimizer, f.lr,
-                  mode.lr_plan.scaled_lr, f.lr_schedule);
+                  mode.scaled_lr, f.lr_schedule);
   fmt::print("kolo-train: {}; batch {} per {}; {}; {} step{} per epoch\n",
              mode.description, f.batch_size,
              mode.name == "pipeline" ? "replica" : "worker", lr_text,
@@ -181,15 +181,13 @@ Status TrainEpochs(const Flags& f, int32_t rank, int32_t size,
   ProgressLine progress(stdout, {rank == 0 && bench::DrawsInPlace(stdout)});
   json history = json::array();
   kolo::torch::TrainerHooks& hooks = trainer.hooks();
+  LinearScalingSchedule schedule;
   hooks.on_start = [&](int64_t, int64_t batches_per_epoch) {
-    LrPlan& plan = mode.lr_plan;
-    plan.warmup_iterations =
-        plan.scaled_lr == f.lr ? 0 : f.warmup_epochs * batches_per_epoch;
-    plan.total_iterations = f.epochs * batches_per_epoch;
+    schedule = ScheduleOf(f, mode.scaled_lr, batches_per_epoch);
     if (rank == 0) PrintHeader(f, d, mode, batches_per_epoch);
   };
-  hooks.learning_rate = [&mode](const kolo::torch::StepPosition& p) {
-    return LearningRate(mode.lr_plan, p.iteration);
+  hooks.learning_rate = [&schedule](const kolo::torch::StepPosition& p) {
+    return LearningRate(schedule, p.iteration);
   };
   const int32_t shards = mode.shards();
   hooks.on_step = [&](const kolo::torch::StepReport& r) {
@@ -240,7 +238,7 @@ StatusOr<BenchmarkSteps> RunBenchmarkSteps(const Flags& f, int32_t rank,
   loading.augmentation = d.augmentation;
   loading.augmentation_seed = f.seed;
   loading.drop_last = shard.DropsLastBatch(sampler.num_samples(), f.batch_size);
-  strategy.SetLearningRate(mode.lr_plan.scaled_lr);
+  strategy.SetLearningRate(mode.scaled_lr);
   mode.model->train();
   const int64_t total = f.benchmark_warmup + f.benchmark_steps;
   int64_t steps = 0;
@@ -337,15 +335,6 @@ Status RunMode(const Flags& f, int32_t rank, int32_t size, const Data& d,
   return TrainEpochs(f, rank, size, Clock::now(), d, mode);
 }
 
-LrPlan ScaledPlan(const Flags& f, double scaled_lr) {
-  LrPlan plan;
-  plan.base_lr = f.lr;
-  plan.scaled_lr = scaled_lr;
-  plan.schedule =
-      f.lr_schedule == "constant" ? LrSchedule::kConstant : LrSchedule::kCosine;
-  return plan;
-}
-
 // ---------------------------------------------------------------- pipeline
 // The pipeline --pipeline-stages, --micro-batches, --schedule and --balance
 // ask for, over `sequence`.
@@ -437,7 +426,7 @@ Status RunPipeline(const Flags& f, int32_t rank, int32_t size, int32_t threads,
                    {"threads", threads}};
   mode.compute_ranks = size;
   mode.parameters = models::CountParameters(*sequence);
-  mode.lr_plan = ScaledPlan(f, f.no_lr_scaling ? f.lr : f.lr * replicas);
+  mode.scaled_lr = f.no_lr_scaling ? f.lr : f.lr * replicas;
   mode.model = &strategy.model();
   mode.strategy = &strategy;
   mode.peers = &strategy.peers();
@@ -529,7 +518,7 @@ Status RunParameterServers(const Flags& f, int32_t rank, int32_t size,
   // The workers run the schedule (warm-up, decay) and each push asks the
   // servers for its step's rate: the synchronous servers' rate scaled by
   // the workers, as allreduce's is; the asynchronous ones' one worker's.
-  mode.lr_plan = ScaledPlan(f, options.optimizer.lr);
+  mode.scaled_lr = options.optimizer.lr;
   mode.model = s.model.get();
   mode.strategy = strategy.get();
   mode.peers = &strategy->peers();

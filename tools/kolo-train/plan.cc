@@ -1,26 +1,19 @@
 #include "plan.h"
 
-#include <algorithm>
-#include <cmath>
-
 namespace kolo::train {
 
-double LearningRate(const LrPlan& plan, int64_t iteration) {
-  iteration = std::max<int64_t>(iteration, 0);
-  if (iteration < plan.warmup_iterations) {
-    const double progress = static_cast<double>(iteration) /
-                            static_cast<double>(plan.warmup_iterations);
-    return plan.base_lr + (plan.scaled_lr - plan.base_lr) * progress;
-  }
-  const int64_t decay_iterations =
-      plan.total_iterations - plan.warmup_iterations;
-  if (plan.schedule == LrSchedule::kConstant || decay_iterations <= 0) {
-    return plan.scaled_lr;
-  }
-  const double progress =
-      std::min(1.0, static_cast<double>(iteration - plan.warmup_iterations) /
-                        static_cast<double>(decay_iterations));
-  return plan.scaled_lr * 0.5 * (1.0 + std::cos(M_PI * progress));
+LinearScalingSchedule ScheduleOf(const Flags& f, double scaled_lr,
+                                 int64_t batches_per_epoch) {
+  LinearScalingSchedule schedule;
+  schedule.base_lr = f.lr;
+  schedule.scaled_lr = scaled_lr;
+  schedule.warmup_iterations =
+      scaled_lr == f.lr ? 0 : f.warmup_epochs * batches_per_epoch;
+  schedule.total_iterations = f.epochs * batches_per_epoch;
+  schedule.after_warmup = f.lr_schedule == "constant"
+                              ? LinearScalingSchedule::AfterWarmup::kHold
+                              : LinearScalingSchedule::AfterWarmup::kCosine;
+  return schedule;
 }
 
 }  // namespace kolo::train

@@ -268,7 +268,7 @@ data::LoaderOptions TrainLoaderOptions(const Flags& f, const Data& d) {
 // global batch's (config_file.h), so it is never scaled.
 struct RunLearningRate {
   bool from_file = false;
-  LrPlan plan;
+  LinearScalingSchedule plan;
   int64_t warmup_epochs = 0;  // 0 when no warm-up runs
 
   double At(const Flags& f, const kolo::torch::StepPosition& p) const {
@@ -282,13 +282,9 @@ RunLearningRate MakeLearningRate(const Flags& f, int32_t size,
                                  int64_t batches_per_epoch) {
   RunLearningRate rate;
   rate.from_file = FileDrivesLearningRate(f);
-  rate.plan.base_lr = f.lr;
-  rate.plan.scaled_lr = f.no_lr_scaling || rate.from_file ? f.lr : f.lr * size;
-  rate.plan.warmup_iterations =
-      rate.plan.scaled_lr == f.lr ? 0 : f.warmup_epochs * batches_per_epoch;
-  rate.plan.total_iterations = f.epochs * batches_per_epoch;
-  rate.plan.schedule =
-      f.lr_schedule == "constant" ? LrSchedule::kConstant : LrSchedule::kCosine;
+  rate.plan =
+      ScheduleOf(f, f.no_lr_scaling || rate.from_file ? f.lr : f.lr * size,
+                 batches_per_epoch);
   rate.warmup_epochs = rate.plan.warmup_iterations > 0 ? f.warmup_epochs : 0;
   return rate;
 }

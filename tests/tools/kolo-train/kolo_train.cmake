@@ -13,7 +13,8 @@ if(TARGET kolo-train AND TARGET kolorun AND TARGET kolo_testing)
   target_include_directories(kolo_train_test PRIVATE ${PROJECT_SOURCE_DIR}/tools/kolo-train)
   target_sources(kolo_train_test PRIVATE ${PROJECT_SOURCE_DIR}/tools/kolo-train/plan.cc)
   target_link_libraries(kolo_train_test PRIVATE
-    kolo_testing nlohmann_json::nlohmann_json GTest::gmock GTest::gtest_main)
+    kolo_testing kolo_training nlohmann_json::nlohmann_json GTest::gmock
+    GTest::gtest_main)
   target_compile_definitions(kolo_train_test PRIVATE
     KOLORUN_PATH="$<TARGET_FILE:kolorun>"
     KOLO_TRAIN_PATH="$<TARGET_FILE:kolo-train>"

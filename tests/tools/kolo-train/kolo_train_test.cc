@@ -40,59 +40,28 @@ constexpr auto kLimit = std::chrono::seconds(120);
 
 // ------------------------------------------------------------- plan.h
 
-kolo::train::LrPlan Plan(double base, double scaled, int64_t warmup,
-                         int64_t total, kolo::train::LrSchedule schedule) {
-  kolo::train::LrPlan plan;
-  plan.base_lr = base;
-  plan.scaled_lr = scaled;
-  plan.warmup_iterations = warmup;
-  plan.total_iterations = total;
-  plan.schedule = schedule;
-  return plan;
-}
-
-TEST(LearningRate, ClimbsLinearlyFromBaseToScaledOverWarmup) {
-  // base 0.1, scaled 0.4, 10 warm-up iterations: 0.1 + 0.03 i.
-  for (auto schedule :
-       {kolo::train::LrSchedule::kConstant, kolo::train::LrSchedule::kCosine}) {
-    const kolo::train::LrPlan plan = Plan(0.1, 0.4, 10, 1000, schedule);
-    for (int64_t i = 0; i < 10; ++i) {
-      EXPECT_DOUBLE_EQ(kolo::train::LearningRate(plan, i), 0.1 + 0.03 * i) << i;
-    }
-    EXPECT_DOUBLE_EQ(kolo::train::LearningRate(plan, 10), 0.4);
-  }
-}
-
-TEST(LearningRate, ConstantStaysAtTheScaledRate) {
-  const kolo::train::LrPlan plan =
-      Plan(0.1, 0.4, 10, 100, kolo::train::LrSchedule::kConstant);
-  EXPECT_DOUBLE_EQ(kolo::train::LearningRate(plan, 50), 0.4);
-  EXPECT_DOUBLE_EQ(kolo::train::LearningRate(plan, 1000), 0.4);
-  EXPECT_DOUBLE_EQ(
-      kolo::train::LearningRate(
-          Plan(0.1, 0.4, 0, 100, kolo::train::LrSchedule::kConstant), 0),
-      0.4);
-}
-
-TEST(LearningRate, CosineFallsFromTheScaledRateToZeroAtTheEnd) {
-  const kolo::train::LrPlan plan =
-      Plan(0.1, 0.4, 10, 110, kolo::train::LrSchedule::kCosine);
-  EXPECT_DOUBLE_EQ(kolo::train::LearningRate(plan, 10), 0.4);
-  EXPECT_NEAR(kolo::train::LearningRate(plan, 35),
-              0.4 * (1 + std::sqrt(0.5)) / 2, 1e-12);
-  EXPECT_NEAR(kolo::train::LearningRate(plan, 60), 0.2, 1e-12);
-  EXPECT_NEAR(kolo::train::LearningRate(plan, 110), 0.0, 1e-12);
-  double previous = 1;
-  for (int64_t i = 10; i <= 110; ++i) {
-    const double lr = kolo::train::LearningRate(plan, i);
-    EXPECT_LE(lr, previous) << i;
-    previous = lr;
-  }
-  // Without a warm-up the decay starts at iteration 0.
-  EXPECT_DOUBLE_EQ(
-      kolo::train::LearningRate(
-          Plan(0.1, 0.4, 0, 100, kolo::train::LrSchedule::kCosine), 0),
-      0.4);
+TEST(ScheduleOf, WarmsUpOnlyToAScaledRateAndDecaysAsAsked) {
+  kolo::train::Flags f;
+  f.lr = 0.1;
+  f.epochs = 3;
+  f.warmup_epochs = 2;
+  f.lr_schedule = "cosine";
+  const kolo::LinearScalingSchedule scaled =
+      kolo::train::ScheduleOf(f, 0.4, 50);
+  EXPECT_EQ(scaled.base_lr, 0.1);
+  EXPECT_EQ(scaled.scaled_lr, 0.4);
+  EXPECT_EQ(scaled.warmup_iterations, 100);
+  EXPECT_EQ(scaled.total_iterations, 150);
+  EXPECT_EQ(scaled.after_warmup,
+            kolo::LinearScalingSchedule::AfterWarmup::kCosine);
+  // Nothing to climb to: no warm-up, whatever --warmup-epochs says.
+  f.lr_schedule = "constant";
+  const kolo::LinearScalingSchedule unscaled =
+      kolo::train::ScheduleOf(f, 0.1, 50);
+  EXPECT_EQ(unscaled.warmup_iterations, 0);
+  EXPECT_EQ(unscaled.after_warmup,
+            kolo::LinearScalingSchedule::AfterWarmup::kHold);
+  EXPECT_DOUBLE_EQ(kolo::LearningRate(unscaled, 149), 0.1);
 }
 
 // ------------------------------------------------------------ end to end
