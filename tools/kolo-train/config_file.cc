@@ -65,7 +65,7 @@ Status ApplyConfigFile(Flags* f, int32_t world_size,
     if (!given("--seed") && config.seed != 0) f->seed = config.seed;
     f->config = config;
   }
-  if (UsesZero(*f)) {
+  if (ModeOf(*f) == TrainingMode::kZero) {
     const std::string why =
         f->zero_stage > 0
             ? fmt::format("ZeRO stage {}", f->zero_stage)
@@ -84,10 +84,6 @@ Status ApplyConfigFile(Flags* f, int32_t world_size,
     }
   }
   return Status::Ok();
-}
-
-bool UsesZero(const Flags& f) {
-  return f.zero_stage > 0 || f.gradient_clipping > 0 || f.precision != "fp32";
 }
 
 bool FileDrivesLearningRate(const Flags& f) {

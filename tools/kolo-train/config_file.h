@@ -39,10 +39,6 @@ namespace kolo::train {
 Status ApplyConfigFile(Flags* f, int32_t world_size,
                        std::vector<std::string>* warnings);
 
-// The run needs kolo::torch::ZeroOptimizer: a ZeRO stage, clipping or
-// mixed precision.
-bool UsesZero(const Flags& f);
-
 // The file decides the learning rate of each step (see above).
 bool FileDrivesLearningRate(const Flags& f);
 

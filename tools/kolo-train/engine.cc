@@ -30,7 +30,7 @@ kolo::torch::ZeroOptions RunZeroOptions(const Flags& f) {
 RunStrategy MakeStrategy(const Flags& f, models::Model& model,
                          ::torch::optim::Optimizer& inner) {
   RunStrategy run;
-  if (UsesZero(f)) {
+  if (ModeOf(f) == TrainingMode::kZero) {
     auto zero = std::make_unique<kolo::torch::ZeroStrategy>(
         inner, model, kolo::torch::MakeOptimizer(RunOptimizerConfig(f)),
         RunZeroOptions(f));

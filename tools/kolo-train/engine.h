@@ -1,7 +1,7 @@
 // The optimizer side of a kolo-train step: the library's data-parallel
 // strategy (kolo/trainer.h) the flags ask for. DistributedOptimizer
 // normally; ZeroOptimizer when the run asks for a ZeRO stage, gradient
-// clipping or mixed precision (config_file.h's UsesZero).
+// clipping or mixed precision (flags.h's TrainingMode::kZero).
 #ifndef KOLO_TOOLS_KOLO_TRAIN_ENGINE_H_
 #define KOLO_TOOLS_KOLO_TRAIN_ENGINE_H_
 

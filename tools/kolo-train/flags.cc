@@ -261,6 +261,17 @@ Status ValidateModelParallel(const Flags& f) {
 
 }  // namespace
 
+TrainingMode ModeOf(const Flags& f) {
+  if (f.elastic) return TrainingMode::kElastic;
+  if (f.pipeline_stages > 0) return TrainingMode::kPipeline;
+  if (f.parameter_servers > 0) return TrainingMode::kParameterServers;
+  // Mixed precision and clipping live in the ZeroOptimizer (at stage 0 too).
+  if (f.zero_stage > 0 || f.gradient_clipping > 0 || f.precision != "fp32") {
+    return TrainingMode::kZero;
+  }
+  return TrainingMode::kDataParallel;
+}
+
 Status Validate(const Flags& f) {
   auto at_least = [](const char* flag, int64_t value, int64_t min) -> Status {
     if (value >= min) return Status::Ok();

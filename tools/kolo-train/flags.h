@@ -115,6 +115,20 @@ void AddFlags(CLI::App& app, Flags* flags);
 // kInvalidArgument naming the flag and the value.
 Status Validate(const Flags& flags);
 
+// How a run's ranks train: one kolo::torch::Trainer strategy each
+// (kolo/trainer.h, kolo/trainer_model_parallel.h), and elastic training's
+// ElasticTrainer (kolo/elastic_trainer.h). Every place kolo-train branches
+// on the mode asks ModeOf, so the rule that picks it is written once;
+// Validate() has refused flags that ask for two.
+enum class TrainingMode {
+  kDataParallel,      // DistributedOptimizer
+  kZero,              // ZeroOptimizer: a ZeRO stage, clipping or fp16/bf16
+  kPipeline,          // --pipeline-stages
+  kParameterServers,  // --parameter-servers
+  kElastic,           // --elastic
+};
+TrainingMode ModeOf(const Flags& flags);
+
 // Where --dataset looks without --data-dir: /usr/share/datasets/<name>.
 std::string DefaultDataDir(const std::string& dataset);
 

@@ -108,7 +108,9 @@ int main(int argc, char** argv) {
     }
   }
   // Elastic workers join each round themselves (kolo/elastic.h).
-  if (flags.elastic) return kolo::train::RunElasticTraining(flags);
+  if (kolo::train::ModeOf(flags) == kolo::train::TrainingMode::kElastic) {
+    return kolo::train::RunElasticTraining(flags);
+  }
   kolo::Status init = kolo::Init();
   if (!init.ok()) {
     fmt::print(stderr, "kolo-train: cannot join the job: {}\n",

@@ -25,6 +25,7 @@
 #include "plan.h"
 #include "progress_line.h"
 #include "table.h"
+#include "train_result.h"
 
 namespace kolo::train {
 namespace {
@@ -146,17 +147,19 @@ Status Report(const Flags& f, const Data& d, const Mode& mode, int32_t size,
   out["config"]["train_images"] = d.train.size();
   out["config"]["test_images"] = d.test.size();
   out["history"] = history;
-  out["result"] = {{"test_accuracy", fit.eval.accuracy()},
-                   {"test_correct", fit.eval.correct},
-                   {"test_total", fit.eval.total},
-                   {"train_loss", train_loss},
-                   {"wall_seconds", wall_seconds},
-                   {"train_seconds", fit.train_seconds},
-                   {"images_trained", fit.images_trained},
-                   {"images_per_second", rate},
-                   {"images_per_second_per_worker", rate / mode.compute_ranks},
-                   {"peak_rss_bytes", peak_rss_bytes},
-                   {mode.name, statistics}};
+  bench::TrainResult result;
+  result.test_accuracy = fit.eval.accuracy();
+  result.test_correct = fit.eval.correct;
+  result.test_total = fit.eval.total;
+  result.train_loss = train_loss;
+  result.wall_seconds = wall_seconds;
+  result.train_seconds = fit.train_seconds;
+  result.images_trained = fit.images_trained;
+  result.images_per_second = rate;
+  result.images_per_second_per_worker = rate / mode.compute_ranks;
+  result.peak_rss_bytes = peak_rss_bytes;
+  result.extra[mode.name] = statistics;
+  out["result"] = bench::ToJson(result);
   return bench::WriteJsonFile(f.json_path, out);
 }
 
@@ -316,16 +319,18 @@ Status Benchmark(const Flags& f, int32_t rank, int32_t size, const Data& d,
   out["config"]["backend"] = BackendName(ActiveBackend());
   out["config"]["warmup_steps"] = f.benchmark_warmup;
   out["config"]["steps"] = f.benchmark_steps;
-  out["result"] = {{"images_per_second", rate},
-                   {"images_per_second_per_worker", rate / mode.compute_ranks},
-                   {"seconds", run.seconds},
-                   {"step_ms", 1000.0 * run.seconds * per_step},
-                   // Rank 0's time blocked on other ranks (the pipeline's
-                   // bubble and transfers; the servers' answers).
-                   {"waiting_seconds", run.waiting},
-                   {"final_loss", run.loss},
-                   {"peak_rss_bytes", peak_rss},
-                   {mode.name, statistics}};
+  bench::TrainResult result;
+  result.images_per_second = rate;
+  result.images_per_second_per_worker = rate / mode.compute_ranks;
+  result.seconds = run.seconds;
+  result.step_ms = 1000.0 * run.seconds * per_step;
+  // Rank 0's time blocked on other ranks (the pipeline's bubble and
+  // transfers; the servers' answers).
+  result.waiting_seconds = run.waiting;
+  result.final_loss = run.loss;
+  result.peak_rss_bytes = peak_rss;
+  result.extra[mode.name] = statistics;
+  out["result"] = bench::ToJson(result);
   return bench::WriteJsonFile(f.json_path, out);
 }
 
@@ -392,6 +397,8 @@ StatusOr<json> PipelineStatisticsJson(kolo::torch::PipelineStrategy& strategy) {
               {"optimizer_state_bytes", states}};
 }
 
+}  // namespace
+
 Status RunPipeline(const Flags& f, int32_t rank, int32_t size, int32_t threads,
                    const Data& d) {
   // The same seed as Prepare's model: the same initial weights.
@@ -446,6 +453,8 @@ Status RunPipeline(const Flags& f, int32_t rank, int32_t size, int32_t threads,
 
 // -------------------------------------------------------- parameter server
 
+namespace {
+
 kolo::torch::ParameterServerMode PsMode(const std::string& name) {
   if (name == "async") return kolo::torch::ParameterServerMode::kAsynchronous;
   if (name == "stale") {
@@ -471,6 +480,8 @@ std::string ParameterServerSummary(
       st.steps, st.wait_seconds, st.bytes_sent / 1048576.0,
       st.bytes_received / 1048576.0, st.max_staleness);
 }
+
+}  // namespace
 
 Status RunParameterServers(const Flags& f, int32_t rank, int32_t size,
                            int32_t threads, Setup& s) {
@@ -534,12 +545,6 @@ Status RunParameterServers(const Flags& f, int32_t rank, int32_t size,
   return finished;
 }
 
-}  // namespace
-
-bool UsesModelParallelism(const Flags& f) {
-  return f.pipeline_stages > 0 || f.parameter_servers > 0;
-}
-
 Status CheckModelParallelWorld(const Flags& f, int32_t world_size) {
   if (f.pipeline_stages > 0 && world_size % f.pipeline_stages != 0) {
     return InvalidArgument(fmt::format(
@@ -577,14 +582,6 @@ Status CheckModelParallelWorld(const Flags& f, int32_t world_size) {
         f.parameter_servers, world_size));
   }
   return Status::Ok();
-}
-
-Status RunModelParallel(const Flags& f, int32_t rank, int32_t size,
-                        int32_t threads, Setup& s) {
-  if (f.pipeline_stages > 0) {
-    return RunPipeline(f, rank, size, threads, s.data);
-  }
-  return RunParameterServers(f, rank, size, threads, s);
 }
 
 }  // namespace kolo::train

@@ -44,18 +44,17 @@
 
 namespace kolo::train {
 
-// Whether `f` asks for one of these modes.
-bool UsesModelParallelism(const Flags& f);
-
 // What can only be checked once the job is known: the world divides into
 // --pipeline-stages; kolorun started as many servers as
 // --parameter-servers names. kInvalidArgument naming the flag.
 Status CheckModelParallelWorld(const Flags& f, int32_t world_size);
 
-// Trains (or, with --benchmark-steps, times) in the mode `f` names, after
-// Prepare() on every rank. Rank 0 prints and writes the JSON.
-Status RunModelParallel(const Flags& f, int32_t rank, int32_t size,
-                        int32_t threads, Setup& s);
+// Train (or, with --benchmark-steps, time) in their mode, after Prepare()
+// on every rank. Rank 0 prints and writes the JSON.
+Status RunPipeline(const Flags& f, int32_t rank, int32_t size, int32_t threads,
+                   const Data& d);
+Status RunParameterServers(const Flags& f, int32_t rank, int32_t size,
+                           int32_t threads, Setup& s);
 
 }  // namespace kolo::train
 

@@ -175,7 +175,8 @@ CheckpointInfo CheckpointInfoAfter(const Flags& f, int64_t epochs_done,
 }
 
 std::string CheckpointOptimizerName(const Flags& f) {
-  return UsesZero(f) ? f.optimizer + " under ZeroOptimizer" : f.optimizer;
+  return ModeOf(f) == TrainingMode::kZero ? f.optimizer + " under ZeroOptimizer"
+                                          : f.optimizer;
 }
 
 kolo::torch::Compression ParseCompression(const std::string& name) {

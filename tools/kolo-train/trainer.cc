@@ -91,21 +91,8 @@ StatusOr<std::vector<EngineMemory>> GatherMemory(
   return memory;
 }
 
-// Per rank, as kolo-bench zero and the PyTorch peer report it.
-json MemoryJson(const std::vector<EngineMemory>& memory) {
-  json state = json::array(), gradients = json::array(),
-       masters = json::array();
-  for (const EngineMemory& m : memory) {
-    state.push_back(m.optimizer_state_bytes);
-    gradients.push_back(m.gradient_bytes);
-    masters.push_back(m.master_weight_bytes);
-  }
-  return {{"optimizer_state_bytes", state},
-          {"gradient_bytes", gradients},
-          {"master_weight_bytes", masters}};
-}
-
-// The same per rank figures in the result schema's terms.
+// Per rank, as kolo-bench zero and the PyTorch peer report them, in the
+// result schema's terms.
 bench::RankMemory RankMemoryOf(const std::vector<EngineMemory>& memory) {
   std::vector<int64_t> state, gradients, masters;
   for (const EngineMemory& m : memory) {
@@ -729,23 +716,23 @@ Status ReportBenchmark(const Flags& f, const Setup& s, int32_t size,
       {"gradient_clipping", f.gradient_clipping},
       {"config_file", f.config_path},
       {"seed", f.seed}};
-  out["result"] = {{"images_per_second", rate},
-                   {"images_per_second_per_worker", rate / size},
-                   {"seconds", o.seconds},
-                   {"step_ms", step_ms},
-                   {"communication_seconds", communication},
-                   {"negotiation_seconds", negotiation},
-                   // The training thread blocked on allreduces in Step().
-                   {"waiting_seconds", waiting},
-                   // Rank 0's mean per timed step; "step" includes the waiting.
-                   {"phase_ms",
-                    {{"data", o.data_s * per_step_ms},
-                     {"forward", o.forward_s * per_step_ms},
-                     {"backward", o.backward_s * per_step_ms},
-                     {"step", o.step_s * per_step_ms}}},
-                   {"final_loss", o.loss},
-                   {"peak_rss_bytes", o.peak_rss_all},
-                   {"memory", MemoryJson(o.memory)}};
+  bench::TrainResult result;
+  result.images_per_second = rate;
+  result.images_per_second_per_worker = rate / size;
+  result.seconds = o.seconds;
+  result.step_ms = step_ms;
+  result.communication_seconds = communication;
+  result.negotiation_seconds = negotiation;
+  // The training thread blocked on allreduces in Step().
+  result.waiting_seconds = waiting;
+  // Rank 0's mean per timed step; "step" includes the waiting.
+  result.phase_ms =
+      bench::StepPhases{o.data_s * per_step_ms, o.forward_s * per_step_ms,
+                        o.backward_s * per_step_ms, o.step_s * per_step_ms};
+  result.final_loss = o.loss;
+  result.peak_rss_bytes = o.peak_rss_all;
+  result.memory = RankMemoryOf(o.memory);
+  out["result"] = bench::ToJson(result);
   out["runtime"] = RuntimeTraffic();
   return bench::WriteJsonFile(f.json_path, out);
 }
@@ -809,12 +796,23 @@ int RunTraining(const Flags& f) {
     status = kolo::torch::AgreeAcrossRanks(prepared);
   }
   if (status.ok()) {
-    if (UsesModelParallelism(f)) {
-      status = RunModelParallel(f, rank, size, threads, setup);
-    } else {
-      status = f.benchmark_steps > 0
-                   ? Benchmark(f, rank, size, threads, setup)
-                   : Train(f, rank, size, threads, start, setup);
+    switch (ModeOf(f)) {
+      case TrainingMode::kDataParallel:
+      case TrainingMode::kZero:
+        status = f.benchmark_steps > 0
+                     ? Benchmark(f, rank, size, threads, setup)
+                     : Train(f, rank, size, threads, start, setup);
+        break;
+      case TrainingMode::kPipeline:
+        status = RunPipeline(f, rank, size, threads, setup.data);
+        break;
+      case TrainingMode::kParameterServers:
+        status = RunParameterServers(f, rank, size, threads, setup);
+        break;
+      case TrainingMode::kElastic:
+        // main() runs it before any job is joined: its workers join rounds.
+        status = Internal("--elastic reached the one-job trainer");
+        break;
     }
   }
   if (status.ok()) return 0;
