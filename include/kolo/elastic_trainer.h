@@ -173,6 +173,11 @@ class ElasticTrainer {
   int64_t step_ = 0;
   int64_t global_batch_ = 0;
   double loss_sum_ = 0;  // over the epoch's images so far, all workers'
+  // The last finished epoch's evaluation (total -1: none in this job).
+  // Committed, so a worker that joins after the last epoch ends with the
+  // same figures, and the same collectives, as those that ran it.
+  int64_t last_eval_correct_ = 0;
+  int64_t last_eval_total_ = -1;
   int64_t images_ = 0;
   // This process's own record.
   int64_t dataset_size_ = 0;

@@ -48,6 +48,8 @@ ElasticTrainer::ElasticTrainer(models::Model& model,
   state_.Track("global_batch", &global_batch_);
   state_.Track("loss_sum", &loss_sum_);
   state_.Track("images", &images_);
+  state_.Track("last_eval_correct", &last_eval_correct_);
+  state_.Track("last_eval_total", &last_eval_total_);
   state_.OnReset([this] { return OnReset(); });
 }
 
@@ -226,6 +228,8 @@ Status ElasticTrainer::FinishEpoch(const data::Dataset& test,
   KOLO_ASSIGN_OR_RETURN(
       report.eval,
       Evaluate(model_, test, options_.eval_batch_size, options_.name));
+  last_eval_correct_ = report.eval.correct;
+  last_eval_total_ = report.eval.total;
   if (hooks_.on_epoch) hooks_.on_epoch(report);
   if (hooks_.checkpoint) KOLO_RETURN_IF_ERROR(hooks_.checkpoint(epoch_ + 1));
   Record(report, result.fit.epochs);
@@ -238,13 +242,14 @@ Status ElasticTrainer::FinishEpoch(const data::Dataset& test,
 
 Status ElasticTrainer::FinishTraining(const data::Dataset& test,
                                       ElasticFitResult& result) {
-  const bool ran_last_epoch =
-      !result.fit.epochs.empty() && result.fit.epochs.back().epoch == epoch_;
-  if (ran_last_epoch) {
-    result.fit.eval = result.fit.epochs.back().eval;
+  // Every rank must take the same branch (both run collectives): the
+  // committed evaluation is the same on all of them, the process's own
+  // history is not (a worker that joined after the last epoch has none).
+  if (last_eval_total_ >= 0) {
+    result.fit.eval = Evaluation{last_eval_correct_, last_eval_total_};
   } else {
-    // Every epoch was done before this process took part: the model as it
-    // stands.
+    // No epoch finished in this job (a resumed run that was done): the
+    // model as it stands.
     KOLO_ASSIGN_OR_RETURN(
         result.fit.eval,
         Evaluate(model_, test, options_.eval_batch_size, options_.name));

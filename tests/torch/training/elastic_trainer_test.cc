@@ -124,5 +124,25 @@ TEST(ElasticTrainerTest, AKilledWorkerCostsTheStepsSinceTheLastCommitOnly) {
   EXPECT_THAT(LeftBehind(r.out), ::testing::IsEmpty());
 }
 
+TEST(ElasticTrainerTest, AReplacementThatJoinsAfterTheLastEpochEndsAlike) {
+  // Rank 1 dies before step 23 of 24; the survivors go back to the commit
+  // after step 22 and pause there 3 s, so the replacement registers before
+  // the commit that ends the last epoch and joins a round with no epoch
+  // left. Every worker must still end through the same collectives (the
+  // last epoch's evaluation is committed state, not each process's own
+  // record), or they wait on each other until the job's limit.
+  testing::RunResult r = RunElasticJob(3, {"3", "4", "3", "1", "23", "23"});
+  ASSERT_EQ(r.exit_code, 0) << testing::Describe(r);
+  EXPECT_THAT(r.out, HasSubstr("rank 1 kills itself at step 23"));
+  EXPECT_THAT(r.out, HasSubstr("reset 2: 3 workers, resumed at global step 24"))
+      << testing::Describe(r);
+  const std::vector<Final> finals = Finals(r.out);
+  ASSERT_EQ(finals.size(), 3u) << testing::Describe(r);
+  for (const Final& f : finals) {
+    EXPECT_LE(f.difference, 1e-5) << testing::Describe(r);
+  }
+  EXPECT_THAT(LeftBehind(r.out), ::testing::IsEmpty());
+}
+
 }  // namespace
 }  // namespace kolo

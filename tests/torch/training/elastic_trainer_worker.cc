@@ -1,9 +1,11 @@
 // A worker of elastic_trainer_test, started by kolorun --elastic:
-//   elastic_trainer_worker EPOCHS BATCH COMMIT_EVERY [KILL_RANK KILL_STEP]
+//   elastic_trainer_worker EPOCHS BATCH COMMIT_EVERY
+//                          [KILL_RANK KILL_STEP [PAUSE_STEP]]
 // Trains testing::Mlp with an ElasticTrainer (SGD with momentum) for EPOCHS
 // epochs of global batch BATCH times the first round's workers, committing
 // every COMMIT_EVERY steps; rank KILL_RANK of the first round SIGKILLs
-// itself before global step KILL_STEP. Then trains a reference copy in one
+// itself before global step KILL_STEP, and after a reset every worker
+// sleeps 3 s before global step PAUSE_STEP. Then trains a reference copy in one
 // process, without kolo, with the whole global batch G. The elastic promise
 // is the same result however many workers share a step, through resets, so
 // the parameters must agree to float32 rounding. Prints its pid, a line per
@@ -12,8 +14,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "kolo/elastic_trainer.h"
 #include "torch/training/training_testing.h"
@@ -33,15 +37,18 @@ int Fail(const kolo::Status& status) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4 && argc != 6) return 2;
+  if (argc != 4 && argc != 6 && argc != 7) return 2;
   const int64_t epochs = std::atoll(argv[1]);
   kt::ElasticTrainerOptions options;
   options.epochs = epochs;
   options.batch_size = std::atoll(argv[2]);
   options.commit_every = std::atoll(argv[3]);
   options.seed = kSeed;
-  const int64_t kill_rank = argc == 6 ? std::atoll(argv[4]) : -1;
-  const int64_t kill_step = argc == 6 ? std::atoll(argv[5]) : -1;
+  const int64_t kill_rank = argc >= 6 ? std::atoll(argv[4]) : -1;
+  const int64_t kill_step = argc >= 6 ? std::atoll(argv[5]) : -1;
+  // After a reset, the survivors pause before this step, so that the
+  // killed worker's replacement registers before their next commit.
+  const int64_t pause_step = argc == 7 ? std::atoll(argv[6]) : -1;
   std::printf("pid %d\n", static_cast<int>(getpid()));
   std::fflush(stdout);
   torch::set_num_threads(1);
@@ -51,6 +58,9 @@ int main(int argc, char** argv) {
   kt::ElasticTrainer trainer(twins.model, sgd, options);
   int64_t steps = 0, lost = 0;
   trainer.hooks().before_step = [&](const kt::ElasticPosition& p) {
+    if (!p.first_round && p.global_step == pause_step) {
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+    }
     if (!p.first_round || p.global_step != kill_step ||
         kolo::Rank() != kill_rank)
       return;
