@@ -52,6 +52,17 @@ int64_t OneCycleLength(const LrScheduleConfig& config) {
                       : first);
 }
 
+// OneCycle past its cycle (step > OneCycleLength): `rate` times the decay
+// intervals since the cycle ended, 0 without a decay. The rate divides by
+// 1 + this, the momentum multiplies by it.
+double OneCycleDecay(const LrScheduleConfig& config, int64_t step,
+                     double rate) {
+  if (config.decay_step_size <= 0 || rate == 0) return 0;
+  const double intervals = static_cast<double>(step - OneCycleLength(config)) /
+                           static_cast<double>(config.decay_step_size);
+  return rate * intervals;
+}
+
 }  // namespace
 
 double LearningRate(const LinearScalingSchedule& schedule, int64_t iteration) {
@@ -135,12 +146,8 @@ double LearningRateAt(const LrScheduleConfig& config, double optimizer_lr,
                (config.cycle_max_lr - config.cycle_min_lr) *
                    OneCycleScale(config, step);
       }
-      if (config.decay_step_size <= 0 || config.decay_lr_rate == 0) {
-        return config.cycle_min_lr;
-      }
-      const double intervals = static_cast<double>(step - length) /
-                               static_cast<double>(config.decay_step_size);
-      return config.cycle_min_lr / (1 + config.decay_lr_rate * intervals);
+      return config.cycle_min_lr /
+             (1 + OneCycleDecay(config, step, config.decay_lr_rate));
     }
   }
   return optimizer_lr;
@@ -156,12 +163,8 @@ std::optional<double> MomentumAt(const LrScheduleConfig& config, int64_t step) {
            (config.cycle_max_mom - config.cycle_min_mom) *
                OneCycleScale(config, step);
   }
-  if (config.decay_step_size <= 0 || config.decay_mom_rate == 0) {
-    return config.cycle_max_mom;
-  }
-  const double intervals = static_cast<double>(step - length) /
-                           static_cast<double>(config.decay_step_size);
-  return config.cycle_max_mom * (1 + config.decay_mom_rate * intervals);
+  return config.cycle_max_mom *
+         (1 + OneCycleDecay(config, step, config.decay_mom_rate));
 }
 
 }  // namespace kolo

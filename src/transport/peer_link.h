@@ -46,6 +46,12 @@ struct FrameHeader {
 };
 static_assert(sizeof(FrameHeader) == 48, "FrameHeader is sent as raw bytes");
 
+// What every engine's Write refuses before it touches its wire: a header
+// whose payload_bytes is negative. kInvalidArgument naming the engine
+// (`link`: "tcp", "mpi link", ...), this rank and the peer.
+Status CheckPayloadSize(const char* link, int32_t rank, int32_t peer,
+                        const FrameHeader& header);
+
 struct LinkEvent {
   enum class Kind {
     kNone,      // nothing arrived within the wait

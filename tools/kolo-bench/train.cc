@@ -300,14 +300,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainFlags* f) {
   cmd->add_option("--scaling", f->scaling, "weak or strong")
       ->check(CLI::IsMember({"weak", "strong"}))
       ->capture_default_str();
-  cmd->add_option("--threads", f->threads, "LibTorch threads per worker")
-      ->capture_default_str();
-  cmd->add_option("--warmup", f->warmup, "untimed steps per measurement")
-      ->capture_default_str();
-  cmd->add_option("--iters", f->iters, "timed steps per measurement")
-      ->capture_default_str();
-  cmd->add_option("--repeat", f->repeat, "measurements per configuration")
-      ->capture_default_str();
+  AddJobFlags(cmd, &f->threads, "worker", &f->warmup, &f->iters, &f->repeat,
+              "measurements per configuration");
   cmd->add_option("--epochs", f->epochs,
                   "accuracy mode: train each configuration for this many "
                   "epochs (a real --dataset) and report wall time, images/s "

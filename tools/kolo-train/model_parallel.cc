@@ -163,24 +163,12 @@ Status Report(const Flags& f, const Data& d, const Mode& mode, int32_t size,
   return bench::WriteJsonFile(f.json_path, out);
 }
 
-kolo::torch::TrainerOptions ModeTrainerOptions(const Flags& f, const Data& d) {
-  kolo::torch::TrainerOptions options;
-  options.epochs = f.epochs;
-  options.batch_size = f.batch_size;
-  options.seed = f.seed;
-  options.loader_workers = kLoaderWorkers;
-  options.augmentation = d.augmentation;
-  options.eval_batch_size = kEvalBatchSize;
-  options.name = "kolo-train";
-  return options;
-}
-
 // Both modes on the Trainer: the flags' rate schedule, rank 0's header,
 // progress and epoch lines; then rank 0's summary and JSON.
 Status TrainEpochs(const Flags& f, int32_t rank, int32_t size,
                    Clock::time_point start, const Data& d, Mode& mode) {
   kolo::torch::Trainer trainer(*mode.model, *mode.strategy,
-                               ModeTrainerOptions(f, d));
+                               TrainerOptionsOf(f, d));
   ProgressLine progress(stdout, {rank == 0 && bench::DrawsInPlace(stdout)});
   json history = json::array();
   kolo::torch::TrainerHooks& hooks = trainer.hooks();

@@ -185,4 +185,17 @@ kolo::torch::Compression ParseCompression(const std::string& name) {
   return kolo::torch::Compression::kNone;
 }
 
+kolo::torch::TrainerOptions TrainerOptionsOf(const Flags& f, const Data& d) {
+  kolo::torch::TrainerOptions options;
+  options.epochs = f.epochs;
+  options.batch_size = f.batch_size;
+  options.seed = f.seed;
+  options.backward_passes_per_step = f.backward_passes_per_step;
+  options.loader_workers = kLoaderWorkers;
+  options.augmentation = d.augmentation;
+  options.eval_batch_size = kEvalBatchSize;
+  options.name = "kolo-train";
+  return options;
+}
+
 }  // namespace kolo::train

@@ -50,6 +50,9 @@ StatusOr<Data> LoadData(const Flags& f);
 // --resume, `rank` 0 also loads the checkpoint.
 Status Prepare(const Flags& f, int32_t rank, Setup* s);
 
+// The Trainer's options every mode's run takes from the flags.
+kolo::torch::TrainerOptions TrainerOptionsOf(const Flags& f, const Data& d);
+
 // The test-set evaluation every mode reports (kolo/trainer.h).
 using Evaluation = kolo::torch::Evaluation;
 using kolo::torch::EpochSeed;

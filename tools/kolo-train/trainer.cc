@@ -91,6 +91,25 @@ StatusOr<std::vector<EngineMemory>> GatherMemory(
   return memory;
 }
 
+// The config keys both reports write: the run's shape and its engine.
+json SharedConfig(const Flags& f, const Setup& s, int32_t size,
+                  int32_t threads) {
+  return {{"model", f.model},
+          {"parameters", models::CountParameters(*s.model)},
+          {"dataset", f.dataset},
+          {"workers", size},
+          {"batch_size", f.batch_size},
+          {"threads", threads},
+          {"optimizer", f.optimizer},
+          {"zero_stage", f.zero_stage},
+          {"precision", f.precision},
+          {"gradient_clipping", f.gradient_clipping},
+          {"config_file", f.config_path},
+          {"compression", f.compression},
+          {"bucket_kib", f.bucket_kib},
+          {"seed", f.seed}};
+}
+
 // Per rank, as kolo-bench zero and the PyTorch peer report them, in the
 // result schema's terms.
 bench::RankMemory RankMemoryOf(const std::vector<EngineMemory>& memory) {
@@ -178,35 +197,22 @@ Status Report(const Flags& f, const Setup& s, int32_t size, const Outcome& o) {
   if (f.json_path.empty()) return Status::Ok();
   json out;
   out["tool"] = "kolo-train";
-  out["config"] = {
-      {"model", f.model},
-      {"parameters", models::CountParameters(*s.model)},
-      {"dataset", f.dataset},
+  out["config"] = SharedConfig(f, s, size, o.threads);
+  out["config"].update(json{
       {"data", s.data.source},
       {"train_images", s.data.train.size()},
       {"test_images", s.data.test.size()},
-      {"workers", size},
       {"epochs", f.epochs},
-      {"batch_size", f.batch_size},
       {"global_batch_size", f.batch_size * size * f.backward_passes_per_step},
       {"lr", f.lr},
       {"scaled_lr", o.scaled_lr},
       {"warmup_epochs", o.warmup_epochs},
       {"lr_schedule", f.lr_schedule},
-      {"optimizer", f.optimizer},
-      {"zero_stage", f.zero_stage},
-      {"precision", f.precision},
-      {"gradient_clipping", f.gradient_clipping},
-      {"config_file", f.config_path},
       {"momentum", f.momentum},
       {"nesterov", f.nesterov},
       {"weight_decay", f.weight_decay},
-      {"compression", f.compression},
       {"backward_passes_per_step", f.backward_passes_per_step},
-      {"bucket_kib", f.bucket_kib},
-      {"threads", o.threads},
-      {"seed", f.seed},
-      {"resumed_after_epoch", o.resumed_after_epoch}};
+      {"resumed_after_epoch", o.resumed_after_epoch}});
   out["history"] = o.history;
   // The schema kolo-bench reads the result back through.
   bench::TrainResult result;
@@ -454,19 +460,6 @@ void SetHooks(TrainState& t, kolo::torch::TrainerHooks& hooks) {
   }
 }
 
-kolo::torch::TrainerOptions RunTrainerOptions(const Flags& f, const Data& d) {
-  kolo::torch::TrainerOptions options;
-  options.epochs = f.epochs;
-  options.batch_size = f.batch_size;
-  options.seed = f.seed;
-  options.backward_passes_per_step = f.backward_passes_per_step;
-  options.loader_workers = kLoaderWorkers;
-  options.augmentation = d.augmentation;
-  options.eval_batch_size = kEvalBatchSize;
-  options.name = "kolo-train";
-  return options;
-}
-
 // What the report needs besides the Trainer's result: gathered from every
 // rank, kept on rank 0.
 Status FillOutcome(const TrainState& t, const kolo::torch::FitResult& fit,
@@ -511,7 +504,7 @@ Status Train(const Flags& f, int32_t rank, int32_t size, int32_t threads,
       (sampler.num_samples() + f.batch_size - 1) / f.batch_size;
   t.rate = MakeLearningRate(f, size, t.batches_per_epoch);
   kolo::torch::Trainer trainer(*s.model, *t.strategy.strategy,
-                               RunTrainerOptions(f, s.data));
+                               TrainerOptionsOf(f, s.data));
   SetHooks(t, trainer.hooks());
   KOLO_ASSIGN_OR_RETURN(kolo::torch::FitResult fit,
                         trainer.Fit(s.data.train, s.data.test));
@@ -696,26 +689,13 @@ Status ReportBenchmark(const Flags& f, const Setup& s, int32_t size,
   if (f.json_path.empty()) return Status::Ok();
   json out;
   out["tool"] = "kolo-train";
-  out["config"] = {
-      {"mode", "benchmark"},
-      {"framework", distributed ? "kolo" : "libtorch"},
-      {"backend", distributed ? BackendName(ActiveBackend()) : "none"},
-      {"model", f.model},
-      {"parameters", models::CountParameters(*s.model)},
-      {"dataset", f.dataset},
-      {"workers", size},
-      {"batch_size", f.batch_size},
-      {"threads", threads},
-      {"warmup_steps", f.benchmark_warmup},
-      {"steps", f.benchmark_steps},
-      {"compression", f.compression},
-      {"bucket_kib", f.bucket_kib},
-      {"optimizer", f.optimizer},
-      {"zero_stage", f.zero_stage},
-      {"precision", f.precision},
-      {"gradient_clipping", f.gradient_clipping},
-      {"config_file", f.config_path},
-      {"seed", f.seed}};
+  out["config"] = SharedConfig(f, s, size, threads);
+  out["config"].update(
+      json{{"mode", "benchmark"},
+           {"framework", distributed ? "kolo" : "libtorch"},
+           {"backend", distributed ? BackendName(ActiveBackend()) : "none"},
+           {"warmup_steps", f.benchmark_warmup},
+           {"steps", f.benchmark_steps}});
   bench::TrainResult result;
   result.images_per_second = rate;
   result.images_per_second_per_worker = rate / size;

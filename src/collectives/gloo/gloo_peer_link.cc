@@ -116,11 +116,7 @@ class GlooPeerLink : public PeerLink {
   Status Write(int32_t peer, const FrameHeader& header, const void* payload,
                LinkClock::time_point deadline) override {
     KOLO_RETURN_IF_ERROR(CheckPeer(peer, "write to"));
-    if (header.payload_bytes < 0) {
-      return InvalidArgument("gloo link: frame to peer " +
-                             std::to_string(peer) + " has payload_bytes " +
-                             std::to_string(header.payload_bytes));
-    }
+    KOLO_RETURN_IF_ERROR(CheckPayloadSize("gloo link", rank_, peer, header));
     if (LinkClock::now() >= deadline) {
       return Timeout("gloo link: write to peer " + std::to_string(peer) +
                      " had no time left before its deadline");

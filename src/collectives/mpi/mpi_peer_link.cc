@@ -105,11 +105,7 @@ class MpiPeerLink : public PeerLink {
   Status Write(int32_t peer, const FrameHeader& header, const void* payload,
                LinkClock::time_point deadline) override {
     KOLO_RETURN_IF_ERROR(CheckPeer(peer, "write to"));
-    if (header.payload_bytes < 0) {
-      return InvalidArgument("mpi link: frame to peer " + std::to_string(peer) +
-                             " has payload_bytes " +
-                             std::to_string(header.payload_bytes));
-    }
+    KOLO_RETURN_IF_ERROR(CheckPayloadSize("mpi link", rank_, peer, header));
     KOLO_RETURN_IF_ERROR(write_broken_[peer]);
     if (LinkClock::now() >= deadline) {
       return Timeout("mpi link: write to peer " + std::to_string(peer) +

@@ -248,12 +248,7 @@ Status ShmPeerLink::Write(int32_t peer, const FrameHeader& header,
                    "'s link was aborted before a write to rank " +
                    std::to_string(peer));
   }
-  if (header.payload_bytes < 0) {
-    return InvalidArgument("shm: rank " + std::to_string(rank_) +
-                           " cannot write a frame of " +
-                           std::to_string(header.payload_bytes) +
-                           " payload bytes to rank " + std::to_string(peer));
-  }
+  KOLO_RETURN_IF_ERROR(CheckPayloadSize("shm", rank_, peer, header));
   if (gone_[peer].load(std::memory_order_acquire) ||
       Inbox(peer)->closed.load(std::memory_order_acquire) != 0) {
     return CheckPeerAlive(peer, "was about to write to it");

@@ -41,12 +41,7 @@ class TcpPeerLink : public PeerLink {
   Status Write(int32_t peer, const FrameHeader& header, const void* payload,
                LinkClock::time_point deadline) override {
     KOLO_RETURN_IF_ERROR(CheckPeer(peer, "write to"));
-    if (header.payload_bytes < 0) {
-      return InvalidArgument("tcp: rank " + std::to_string(rank_) +
-                             " cannot write a frame of " +
-                             std::to_string(header.payload_bytes) +
-                             " payload bytes to " + Describe(peer));
-    }
+    KOLO_RETURN_IF_ERROR(CheckPayloadSize("tcp", rank_, peer, header));
     if (aborted_.load()) return AbortedError(peer);
     if (peers_[peer].lost.load(std::memory_order_acquire)) return Closed(peer);
     iovec parts[2] = {
