@@ -291,7 +291,7 @@ struct CheckpointPlan {
   std::vector<std::string> models;
   CheckpointTools tools;
   std::map<std::string, std::string> missing;
-  std::optional<PeerPython> peer;
+  TorchPeer peer;
 
   bool RunsHere(const CheckpointVariant& v) const {
     const auto it = missing.find(v.framework);
@@ -322,9 +322,9 @@ StatusOr<CheckpointPlan> PlanCheckpoint(const CheckpointFlags& f) {
                               " is built with LibTorch, KOLO_WITH_TORCH=ON; "
                               "see --worker)";
       }
-    } else if (!plan.peer) {
-      plan.peer = ProbePeerPython(tools.python);
-      plan.missing[kTorchDcp] = plan.peer->Missing(tools.script);
+    } else {
+      plan.peer.Probe(tools.python, tools.script);
+      plan.missing[kTorchDcp] = plan.peer.missing();
     }
   }
   return plan;
@@ -483,14 +483,12 @@ json PrintCheckpointTable(const CheckpointPlan& plan,
   const Table table = CheckpointTable();
   PrintHeader(table);
   json out_rows = json::array();
-  const std::optional<PeerPython>& peer = plan.peer;
   for (size_t i = 0; i < rows.size(); ++i) {
     CheckpointRow& row = rows[i];
     fmt::print("{}\n", table.Row(CheckpointCells(row)));
     if (row.framework == kKolo || row.torch_version.empty()) {
-      row.torch_version = row.framework == kKolo
-                              ? KoloTorchVersion()
-                              : (peer ? peer->torch_version : "");
+      row.torch_version = row.framework == kKolo ? KoloTorchVersion()
+                                                 : plan.peer.torch_version();
     }
     out_rows.push_back(CheckpointRowJson(row, keys[i], results));
   }
@@ -505,7 +503,7 @@ json PrintCheckpointTable(const CheckpointPlan& plan,
       "# kolo: ZeroOptimizer Save/Load (per-rank shards + manifest, "
       "resharded at load); torch-dcp: dcp.save/dcp.load of an FSDP2 model; "
       "both hold float32 weights and Adam's two moments\n");
-  fmt::print("{}\n", TorchVersionsLine(peer ? &*peer : nullptr));
+  fmt::print("{}\n", TorchVersionsLine(plan.peer.python()));
   std::fflush(stdout);
 
   return out_rows;
@@ -539,21 +537,20 @@ StatusOr<json> RunCheckpoint(const CheckpointFlags& f) {
   for (const CheckpointVariant& v : plan.variants) {
     variant_names.push_back(v.name);
   }
-  json record = {
-      {"benchmark", "checkpoint"},
-      {"tool", "kolo-bench checkpoint"},
-      {"config",
-       {{"models", plan.models},
-        {"save_np", plan.save_nps},
-        {"load_np", plan.load_nps},
-        {"variants", variant_names},
-        {"optimizer", "adam"},
-        {"batch_size", f.batch_size},
-        {"image_size", f.image_size},
-        {"threads", f.threads},
-        {"repeat", f.repeat}}},
-      {"environment", RunEnvironment(plan.peer ? &*plan.peer : nullptr)},
-      {"rows", out_rows}};
+  json record = {{"benchmark", "checkpoint"},
+                 {"tool", "kolo-bench checkpoint"},
+                 {"config",
+                  {{"models", plan.models},
+                   {"save_np", plan.save_nps},
+                   {"load_np", plan.load_nps},
+                   {"variants", variant_names},
+                   {"optimizer", "adam"},
+                   {"batch_size", f.batch_size},
+                   {"image_size", f.image_size},
+                   {"threads", f.threads},
+                   {"repeat", f.repeat}}},
+                 {"environment", RunEnvironment(plan.peer.python())},
+                 {"rows", out_rows}};
   return FinishRecord(std::move(record), f.json_path);
 }
 

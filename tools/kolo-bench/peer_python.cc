@@ -70,6 +70,15 @@ std::string PeerPython::Missing(const std::string& script) const {
   return missing;
 }
 
+const PeerPython& TorchPeer::Probe(const std::string& python,
+                                   const std::string& script) {
+  if (!python_) {
+    python_ = ProbePeerPython(python);
+    missing_ = python_->Missing(script);
+  }
+  return *python_;
+}
+
 PeerPython ParsePeerProbe(const std::string& python, bool ran,
                           const std::string& output) {
   PeerPython peer;

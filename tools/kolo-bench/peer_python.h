@@ -18,6 +18,7 @@
 #define KOLO_TOOLS_KOLO_BENCH_PEER_PYTHON_H_
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "command.h"
@@ -50,6 +51,32 @@ struct PeerPython {
 
 // Runs `python` once to read its torch's version and fp16 support.
 PeerPython ProbePeerPython(const std::string& python);
+
+// The PyTorch peer a command measures beside kolo: its interpreter, probed
+// once, and why the peer cannot run here. Nothing is probed until the
+// command asks for a peer, so a run of kolo alone never starts Python.
+class TorchPeer {
+ public:
+  // Probes `python` on the first call, with `script` the peer's program;
+  // later calls keep the first answer.
+  const PeerPython& Probe(const std::string& python, const std::string& script);
+
+  // The probed interpreter; null before Probe.
+  const PeerPython* python() const { return python_ ? &*python_ : nullptr; }
+  // Why the peer cannot run, for a table's row; empty when it can, or
+  // when it was never probed.
+  const std::string& missing() const { return missing_; }
+  // Probed and able to run.
+  bool runs() const { return python_.has_value() && missing_.empty(); }
+  // The peer's torch.__version__; empty before Probe.
+  std::string torch_version() const {
+    return python_ ? python_->torch_version : "";
+  }
+
+ private:
+  std::optional<PeerPython> python_;
+  std::string missing_;
+};
 
 // What ProbePeerPython makes of the probe's output: the version on the
 // first line, "cpu-fp16" or "no-cpu-fp16" on the second; `ran` false (it

@@ -435,8 +435,7 @@ struct PipelinePlan {
   std::vector<int32_t> micro;
   std::vector<std::string> peers;
   TrainTools tools;
-  std::optional<PeerPython> peer;
-  std::string peer_missing;
+  TorchPeer peer;
   std::string peer_script;
   std::vector<PipelineJob> memory_jobs;
   std::vector<PipelineJob> throughput_jobs;
@@ -463,10 +462,9 @@ StatusOr<PipelinePlan> PlanPipeline(const PipelineFlags& f) {
                         FindTrainTools(f.kolorun, f.kolo_train, "", f.python));
   plan.peer_script = FindPeerScript("torch_pipeline.py");
   if (!plan.peers.empty()) {
-    plan.peer = ProbePeerPython(plan.tools.python);
-    plan.peer_missing = plan.peer->Missing(plan.peer_script);
+    plan.peer.Probe(plan.tools.python, plan.peer_script);
   }
-  const bool run_peer = !plan.peers.empty() && plan.peer_missing.empty();
+  const bool run_peer = plan.peer.runs();
 
   // The memory jobs, then the throughput jobs; a configuration in both is
   // run once.
@@ -621,7 +619,6 @@ json PrintPipelineThroughput(const PipelineFlags& f, const PipelinePlan& plan,
   std::map<std::string, std::vector<PipelineMeasurement>>& measured =
       results.measured;
   std::map<std::string, json>& runs = results.runs;
-  const std::optional<PeerPython>& peer = plan.peer;
   fmt::print(
       "\n# throughput: {} on synthetic 3x{}x{}, batch {} per step; bubble = "
       "a stage's waiting over its step time, the mean over the stages\n",
@@ -662,46 +659,47 @@ json PrintPipelineThroughput(const PipelineFlags& f, const PipelinePlan& plan,
     for (const PipelineMeasurement& m : measured[label]) {
       rates.push_back(m.images_per_second);
     }
-    json r = {{"model", job.model},
-              {"stages", job.stages},
-              {"micro_batches", job.micro_batches},
-              {"schedule", job.schedule},
-              {"framework", job.framework},
-              {"torch_version",
-               kolo ? KoloTorchVersion()
-                    : JobTorchVersion(runs[label].back(), peer->torch_version)},
-              {"split", ReportedSplit(runs[label])},
-              {"images_per_second", rates},
-              {"images_per_second_median", row.images_per_second},
-              {"step_ms_median", row.step_ms},
-              {"bubble", row.bubble},
-              {"bubble_max_stage", row.bubble_max},
-              {"stage_bubbles", StageBubbles(measured[label].back())},
-              {"ideal_bubble", row.ideal_bubble},
-              {"peak_rss_bytes", row.peak_rss_bytes}};
+    json r = {
+        {"model", job.model},
+        {"stages", job.stages},
+        {"micro_batches", job.micro_batches},
+        {"schedule", job.schedule},
+        {"framework", job.framework},
+        {"torch_version",
+         kolo ? KoloTorchVersion()
+              : JobTorchVersion(runs[label].back(), plan.peer.torch_version())},
+        {"split", ReportedSplit(runs[label])},
+        {"images_per_second", rates},
+        {"images_per_second_median", row.images_per_second},
+        {"step_ms_median", row.step_ms},
+        {"bubble", row.bubble},
+        {"bubble_max_stage", row.bubble_max},
+        {"stage_bubbles", StageBubbles(measured[label].back())},
+        {"ideal_bubble", row.ideal_bubble},
+        {"peak_rss_bytes", row.peak_rss_bytes}};
     if (kolo) r["peak_activations"] = row.peak_activations;
     if (kolo_ratio) r["kolo_ratio"] = *kolo_ratio;
     throughput_rows.push_back(std::move(r));
   }
-  if (!plan.peer_missing.empty()) {
+  if (!plan.peer.missing().empty()) {
     fmt::print("{}\n",
                throughput_table.Row({f.model, "-", "-", "-", kTorchPipelining,
-                                     plan.peer_missing}));
+                                     plan.peer.missing()}));
     throughput_rows.push_back(
-        {{"framework", kTorchPipelining}, {"missing", plan.peer_missing}});
+        {{"framework", kTorchPipelining}, {"missing", plan.peer.missing()}});
   }
   if (first_stage_only) {
     fmt::print(
         "# measured: stage 0's idle fraction alone where kolo-train reports "
         "only its first stage's statistics (no max over the stages then)\n");
   }
-  if (peer) {
+  if (plan.peer.python() != nullptr) {
     fmt::print(
         "# torch-pipelining: the same cut, batch and schedule in PyTorch's "
         "torch.distributed.pipelining; its bubble is each stage's time in "
         "the schedule's waits; it counts no activations\n");
   }
-  fmt::print("{}\n", TorchVersionsLine(peer ? &*peer : nullptr));
+  fmt::print("{}\n", TorchVersionsLine(plan.peer.python()));
   std::fflush(stdout);
 
   return throughput_rows;
@@ -733,7 +731,6 @@ StatusOr<json> RunPipeline(const PipelineFlags& given) {
   const json memory_rows = PrintPipelineMemory(f, plan, results);
   const json throughput_rows = PrintPipelineThroughput(f, plan, results);
   const std::map<std::string, json>& runs = results.runs;
-  const std::optional<PeerPython>& peer = plan.peer;
   json all_runs = json::array();
   for (const PipelineJob& job : plan.jobs) {
     all_runs.push_back({{"job", PipelineJobLabel(job)},
@@ -754,7 +751,7 @@ StatusOr<json> RunPipeline(const PipelineFlags& given) {
                    {"peers", plan.peers},
                    {"balance", f.balance},
                    {"dataset", "synthetic"}}},
-                 {"environment", RunEnvironment(peer ? &*peer : nullptr)},
+                 {"environment", RunEnvironment(plan.peer.python())},
                  {"memory_rows", memory_rows},
                  {"throughput_rows", throughput_rows},
                  {"jobs", all_runs}};

@@ -342,8 +342,7 @@ struct TrainPlan {
   std::vector<int32_t> nps;
   std::vector<std::string> peers;
   TrainTools tools;
-  std::optional<PeerPython> peer;
-  std::string ddp_missing;
+  TorchPeer peer;
   std::vector<Run> runs;
 };
 
@@ -360,10 +359,10 @@ StatusOr<TrainPlan> PlanTrain(const TrainFlags& f) {
                                                    f.ddp_script, f.python));
   const bool want_ddp = Contains(plan.peers, kTorchDdp);
   if (want_ddp) {
-    plan.peer = ProbePeerPython(plan.tools.python);
-    plan.ddp_missing = plan.peer->Missing(plan.tools.ddp_script);
+    const PeerPython& python =
+        plan.peer.Probe(plan.tools.python, plan.tools.ddp_script);
     KOLO_RETURN_IF_ERROR(
-        CheckPeerPrecision(f.precision, *plan.peer, "the torch-ddp peer"));
+        CheckPeerPrecision(f.precision, python, "the torch-ddp peer"));
   }
   for (int32_t np : plan.nps) {
     KOLO_ASSIGN_OR_RETURN(int64_t batch,
@@ -375,7 +374,7 @@ StatusOr<TrainPlan> PlanTrain(const TrainFlags& f) {
     if (Contains(plan.peers, kLibtorch) && np == 1) {
       plan.runs.push_back({kLibtorch, np, batch});
     }
-    if (want_ddp && plan.ddp_missing.empty()) {
+    if (plan.peer.runs()) {
       plan.runs.push_back({kTorchDdp, np, batch});
     }
   }
@@ -555,8 +554,7 @@ json TrainRow(const TrainFlags& f, const TrainPlan& plan,
   // torch it imported.
   const std::string torch_version =
       run.framework == kTorchDdp
-          ? JobTorchVersion(jobs.front(),
-                            plan.peer ? plan.peer->torch_version : "")
+          ? JobTorchVersion(jobs.front(), plan.peer.torch_version())
           : KoloTorchVersion();
   json row = {{"framework", RowName(f, run)},
               {"np", run.np},
@@ -602,20 +600,19 @@ json TrainRow(const TrainFlags& f, const TrainPlan& plan,
 
 // The record: the configuration, the environment and every row.
 json TrainRecord(const TrainFlags& f, const TrainPlan& plan, json rows) {
-  json out = {
-      {"tool", "kolo-bench train"},
-      {"config",
-       {{"mode", f.epochs > 0 ? "epochs" : "throughput"},
-        {"model", f.model},
-        {"dataset", f.dataset},
-        {"scaling", f.scaling},
-        {"np", plan.nps},
-        {"epochs", f.epochs},
-        {"train_subset", f.train_subset},
-        {"test_subset", f.test_subset},
-        {"peers", plan.peers}}},
-      {"environment", RunEnvironment(plan.peer ? &*plan.peer : nullptr)},
-      {"rows", std::move(rows)}};
+  json out = {{"tool", "kolo-bench train"},
+              {"config",
+               {{"mode", f.epochs > 0 ? "epochs" : "throughput"},
+                {"model", f.model},
+                {"dataset", f.dataset},
+                {"scaling", f.scaling},
+                {"np", plan.nps},
+                {"epochs", f.epochs},
+                {"train_subset", f.train_subset},
+                {"test_subset", f.test_subset},
+                {"peers", plan.peers}}},
+              {"environment", RunEnvironment(plan.peer.python())},
+              {"rows", std::move(rows)}};
   if (!f.study.empty()) out["study"] = f.study;
   // The recipe, where one was asked for: the report keeps such runs apart
   // from runs on the programs' defaults.
@@ -666,14 +663,15 @@ StatusOr<json> RunTrain(const TrainFlags& f) {
     rows.push_back(TrainRow(f, plan, results, i, &cells));
     fmt::print("{}\n", table.Row(cells));
   }
-  if (!plan.ddp_missing.empty()) {
+  if (!plan.peer.missing().empty()) {
     std::vector<std::string> cells = {"-", kTorchDdp, ""};
     if (f.epochs > 0) cells.insert(cells.end(), {"", ""});
-    cells.push_back(plan.ddp_missing);
+    cells.push_back(plan.peer.missing());
     fmt::print("{}\n", table.Row(cells));
-    rows.push_back({{"framework", kTorchDdp}, {"missing", plan.ddp_missing}});
+    rows.push_back(
+        {{"framework", kTorchDdp}, {"missing", plan.peer.missing()}});
   }
-  fmt::print("{}\n", TorchVersionsLine(plan.peer ? &*plan.peer : nullptr));
+  fmt::print("{}\n", TorchVersionsLine(plan.peer.python()));
   std::fflush(stdout);
   return FinishRecord(TrainRecord(f, plan, std::move(rows)), f.json_path);
 }

@@ -273,8 +273,7 @@ struct ZeroPlan {
   std::vector<int32_t> nps;
   std::vector<std::string> models;
   TrainTools tools;
-  std::optional<PeerPython> peer;
-  std::string torch_missing;
+  TorchPeer peer;
   std::vector<ZeroJob> jobs;
 };
 
@@ -288,16 +287,14 @@ StatusOr<ZeroPlan> PlanZero(const ZeroFlags& f) {
                                                    f.ddp_script, f.python));
   for (const ZeroVariant& v : plan.variants) {
     if (v.framework != kTorchDdp) continue;
-    if (!plan.peer) {
-      plan.peer = ProbePeerPython(plan.tools.python);
-      plan.torch_missing = plan.peer->Missing(plan.tools.ddp_script);
-    }
-    KOLO_RETURN_IF_ERROR(CheckPeerPrecision(f.precision, *plan.peer, v.name));
+    const PeerPython& python =
+        plan.peer.Probe(plan.tools.python, plan.tools.ddp_script);
+    KOLO_RETURN_IF_ERROR(CheckPeerPrecision(f.precision, python, v.name));
   }
   for (const std::string& model : plan.models) {
     for (int32_t np : plan.nps) {
       for (const ZeroVariant& v : plan.variants) {
-        if (v.framework == kTorchDdp && !plan.torch_missing.empty()) continue;
+        if (v.framework == kTorchDdp && !plan.peer.missing().empty()) continue;
         plan.jobs.push_back({model, np, v});
       }
     }
@@ -329,35 +326,33 @@ struct ZeroResults {
 json ZeroRowJson(const ZeroPlan& plan, const ZeroResults& results, size_t i,
                  const ZeroRow& row) {
   const ZeroJob& job = plan.jobs[i];
-  const std::optional<PeerPython>& peer = plan.peer;
   std::vector<double> rates;
   for (const ZeroMeasurement& m : results.measured[i]) {
     rates.push_back(m.images_per_second);
   }
   const ZeroMeasurement& last = results.measured[i].back();
-  json r = {
-      {"model", row.model},
-      {"np", row.np},
-      {"variant", row.variant},
-      {"framework", job.variant.framework},
-      {"torch_version", job.variant.framework == kTorchDdp
-                            ? JobTorchVersion(results.runs[i].front(),
-                                              peer ? peer->torch_version : "")
-                            : KoloTorchVersion()},
-      {"zero_stage", job.variant.zero_stage},
-      {"images_per_second", rates},
-      {"images_per_second_median", row.images_per_second},
-      {"step_ms_median", row.step_ms},
-      {"optimizer_state_bytes", row.optimizer_state_bytes},
-      {"gradient_bytes", row.gradient_bytes},
-      {"master_weight_bytes", row.master_weight_bytes},
-      {"peak_rss_mib", row.peak_rss_bytes / kMiB},
-      {"per_rank",
-       {{"optimizer_state_bytes", last.optimizer_state_bytes},
-        {"gradient_bytes", last.gradient_bytes},
-        {"master_weight_bytes", last.master_weight_bytes},
-        {"peak_rss_bytes", last.peak_rss_bytes}}},
-      {"runs", results.runs[i]}};
+  json r = {{"model", row.model},
+            {"np", row.np},
+            {"variant", row.variant},
+            {"framework", job.variant.framework},
+            {"torch_version", job.variant.framework == kTorchDdp
+                                  ? JobTorchVersion(results.runs[i].front(),
+                                                    plan.peer.torch_version())
+                                  : KoloTorchVersion()},
+            {"zero_stage", job.variant.zero_stage},
+            {"images_per_second", rates},
+            {"images_per_second_median", row.images_per_second},
+            {"step_ms_median", row.step_ms},
+            {"optimizer_state_bytes", row.optimizer_state_bytes},
+            {"gradient_bytes", row.gradient_bytes},
+            {"master_weight_bytes", row.master_weight_bytes},
+            {"peak_rss_mib", row.peak_rss_bytes / kMiB},
+            {"per_rank",
+             {{"optimizer_state_bytes", last.optimizer_state_bytes},
+              {"gradient_bytes", last.gradient_bytes},
+              {"master_weight_bytes", last.master_weight_bytes},
+              {"peak_rss_bytes", last.peak_rss_bytes}}},
+            {"runs", results.runs[i]}};
   if (row.memory_fraction) r["memory_fraction"] = *row.memory_fraction;
   if (row.throughput_ratio) {
     r["images_per_second_ratio"] = *row.throughput_ratio;
@@ -372,7 +367,7 @@ void PrintZeroFooter(const ZeroPlan& plan, const std::vector<ZeroRow>& rows) {
       "# per rank: the rank holding the most; kolo's gradients include its "
       "communication buckets, torch's are the .grad tensors only (DDP's "
       "bucket copies are invisible from Python; FSDP2's are its shards)\n");
-  fmt::print("{}\n", TorchVersionsLine(plan.peer ? &*plan.peer : nullptr));
+  fmt::print("{}\n", TorchVersionsLine(plan.peer.python()));
   // The target, where this run measured it.
   for (const ZeroRow& row : rows) {
     if (row.variant == "kolo-zero2" && row.np == 4 && row.memory_fraction) {
@@ -435,29 +430,28 @@ StatusOr<json> RunZero(const ZeroFlags& f) {
     fmt::print("{}\n", table.Row(ZeroCells(rows[i])));
     out_rows.push_back(ZeroRowJson(plan, results, i, rows[i]));
   }
-  if (!plan.torch_missing.empty()) {
+  if (!plan.peer.missing().empty()) {
     for (const ZeroVariant& v : plan.variants) {
       if (v.framework != kTorchDdp) continue;
-      fmt::print("{}\n", table.Row({"-", "-", v.name, plan.torch_missing}));
+      fmt::print("{}\n", table.Row({"-", "-", v.name, plan.peer.missing()}));
       out_rows.push_back({{"variant", v.name},
                           {"framework", v.framework},
-                          {"missing", plan.torch_missing}});
+                          {"missing", plan.peer.missing()}});
     }
   }
   PrintZeroFooter(plan, rows);
-  json record = {
-      {"benchmark", "zero"},
-      {"tool", "kolo-bench zero"},
-      {"config",
-       {{"models", plan.models},
-        {"np", plan.nps},
-        {"variants", SplitList(f.variants)},
-        {"optimizer", f.optimizer},
-        {"lr", f.lr},
-        {"precision", f.precision},
-        {"dataset", f.dataset}}},
-      {"environment", RunEnvironment(plan.peer ? &*plan.peer : nullptr)},
-      {"rows", out_rows}};
+  json record = {{"benchmark", "zero"},
+                 {"tool", "kolo-bench zero"},
+                 {"config",
+                  {{"models", plan.models},
+                   {"np", plan.nps},
+                   {"variants", SplitList(f.variants)},
+                   {"optimizer", f.optimizer},
+                   {"lr", f.lr},
+                   {"precision", f.precision},
+                   {"dataset", f.dataset}}},
+                 {"environment", RunEnvironment(plan.peer.python())},
+                 {"rows", out_rows}};
   record["config"].update(TimedJobConfig(f));
   return FinishRecord(std::move(record), f.json_path);
 }

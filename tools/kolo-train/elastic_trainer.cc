@@ -1,4 +1,4 @@
-#include "elastic_trainer.h"
+#include "trainer.h"
 
 #include <fmt/format.h>
 #include <signal.h>

@@ -78,7 +78,7 @@ struct Flags {
   // the file; filled by main() after parsing.
   std::set<std::string> given;
 
-  // Elastic training (elastic_trainer.h), under kolorun --elastic.
+  // Elastic training (RunElasticTraining in trainer.h), under kolorun --elastic.
   bool elastic = false;
   int64_t commit_every = 10;  // steps between in-memory commits
   // The global batch every step takes, whatever the number of workers;

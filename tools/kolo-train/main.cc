@@ -16,7 +16,6 @@
 #include <string>
 
 #include "config_file.h"
-#include "elastic_trainer.h"
 #include "flags.h"
 #include "kolo/build_info.h"
 #include "kolo/kolo.h"

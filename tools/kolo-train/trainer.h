@@ -1,5 +1,6 @@
-// kolo-train's training run: one rank's part of data-parallel training of a
-// kolo::models network on a kolo::data dataset.
+// kolo-train's training runs: one rank's part of training a kolo::models
+// network on a kolo::data dataset. RunTraining runs every mode but
+// --elastic, which RunElasticTraining runs (below).
 //
 // A run, on every rank:
 //   1. setup: read the dataset (and keep the first --train-subset /
@@ -34,6 +35,25 @@ namespace kolo::train {
 // rank. Prints this rank's errors, one line each ("kolo-train: ..."), and
 // returns the process exit status: 0, or 1 on any error.
 int RunTraining(const Flags& flags);
+
+// kolo-train --elastic: training that goes on through lost and added
+// workers, under `kolorun --elastic`. The library's ElasticTrainer
+// (kolo/elastic_trainer.h) trains: a fixed global batch G split over each
+// round's workers, the state committed every --commit-every steps and after
+// every epoch. elastic_trainer.cc is its hooks: G is --global-batch, or --batch-size
+// times the first round's workers; the learning rate is scaled for G as a
+// plain run at that many workers scales it (Horovod's elastic examples
+// rescale it at each reset instead, which changes the result); the history
+// is committed with the state; with --checkpoint-dir rank 0 also writes the
+// checkpoint after every epoch (atomically), and --resume restarts a job
+// that lost every worker from it; --kill-rank-at-step injects a fault; the
+// lines say at each reset how many images a worker now takes.
+//
+// CIFAR-10's augmentation is not applied in this mode.
+//
+// Returns the exit status: 0, or 1 after a line on stderr saying what
+// failed.
+int RunElasticTraining(const Flags& flags);
 
 }  // namespace kolo::train
 
