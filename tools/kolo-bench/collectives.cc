@@ -788,10 +788,8 @@ double Bandwidth(int64_t bytes, double seconds) {
 StatusOr<CollectivesConfig> ParseCollectivesFlags(
     const CollectivesFlags& flags) {
   CollectivesConfig config;
-  KOLO_ASSIGN_OR_RETURN(config.min_bytes,
-                        ParseByteSize(flags.min_bytes, "--minbytes"));
-  KOLO_ASSIGN_OR_RETURN(config.max_bytes,
-                        ParseByteSize(flags.max_bytes, "--maxbytes"));
+  config.min_bytes = flags.min_bytes;
+  config.max_bytes = flags.max_bytes;
   if (config.min_bytes > config.max_bytes) {
     return InvalidArgument(
         fmt::format("--minbytes {} is larger than --maxbytes {}",
@@ -998,14 +996,10 @@ CLI::App* AddCollectivesCommand(CLI::App& parent, CollectivesFlags* flags) {
       "Time and check every collective over a sweep of message sizes "
       "(nccl-tests style). Exit status: 0 all right, 1 error, 2 wrong "
       "results.");
-  command
-      ->add_option("-b,--minbytes", flags->min_bytes,
-                   "Smallest size in bytes (K/M/G suffixes)")
-      ->capture_default_str();
-  command
-      ->add_option("-e,--maxbytes", flags->max_bytes,
-                   "Largest size in bytes (K/M/G suffixes)")
-      ->capture_default_str();
+  AddByteSizeFlag(command, "-b,--minbytes", &flags->min_bytes,
+                  "Smallest size in bytes (K/M/G suffixes)");
+  AddByteSizeFlag(command, "-e,--maxbytes", &flags->max_bytes,
+                  "Largest size in bytes (K/M/G suffixes)");
   command
       ->add_option("-f,--stepfactor", flags->step_factor,
                    "Multiply the size by this between rows")

@@ -146,8 +146,8 @@ double Bandwidth(int64_t bytes, double seconds);
 
 // Flags exactly as typed; ParseCollectivesFlags validates them.
 struct CollectivesFlags {
-  std::string min_bytes = "8";
-  std::string max_bytes = "256M";
+  int64_t min_bytes = 8;
+  int64_t max_bytes = 256 << 20;
   int64_t step_factor = 2;
   std::string ops = "allreduce,allgather,broadcast,alltoall,reducescatter";
   std::string dtypes = "float32";

@@ -4,6 +4,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <utility>
+
+#include "kolo_internal/config.h"
 
 namespace kolo::bench {
 
@@ -55,6 +58,41 @@ void AddImageSizeFlag(CLI::App* cmd, int64_t* image_size) {
 
 void AddKolorunFlag(CLI::App* cmd, std::string* kolorun) {
   cmd->add_option("--kolorun", *kolorun, "kolorun to start kolo's jobs with");
+}
+
+namespace {
+
+// `bytes` as AddByteSizeFlag reads it: the largest suffix that divides it.
+std::string ByteSizeText(int64_t bytes) {
+  constexpr std::pair<int64_t, char> kSuffixes[] = {{int64_t{1} << 30, 'G'},
+                                                    {int64_t{1} << 20, 'M'},
+                                                    {int64_t{1} << 10, 'K'}};
+  for (const auto& [unit, suffix] : kSuffixes) {
+    if (bytes != 0 && bytes % unit == 0) {
+      return std::to_string(bytes / unit) + suffix;
+    }
+  }
+  return std::to_string(bytes);
+}
+
+}  // namespace
+
+void AddByteSizeFlag(CLI::App* cmd, const std::string& name, int64_t* bytes,
+                     const std::string& help) {
+  // CLI11's name may list a short form first: "-b,--minbytes".
+  const std::string flag = name.substr(name.rfind(',') + 1);
+  cmd->add_option_function<std::string>(
+         name,
+         [bytes, flag](const std::string& text) {
+           StatusOr<int64_t> parsed = ParseByteSize(text, flag);
+           if (!parsed.ok()) {
+             throw CLI::ValidationError(flag, parsed.status().message());
+           }
+           *bytes = *parsed;
+         },
+         help)
+      ->type_name("SIZE")
+      ->default_str(ByteSizeText(*bytes));
 }
 
 void AddRecordFlag(CLI::App* cmd, std::string* json_path) {

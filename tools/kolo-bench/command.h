@@ -45,6 +45,12 @@ void AddModelsFlag(CLI::App* cmd, std::string* models);
 void AddImageSizeFlag(CLI::App* cmd, int64_t* image_size);
 void AddKolorunFlag(CLI::App* cmd, std::string* kolorun);
 
+// NAME (CLI11's form: "--write-bytes", "-b,--minbytes") SIZE: a byte count, plain or with a K, M or G suffix (powers of
+// 1024), parsed into `bytes`; a bad size fails the command line's parse,
+// naming the flag. --help shows the default as it would be typed ("4K").
+void AddByteSizeFlag(CLI::App* cmd, const std::string& name, int64_t* bytes,
+                     const std::string& help);
+
 // --json FILE: where a command appends its record.
 void AddRecordFlag(CLI::App* cmd, std::string* json_path);
 // --json FILE for the commands that measure inside one kolo job

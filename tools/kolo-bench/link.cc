@@ -482,31 +482,19 @@ StatusOr<bool> RunLink(const LinkConfig& config) {
 
 }  // namespace
 
-StatusOr<LinkConfig> ParseLinkFlags(const LinkFlags& flags) {
-  LinkConfig config;
-  KOLO_RETURN_IF_ERROR(CheckAtLeast("--pings", flags.pings, 1));
-  KOLO_RETURN_IF_ERROR(CheckAtLeast("--warmup", flags.warmup, 0));
-  KOLO_ASSIGN_OR_RETURN(config.ping_bytes,
-                        ParseByteSize(flags.ping_bytes, "--ping-bytes"));
-  if (config.ping_bytes < 1) {
-    return InvalidArgument(
-        fmt::format("--ping-bytes {} must be at least 1", flags.ping_bytes));
-  }
-  if (!(flags.seconds > 0) || flags.seconds > 600) {
+Status ValidateLinkConfig(const LinkConfig& config) {
+  KOLO_RETURN_IF_ERROR(CheckAtLeast("--pings", config.pings, 1));
+  KOLO_RETURN_IF_ERROR(CheckAtLeast("--warmup", config.warmup, 0));
+  KOLO_RETURN_IF_ERROR(CheckAtLeast("--ping-bytes", config.ping_bytes, 1));
+  if (!(config.seconds > 0) || config.seconds > 600) {
     return InvalidArgument(fmt::format(
-        "--seconds {} must be above 0 and at most 600", flags.seconds));
+        "--seconds {} must be above 0 and at most 600", config.seconds));
   }
-  KOLO_ASSIGN_OR_RETURN(config.write_bytes,
-                        ParseByteSize(flags.write_bytes, "--write-bytes"));
   if (config.write_bytes < 1 || config.write_bytes > (int64_t{1} << 30)) {
     return InvalidArgument(fmt::format(
-        "--write-bytes {} must be from 1 byte to 1G", flags.write_bytes));
+        "--write-bytes {} must be from 1 byte to 1G", config.write_bytes));
   }
-  config.pings = flags.pings;
-  config.warmup = flags.warmup;
-  config.seconds = flags.seconds;
-  config.json_path = flags.json_path;
-  return config;
+  return Status::Ok();
 }
 
 RoundTripStats SummarizeRoundTrips(std::vector<double> seconds) {
@@ -617,36 +605,33 @@ nlohmann::json LinkToJson(const LinkConfig& config, int32_t world_size,
   };
 }
 
-CLI::App* AddLinkCommand(CLI::App& parent, LinkFlags* flags) {
+CLI::App* AddLinkCommand(CLI::App& parent, LinkConfig* config) {
   CLI::App* command = parent.add_subcommand(
       "link",
       "Measure plain TCP between rank 0 and the first rank on another host: "
       "the round trip of a small ping-pong and one-way stream bandwidth. "
       "Exit status: 0 all right, 1 error, 2 wrong results.");
-  command->add_option("--pings", flags->pings, "Timed round trips")
+  command->add_option("--pings", config->pings, "Timed round trips")
       ->capture_default_str();
-  command->add_option("--warmup", flags->warmup, "Untimed round trips first")
+  command->add_option("--warmup", config->warmup, "Untimed round trips first")
       ->capture_default_str();
+  AddByteSizeFlag(command, "--ping-bytes", &config->ping_bytes,
+                  "Bytes each way per round trip (K/M/G suffixes)");
   command
-      ->add_option("--ping-bytes", flags->ping_bytes,
-                   "Bytes each way per round trip (K/M/G suffixes)")
+      ->add_option("--seconds", config->seconds, "How long the stream writes")
       ->capture_default_str();
-  command->add_option("--seconds", flags->seconds, "How long the stream writes")
-      ->capture_default_str();
-  command
-      ->add_option("--write-bytes", flags->write_bytes,
-                   "Bytes per write of the stream (K/M/G suffixes)")
-      ->capture_default_str();
-  AddRankZeroRecordFlag(command, &flags->json_path);
+  AddByteSizeFlag(command, "--write-bytes", &config->write_bytes,
+                  "Bytes per write of the stream (K/M/G suffixes)");
+  AddRankZeroRecordFlag(command, &config->json_path);
   return command;
 }
 
-int RunLinkCommand(const LinkFlags& flags) {
-  StatusOr<LinkConfig> config = ParseLinkFlags(flags);
-  if (!config.ok()) return Fail(config.status());
+int RunLinkCommand(const LinkConfig& config) {
+  Status valid = ValidateLinkConfig(config);
+  if (!valid.ok()) return Fail(valid);
   Status init = Init();
   if (!init.ok()) return Fail(init);
-  StatusOr<bool> all_right = RunLink(*config);
+  StatusOr<bool> all_right = RunLink(config);
   // Shut down even after an error, so a failed run still leaves the job
   // cleanly; the first error is the one worth reporting.
   Status shutdown = Shutdown();

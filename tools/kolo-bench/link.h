@@ -51,27 +51,19 @@
 
 namespace kolo::bench {
 
-// Flags exactly as typed; ParseLinkFlags validates them.
-struct LinkFlags {
+// The command's flags, with their defaults; CLI11 fills them (the byte
+// sizes through AddByteSizeFlag) and ValidateLinkConfig checks them.
+struct LinkConfig {
   int32_t pings = 1000;
   int32_t warmup = 100;
-  std::string ping_bytes = "4K";
+  int64_t ping_bytes = 4096;
   double seconds = 1.5;
-  std::string write_bytes = "1M";
-  std::string json_path;
-};
-
-struct LinkConfig {
-  int32_t pings = 0;
-  int32_t warmup = 0;
-  int64_t ping_bytes = 0;
-  double seconds = 0;
-  int64_t write_bytes = 0;
+  int64_t write_bytes = 1 << 20;
   std::string json_path;  // empty: no JSON
 };
 
-// Errors name the flag and its bad value.
-StatusOr<LinkConfig> ParseLinkFlags(const LinkFlags& flags);
+// kInvalidArgument naming the flag and its bad value.
+Status ValidateLinkConfig(const LinkConfig& config);
 
 // Median, minimum, 90th percentile (nearest rank) and mean of round trips.
 struct RoundTripStats {
@@ -121,11 +113,11 @@ nlohmann::json LinkToJson(const LinkConfig& config, int32_t world_size,
 
 // Registers `link` and its flags under `parent`; the flags land in `flags`,
 // which must outlive parsing.
-CLI::App* AddLinkCommand(CLI::App& parent, LinkFlags* flags);
+CLI::App* AddLinkCommand(CLI::App& parent, LinkConfig* config);
 // Initializes kolo, measures, prints on rank 0 and shuts down. Returns the
 // process exit status: 0 when every byte arrived as sent, 1 on an error
 // (printed as "kolo-bench: <status>"), 2 on wrong results.
-int RunLinkCommand(const LinkFlags& flags);
+int RunLinkCommand(const LinkConfig& config);
 
 }  // namespace kolo::bench
 

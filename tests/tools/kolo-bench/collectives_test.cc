@@ -342,8 +342,8 @@ TEST(CollectivesTest, ParsesDefaultFlags) {
 
 TEST(CollectivesTest, ParsesListsAndSuffixes) {
   CollectivesFlags flags;
-  flags.min_bytes = "1K";
-  flags.max_bytes = "2M";
+  flags.min_bytes = 1024;
+  flags.max_bytes = 2 << 20;
   flags.ops = "broadcast, allreduce,broadcast";
   flags.dtypes = "all";
   flags.op = "prod";
@@ -370,8 +370,8 @@ TEST(CollectivesTest, RejectsBadFlagsNamingThem) {
       {[](CollectivesFlags* f) { f->ops = ","; }, "--ops"},
       {[](CollectivesFlags* f) { f->dtypes = "float8"; }, "--dtype"},
       {[](CollectivesFlags* f) { f->op = "xor"; }, "--op"},
-      {[](CollectivesFlags* f) { f->min_bytes = "4M"; }, "--minbytes"},
-      {[](CollectivesFlags* f) { f->max_bytes = "lots"; }, "--maxbytes"},
+      {[](CollectivesFlags* f) { f->min_bytes = 4 << 20; }, "--minbytes"},
+      {[](CollectivesFlags* f) { f->max_bytes = 4; }, "--maxbytes"},
       {[](CollectivesFlags* f) { f->step_factor = 1; }, "--stepfactor"},
       {[](CollectivesFlags* f) { f->root = -1; }, "--root"},
       {[](CollectivesFlags* f) { f->iters = 0; }, "--iters"},
@@ -380,7 +380,7 @@ TEST(CollectivesTest, RejectsBadFlagsNamingThem) {
   };
   for (const Case& c : cases) {
     CollectivesFlags flags;
-    flags.max_bytes = "1M";
+    flags.max_bytes = 1 << 20;
     c.edit(&flags);
     StatusOr<CollectivesConfig> config = ParseCollectivesFlags(flags);
     ASSERT_FALSE(config.ok()) << c.flag;

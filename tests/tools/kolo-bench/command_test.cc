@@ -36,6 +36,28 @@ bool Parse(std::vector<std::string> args, Add add) {
   return true;
 }
 
+TEST(AddByteSizeFlagTest, TakesSuffixesAndNamesTheFlagOfABadSize) {
+  int64_t bytes = 4096;
+  CLI::App app;
+  AddByteSizeFlag(&app, "-b,--minbytes", &bytes, "smallest size");
+  EXPECT_NE(app.help().find("4K"), std::string::npos) << app.help();
+  const auto add = [&](CLI::App* app) {
+    AddByteSizeFlag(app, "-b,--minbytes", &bytes, "smallest size");
+  };
+  ASSERT_TRUE(Parse({"--minbytes", "3M"}, add));
+  EXPECT_EQ(bytes, 3 << 20);
+  ASSERT_TRUE(Parse({"-b", "100"}, add));
+  EXPECT_EQ(bytes, 100);
+  try {
+    app.parse("--minbytes lots", /*program_name_included=*/false);
+    ADD_FAILURE() << "a bad size parsed";
+  } catch (const CLI::ParseError& e) {
+    EXPECT_NE(std::string(e.what()).find("--minbytes"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(bytes, 100);
+}
+
 TEST(AddDatasetFlagsTest, TakesAKnownDatasetAndItsDirectory) {
   std::string dataset = "synthetic";
   std::string data_dir;

@@ -2,6 +2,7 @@
 // bandwidths and checks derived from a result, its table rows and JSON.
 #include "link.h"
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -14,38 +15,65 @@ namespace {
 
 using ::testing::HasSubstr;
 
-TEST(LinkFlagsTest, DefaultsParse) {
-  StatusOr<LinkConfig> config = ParseLinkFlags(LinkFlags{});
-  ASSERT_TRUE(config.ok()) << config.status().ToString();
-  EXPECT_EQ(config->pings, 1000);
-  EXPECT_EQ(config->warmup, 100);
-  EXPECT_EQ(config->ping_bytes, 4096);
-  EXPECT_DOUBLE_EQ(config->seconds, 1.5);
-  EXPECT_EQ(config->write_bytes, 1 << 20);
-  EXPECT_TRUE(config->json_path.empty());
+// Parses `args` (after "kolo-bench link") into `config`; the CLI11 error's
+// text, or "" when the command line parses.
+std::string ParseLink(std::vector<std::string> args, LinkConfig* config) {
+  CLI::App app;
+  AddLinkCommand(app, config);
+  args.insert(args.begin(), {"kolo-bench", "link"});
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(LinkFlagsTest, DefaultsAreValid) {
+  LinkConfig config;
+  ASSERT_EQ(ParseLink({}, &config), "");
+  ASSERT_TRUE(ValidateLinkConfig(config).ok());
+  EXPECT_EQ(config.pings, 1000);
+  EXPECT_EQ(config.warmup, 100);
+  EXPECT_EQ(config.ping_bytes, 4096);
+  EXPECT_DOUBLE_EQ(config.seconds, 1.5);
+  EXPECT_EQ(config.write_bytes, 1 << 20);
+  EXPECT_TRUE(config.json_path.empty());
+}
+
+TEST(LinkFlagsTest, SizesTakeSuffixes) {
+  LinkConfig config;
+  ASSERT_EQ(ParseLink({"--ping-bytes", "64", "--write-bytes", "2M"}, &config),
+            "");
+  EXPECT_EQ(config.ping_bytes, 64);
+  EXPECT_EQ(config.write_bytes, 2 << 20);
+  EXPECT_THAT(ParseLink({"--ping-bytes", "lots"}, &config),
+              HasSubstr("--ping-bytes"));
 }
 
 TEST(LinkFlagsTest, ErrorsNameTheFlag) {
   struct Case {
-    LinkFlags flags;
+    LinkConfig config;
     std::string flag;
   };
   std::vector<Case> cases(5);
-  cases[0].flags.pings = 0;
+  cases[0].config.pings = 0;
   cases[0].flag = "--pings 0";
-  cases[1].flags.warmup = -1;
+  cases[1].config.warmup = -1;
   cases[1].flag = "--warmup -1";
-  cases[2].flags.ping_bytes = "lots";
-  cases[2].flag = "--ping-bytes";
-  cases[3].flags.seconds = 0;
+  cases[2].config.ping_bytes = 0;
+  cases[2].flag = "--ping-bytes 0";
+  cases[3].config.seconds = 0;
   cases[3].flag = "--seconds 0";
-  cases[4].flags.write_bytes = "2G";
-  cases[4].flag = "--write-bytes 2G";
+  cases[4].config.write_bytes = int64_t{2} << 30;
+  cases[4].flag = "--write-bytes 2147483648";
   for (const Case& c : cases) {
-    StatusOr<LinkConfig> config = ParseLinkFlags(c.flags);
-    ASSERT_FALSE(config.ok()) << c.flag;
-    EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument) << c.flag;
-    EXPECT_THAT(config.status().message(), HasSubstr(c.flag));
+    const Status status = ValidateLinkConfig(c.config);
+    ASSERT_FALSE(status.ok()) << c.flag;
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << c.flag;
+    EXPECT_THAT(status.message(), HasSubstr(c.flag));
   }
 }
 
