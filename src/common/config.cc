@@ -237,6 +237,19 @@ EnvLookup ProcessEnvironment() {
   };
 }
 
+Status CheckJobSecret(const std::string& secret, const std::string& origin) {
+  if (secret.size() >= kMinJobSecretBytes) return Status::Ok();
+  const std::string what = secret.empty()
+                               ? origin + " is empty"
+                               : origin + " holds a job secret of only " +
+                                     std::to_string(secret.size()) + " bytes";
+  return InvalidArgument(
+      what + "; a job secret needs at least " +
+      std::to_string(kMinJobSecretBytes) +
+      " bytes, or anyone who can reach the store could guess it. Make one "
+      "with: head -c 32 /dev/urandom | base64 > secret");
+}
+
 StatusOr<int64_t> ParseInt(const std::string& text, int64_t min, int64_t max,
                            const std::string& what) {
   errno = 0;
@@ -325,7 +338,13 @@ Status ReadStore(const EnvLookup& env, const WorldConfig& world,
   }
   store->secret = env(env::kStoreSecret).value_or("");
   store->rank0_hosts = store_addr && !env(env::kStoreHosted);
-
+  // A job of one rank never opens the store (process.cc's ConnectStore);
+  // any other job with an address proves the secret to it.
+  if (store_addr && world.ranks.size > 1) {
+    KOLO_RETURN_IF_ERROR(CheckJobSecret(
+        store->secret,
+        std::string("environment variable ") + env::kStoreSecret));
+  }
   const bool needs_store = world.ranks.size > 1 && backend != BackendKind::kMpi;
   const bool mpi_launched = world.launcher == "mpirun" ||
                             world.launcher == "slurm" ||
@@ -454,6 +473,9 @@ StatusOr<ElasticWorkerConfig> ReadElasticWorkerConfig(const EnvLookup& env) {
   }
   config.store.port = port;
   config.store.secret = env(env::kStoreSecret).value_or("");
+  KOLO_RETURN_IF_ERROR(
+      CheckJobSecret(config.store.secret,
+                     std::string("environment variable ") + env::kStoreSecret));
   KOLO_ASSIGN_OR_RETURN(
       int64_t timeout_s,
       ReadInt(env, env::kElasticTimeoutSeconds, 600, 1, 7 * 24 * 3600));

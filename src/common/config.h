@@ -159,6 +159,16 @@ Status ParseHostPortInto(const std::string& address, std::string* host,
 StatusOr<int64_t> ParseByteSize(const std::string& text,
                                 const std::string& what);
 
+// The shortest job secret the store accepts. A secret is the key of every
+// proof and tag (store/message_auth.h), so a short one can be guessed
+// offline from one recorded handshake: 16 bytes is 128 bits where they are
+// random, and what NewJobSecret draws.
+inline constexpr size_t kMinJobSecretBytes = 16;
+// Ok when `secret` is at least kMinJobSecretBytes long; otherwise
+// kInvalidArgument naming `origin` (the variable, the flag and file, or the
+// caller) and saying how to make a good one. Never quotes the secret.
+Status CheckJobSecret(const std::string& secret, const std::string& origin);
+
 }  // namespace kolo
 
 #endif  // KOLO_COMMON_CONFIG_H_

@@ -30,6 +30,10 @@ using ::testing::HasSubstr;
 
 using Links = std::vector<std::unique_ptr<PeerLink>>;
 
+// The job secret of the tests that meet over a TcpStore (at least
+// kMinJobSecretBytes).
+constexpr char kSecret[] = "0123456789abcdef0123456789abcdef";
+
 // Byte i of frame k from rank `from` to rank `to`.
 char Expected(int32_t from, int32_t to, int64_t k, int64_t i) {
   return static_cast<char>((from * 31 + to * 7 + k * 13 + i) & 0xff);
@@ -302,7 +306,7 @@ TEST(ShmPeerLinkTest, APeerProcessThatExitsIsLost) {
   if (child == 0) {
     int port = 0;
     if (read(port_pipe[0], &port, sizeof(port)) != sizeof(port)) _exit(2);
-    auto store = TcpStoreClient::Connect("127.0.0.1", port, "secret", 1,
+    auto store = TcpStoreClient::Connect("127.0.0.1", port, kSecret, 1,
                                          std::chrono::seconds(5));
     if (!store.ok()) _exit(3);
     PeerLinkOptions options;
@@ -312,12 +316,12 @@ TEST(ShmPeerLinkTest, APeerProcessThatExitsIsLost) {
     auto link = CreateShmPeerLink(options, store->get());
     _exit(link.ok() ? 0 : 4);
   }
-  auto server = TcpStoreServer::Start("127.0.0.1", 0, "secret");
+  auto server = TcpStoreServer::Start("127.0.0.1", 0, kSecret);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   const int port = (*server)->port();
   ASSERT_EQ(write(port_pipe[1], &port, sizeof(port)),
             static_cast<ssize_t>(sizeof(port)));
-  auto store = TcpStoreClient::Connect("127.0.0.1", port, "secret", 0,
+  auto store = TcpStoreClient::Connect("127.0.0.1", port, kSecret, 0,
                                        std::chrono::seconds(5));
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   PeerLinkOptions options;

@@ -14,6 +14,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// Long enough for CheckJobSecret (kMinJobSecretBytes).
+constexpr char kSecret[] = "a-job-secret-of-32-bytes-or-more";
+
 EnvLookup Env(std::map<std::string, std::string> vars) {
   return [vars](const char* name) -> std::optional<std::string> {
     auto it = vars.find(name);
@@ -46,7 +49,7 @@ TEST(ConfigTest, KolorunEnvironment) {
                            {"KOLO_CROSS_RANK", "1"},
                            {"KOLO_CROSS_SIZE", "2"},
                            {"KOLO_STORE_ADDR", "127.0.0.1:4242"},
-                           {"KOLO_STORE_SECRET", "s3"},
+                           {"KOLO_STORE_SECRET", kSecret},
                            {"KOLO_STORE_HOSTED", "1"},
                            {"KOLO_TIMEOUT_S", "5"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -57,7 +60,7 @@ TEST(ConfigTest, KolorunEnvironment) {
   EXPECT_EQ(c->world.ranks.cross_rank, 1);
   EXPECT_EQ(c->store.host, "127.0.0.1");
   EXPECT_EQ(c->store.port, 4242);
-  EXPECT_EQ(c->store.secret, "s3");
+  EXPECT_EQ(c->store.secret, kSecret);
   EXPECT_FALSE(c->store.rank0_hosts);
   EXPECT_EQ(c->engine.timeout, std::chrono::seconds(5));
   EXPECT_EQ(c->engine.gloo_hostname, "127.0.0.1");
@@ -80,7 +83,8 @@ TEST(ConfigTest, MpirunWithStoreAddressHostsTheStoreOnRankZero) {
   StatusOr<InitOptions> c =
       ReadInitOptions(Env({{"OMPI_COMM_WORLD_RANK", "0"},
                            {"OMPI_COMM_WORLD_SIZE", "2"},
-                           {"KOLO_STORE_ADDR", "node1:29500"}}));
+                           {"KOLO_STORE_ADDR", "node1:29500"},
+                           {"KOLO_STORE_SECRET", kSecret}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->engine.backend, DefaultIfBuilt(BackendKind::kGloo));
   EXPECT_TRUE(c->store.rank0_hosts);
@@ -95,7 +99,8 @@ TEST(ConfigTest, SlurmEnvironment) {
                            {"SLURM_NODEID", "2"},
                            {"SLURM_LOCALID", "0"},
                            {"SLURM_STEP_TASKS_PER_NODE", "3(x2),1"},
-                           {"KOLO_STORE_ADDR", "[::1]:29500"}}));
+                           {"KOLO_STORE_ADDR", "[::1]:29500"},
+                           {"KOLO_STORE_SECRET", kSecret}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->world.launcher, "slurm");
   EXPECT_EQ(c->world.ranks.rank, 5);
@@ -109,7 +114,8 @@ TEST(ConfigTest, PmiEnvironment) {
   StatusOr<InitOptions> c =
       ReadInitOptions(Env({{"PMI_RANK", "1"},
                            {"PMI_SIZE", "2"},
-                           {"KOLO_STORE_ADDR", "localhost:1234"}}));
+                           {"KOLO_STORE_ADDR", "localhost:1234"},
+                           {"KOLO_STORE_SECRET", kSecret}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->world.launcher, "pmi");
   EXPECT_EQ(c->world.ranks.rank, 1);
@@ -153,7 +159,8 @@ TEST(ConfigTest, MpiLaunchersWithoutAStoreAddressShareItOverMpi) {
       Env({{"SLURM_PROCID", "1"},
            {"SLURM_NTASKS", "2"},
            {"KOLO_BACKEND", BackendName(DefaultIfBuilt(BackendKind::kGloo))},
-           {"KOLO_STORE_ADDR", "10.0.0.1:29500"}}));
+           {"KOLO_STORE_ADDR", "10.0.0.1:29500"},
+           {"KOLO_STORE_SECRET", kSecret}}));
   ASSERT_TRUE(given.ok()) << given.status().ToString();
   EXPECT_FALSE(given->store.shared_over_mpi);
 }
@@ -234,14 +241,14 @@ TEST(ConfigTest, ElasticWorker) {
   StatusOr<ElasticWorkerConfig> config =
       ReadElasticWorkerConfig(Env({{"KOLO_ELASTIC_WORKER", "7"},
                                    {"KOLO_STORE_ADDR", "10.1.0.1:4000"},
-                                   {"KOLO_STORE_SECRET", "s"},
+                                   {"KOLO_STORE_SECRET", kSecret},
                                    {"KOLO_ELASTIC_TIMEOUT_S", "90"},
                                    {"KOLO_ELASTIC_HEARTBEAT_MS", "250"}}));
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->worker, 7);
   EXPECT_EQ(config->store.host, "10.1.0.1");
   EXPECT_EQ(config->store.port, 4000);
-  EXPECT_EQ(config->store.secret, "s");
+  EXPECT_EQ(config->store.secret, kSecret);
   EXPECT_EQ(config->round_timeout, std::chrono::seconds(90));
   EXPECT_EQ(config->heartbeat_interval, std::chrono::milliseconds(250));
 
@@ -251,6 +258,7 @@ TEST(ConfigTest, ElasticWorker) {
       {{"KOLO_ELASTIC_WORKER", "1"}, {"KOLO_STORE_ADDR", "nohost"}},
       {{"KOLO_ELASTIC_WORKER", "1"},
        {"KOLO_STORE_ADDR", "h:1"},
+       {"KOLO_STORE_SECRET", kSecret},
        {"KOLO_ELASTIC_HEARTBEAT_MS", "1"}},
   };
   const char* named[] = {"KOLO_ELASTIC_WORKER", "KOLO_STORE_ADDR",
@@ -262,6 +270,56 @@ TEST(ConfigTest, ElasticWorker) {
     EXPECT_NE(failed.status().message().find(named[i]), std::string::npos)
         << failed.status().message();
   }
+}
+
+// A store secret that is missing, empty or shorter than 16 bytes is
+// refused wherever a process would prove it to a store: the message names
+// the variable and says how to make one. A single process never opens the
+// store, so it needs none.
+TEST(ConfigTest, ShortOrMissingStoreSecretsAreRefused) {
+  const std::map<std::string, std::string> job = {
+      {"KOLO_RANK", "0"},
+      {"KOLO_SIZE", "2"},
+      {"KOLO_STORE_ADDR", "127.0.0.1:4242"}};
+  const std::map<std::string, std::string> elastic = {
+      {"KOLO_ELASTIC_WORKER", "1"}, {"KOLO_STORE_ADDR", "127.0.0.1:4242"}};
+  for (const std::optional<std::string>& secret :
+       {std::optional<std::string>(), std::optional<std::string>(""),
+        std::optional<std::string>("s3cret"),
+        std::optional<std::string>("0123456789abcde")}) {
+    std::map<std::string, std::string> with_job = job;
+    std::map<std::string, std::string> with_elastic = elastic;
+    if (secret) {
+      with_job["KOLO_STORE_SECRET"] = *secret;
+      with_elastic["KOLO_STORE_SECRET"] = *secret;
+    }
+    const std::string what =
+        !secret || secret->empty()
+            ? "KOLO_STORE_SECRET is empty"
+            : "KOLO_STORE_SECRET holds a job secret of only " +
+                  std::to_string(secret->size()) + " bytes";
+    for (const Status& status :
+         {ReadInitOptions(Env(with_job)).status(),
+          ReadElasticWorkerConfig(Env(with_elastic)).status()}) {
+      EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+      EXPECT_THAT(status.message(), HasSubstr("environment variable "));
+      EXPECT_THAT(status.message(), HasSubstr(what));
+      EXPECT_THAT(status.message(),
+                  HasSubstr("at least 16 bytes, or anyone who can reach the "
+                            "store could guess it. Make one with: head -c "
+                            "32 /dev/urandom | base64 > secret"));
+      if (secret && !secret->empty()) {
+        EXPECT_EQ(status.message().find(*secret + " "), std::string::npos)
+            << "the message quotes the secret";
+      }
+    }
+  }
+  std::map<std::string, std::string> alone = job;
+  alone["KOLO_SIZE"] = "1";
+  EXPECT_TRUE(ReadInitOptions(Env(alone)).ok());
+  std::map<std::string, std::string> good = job;
+  good["KOLO_STORE_SECRET"] = "0123456789abcdef";  // exactly 16 bytes
+  EXPECT_TRUE(ReadInitOptions(Env(good)).ok());
 }
 
 TEST(ConfigTest, DirectPathIsOnUnlessTurnedOff) {

@@ -48,7 +48,8 @@ TEST(CollectivesLauncherTest, MpirunWithGlooHasRankZeroHostTheStore) {
   RunResult r = RunProgram(
       {MPIEXEC_PATH, "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x",
        "KOLO_BACKEND=" + engine, "-x", "KOLO_STORE_ADDR=" + address, "-x",
-       "KOLO_STORE_SECRET=test-secret", kWorker, "matrix", "0", "7", "1000"},
+       "KOLO_STORE_SECRET=a-test-secret-of-32-bytes-or-so", kWorker, "matrix",
+       "0", "7", "1000"},
       {}, std::chrono::seconds(120));
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   EXPECT_EQ(

@@ -854,14 +854,14 @@ TEST_F(MultihostPerNodeTest, WrongSecretIsRefusedAndBothNodesSayIt) {
   const int port = FreePort(hosts[0]);
   ASSERT_GT(port, 0);
   const std::string rendezvous = hosts[0].address + ":" + std::to_string(port);
-  { std::ofstream(Path("secret")) << "node 0's secret\n"; }
+  { std::ofstream(Path("secret")) << "node 0's secret, 16 bytes or more\n"; }
   const std::vector<std::string> program = {kCollectivesWorker, "matrix", "1"};
   Driver node0(
       *cluster, hosts[0], dir_, "node0",
       PerNode(0, rendezvous, {"--secret-file", Path("secret")}, program));
   Driver node1(*cluster, hosts[1], dir_, "node1",
                PerNode(1, rendezvous, {}, program),
-               {{"KOLO_JOB_SECRET", "another secret"}});
+               {{"KOLO_JOB_SECRET", "another secret, 16 bytes or more"}});
   RunResult r1 = node1.Wait(std::chrono::seconds(30));
   RunResult r0 = node0.Wait(std::chrono::seconds(30));
   ASSERT_FALSE(r0.timed_out) << Describe(r0);

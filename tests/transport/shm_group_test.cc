@@ -27,6 +27,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// The job secret of the tests that meet over a TcpStore (at least
+// kMinJobSecretBytes).
+constexpr char kSecret[] = "0123456789abcdef0123456789abcdef";
+
 ShmGroup::Options OptionsFor(int32_t rank, int32_t size) {
   ShmGroup::Options options;
   options.rank = rank;
@@ -162,18 +166,18 @@ TEST(ShmGroupTest, APeerProcessThatDiesIsNamed) {
   if (child == 0) {
     int port = 0;
     if (read(port_pipe[0], &port, sizeof(port)) != sizeof(port)) _exit(2);
-    auto store = TcpStoreClient::Connect("127.0.0.1", port, "secret", 1,
+    auto store = TcpStoreClient::Connect("127.0.0.1", port, kSecret, 1,
                                          std::chrono::seconds(5));
     if (!store.ok()) _exit(3);
     auto group = ShmGroup::Create(OptionsFor(1, 2), **store, "d/");
     _exit(group.ok() ? 0 : 4);
   }
-  auto server = TcpStoreServer::Start("127.0.0.1", 0, "secret");
+  auto server = TcpStoreServer::Start("127.0.0.1", 0, kSecret);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   const int port = (*server)->port();
   ASSERT_EQ(write(port_pipe[1], &port, sizeof(port)),
             static_cast<ssize_t>(sizeof(port)));
-  auto store = TcpStoreClient::Connect("127.0.0.1", port, "secret", 0,
+  auto store = TcpStoreClient::Connect("127.0.0.1", port, kSecret, 0,
                                        std::chrono::seconds(5));
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   auto group = ShmGroup::Create(OptionsFor(0, 2), **store, "d/");

@@ -60,13 +60,15 @@ StatusOr<std::string> ReadJobSecret(
     std::getline(file, secret);
     while (!secret.empty() && (secret.back() == '\r' || secret.back() == ' '))
       secret.pop_back();
-    if (secret.empty()) {
-      return InvalidArgument("--secret-file " + secret_file +
-                             " holds no secret on its first line");
-    }
+    KOLO_RETURN_IF_ERROR(CheckJobSecret(
+        secret, "the first line of --secret-file " + secret_file));
     return secret;
   }
-  if (from_env && !from_env->empty()) return *from_env;
+  if (from_env) {
+    KOLO_RETURN_IF_ERROR(CheckJobSecret(
+        *from_env, std::string("environment variable ") + kJobSecretVariable));
+    return *from_env;
+  }
   return InvalidArgument(
       std::string("per-node mode needs the job secret every node shares: "
                   "--secret-file F or ") +

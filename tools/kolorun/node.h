@@ -34,8 +34,9 @@ namespace kolorun {
 int RunNode(const LaunchOptions& options, SignalWatcher* signals);
 
 // The job secret of per-node mode: the first line of `secret_file` when it
-// is not empty, else `from_env` ($KOLO_JOB_SECRET). Errors name the file,
-// or say that neither was given.
+// is not empty, else `from_env` ($KOLO_JOB_SECRET). Errors name the file or
+// the variable when the secret is shorter than kMinJobSecretBytes (and say
+// how to make one), or say that neither was given.
 StatusOr<std::string> ReadJobSecret(const std::string& secret_file,
                                     const std::optional<std::string>& from_env);
 

@@ -10,6 +10,9 @@ namespace kolo {
 namespace kolorun {
 namespace {
 
+// A job secret kolorun would accept (at least kMinJobSecretBytes).
+constexpr char kSecret[] = "0123456789abcdef0123456789abcdef";
+
 std::string Value(const std::vector<std::string>& env,
                   const std::string& name) {
   std::string found = "<unset>";
@@ -38,7 +41,7 @@ TEST(SetEnvTest, ReplacesAndAppends) {
 }
 
 TEST(BuildRankJobTest, TellsEachRankItsPlace) {
-  StoreInfo store{"127.0.0.1:4242", "s3cr3t"};
+  StoreInfo store{"127.0.0.1:4242", kSecret};
   std::vector<ProcessSpec> specs = BuildRankJob(TwoRanks(), "/bin/prog", store,
                                                 {"PATH=/bin", "KOLO_RANK=9"});
   ASSERT_EQ(specs.size(), 2u);
@@ -59,7 +62,7 @@ TEST(BuildRankJobTest, TellsEachRankItsPlace) {
     EXPECT_EQ(Value(env, "KOLO_CROSS_RANK"), "0");
     EXPECT_EQ(Value(env, "KOLO_CROSS_SIZE"), "1");
     EXPECT_EQ(Value(env, "KOLO_STORE_ADDR"), "127.0.0.1:4242");
-    EXPECT_EQ(Value(env, "KOLO_STORE_SECRET"), "s3cr3t");
+    EXPECT_EQ(Value(env, "KOLO_STORE_SECRET"), kSecret);
     EXPECT_EQ(Value(env, "KOLO_STORE_HOSTED"), "1");
     EXPECT_EQ(Value(env, "KOLO_BACKEND"), "shm");  // the default
     EXPECT_EQ(Value(env, "KOLO_TIMEOUT_S"), "12");
@@ -109,7 +112,7 @@ TEST(BuildMpiJobTest, ExportsTheStoreThroughMpirun) {
   LaunchOptions options = TwoRanks();
   options.backend = BackendKind::kMpi;
   options.mpi_args = {"--bind-to", "none"};
-  StoreInfo store{"127.0.0.1:4242", "s3cr3t"};
+  StoreInfo store{"127.0.0.1:4242", kSecret};
   ProcessSpec spec = BuildMpiJob(options, "/usr/bin/mpirun", true, store,
                                  {"KOLO_RANK=9", "KOLO_SIZE=3"});
   EXPECT_EQ(spec.name, "mpirun");
@@ -146,7 +149,7 @@ TEST(BuildMpiJobTest, ExportsTheStoreThroughMpirun) {
   EXPECT_EQ(Value(env, "KOLO_RANK"), "<unset>");
   EXPECT_EQ(Value(env, "KOLO_SIZE"), "<unset>");
   EXPECT_EQ(Value(env, "KOLO_BACKEND"), "mpi");
-  EXPECT_EQ(Value(env, "KOLO_STORE_SECRET"), "s3cr3t");
+  EXPECT_EQ(Value(env, "KOLO_STORE_SECRET"), kSecret);
   EXPECT_EQ(Value(env, "USER_VAR"), "u");
 
   ProcessSpec as_user =
@@ -160,7 +163,7 @@ TEST(BuildMpiJobTest, CarriesAnyBackendToTheRanks) {
   LaunchOptions options = TwoRanks();
   options.backend = BackendKind::kShm;
   options.launcher = LauncherKind::kMpirun;
-  StoreInfo store{"127.0.0.1:4242", "s3cr3t"};
+  StoreInfo store{"127.0.0.1:4242", kSecret};
   ProcessSpec spec = BuildMpiJob(options, "/usr/bin/mpirun", false, store, {});
   EXPECT_EQ(spec.name, "mpirun");
   EXPECT_EQ(Value(spec.child.env, "KOLO_BACKEND"), "shm");

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "node.h"
 
@@ -12,6 +13,7 @@ namespace kolorun {
 namespace {
 
 using Argv = std::vector<std::string>;
+using ::testing::HasSubstr;
 
 const Argv kAgent = {"/opt/kolo/bin/kolorun", "--agent"};
 
@@ -58,12 +60,14 @@ TEST(RemoteCommandTest, CommandPlaceholderGetsOneQuotedShellString) {
 
 TEST(ReadJobSecretTest, FileThenVariable) {
   const std::string path = ::testing::TempDir() + "/kolo-secret-test";
+  const std::string from_file = "0123456789abcdef0123456789abcdef";
+  const std::string from_env = "another-secret-of-32-bytes-or-so";
   {
     std::ofstream file(path);
-    file << "s3cret \nsecond line\n";
+    file << from_file << " \nsecond line\n";
   }
-  EXPECT_EQ(*ReadJobSecret(path, std::string("from-env")), "s3cret");
-  EXPECT_EQ(*ReadJobSecret("", std::string("from-env")), "from-env");
+  EXPECT_EQ(*ReadJobSecret(path, from_env), from_file);
+  EXPECT_EQ(*ReadJobSecret("", from_env), from_env);
   StatusOr<std::string> none = ReadJobSecret("", std::nullopt);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("--secret-file F or KOLO_JOB_SECRET"),
@@ -74,14 +78,31 @@ TEST(ReadJobSecretTest, FileThenVariable) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find(path + ".missing"),
             std::string::npos);
-  {
-    std::ofstream file(path);
-    file << "\n";
+}
+
+// An empty or short secret (< 16 bytes), in the file or the variable, is
+// refused with what held it and how to make a good one.
+TEST(ReadJobSecretTest, ShortOrEmptySecretsAreRefused) {
+  const std::string path = ::testing::TempDir() + "/kolo-short-secret-test";
+  const std::string how = "Make one with: head -c 32 /dev/urandom | base64";
+  for (const std::string line : {"", "s3cret", "0123456789abcde"}) {
+    {
+      std::ofstream file(path);
+      file << line << "\n";
+    }
+    StatusOr<std::string> from_file = ReadJobSecret(path, std::nullopt);
+    ASSERT_FALSE(from_file.ok()) << "'" << line << "'";
+    EXPECT_EQ(from_file.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(from_file.status().message(),
+                HasSubstr("the first line of --secret-file " + path));
+    EXPECT_THAT(from_file.status().message(), HasSubstr(how));
+
+    StatusOr<std::string> from_env = ReadJobSecret("", line);
+    ASSERT_FALSE(from_env.ok()) << "'" << line << "'";
+    EXPECT_THAT(from_env.status().message(),
+                HasSubstr("environment variable KOLO_JOB_SECRET"));
+    EXPECT_THAT(from_env.status().message(), HasSubstr(how));
   }
-  StatusOr<std::string> empty = ReadJobSecret(path, std::nullopt);
-  ASSERT_FALSE(empty.ok());
-  EXPECT_NE(empty.status().message().find("holds no secret"),
-            std::string::npos);
 }
 
 }  // namespace
