@@ -1,9 +1,10 @@
 #include "store/tcp_store.h"
 
-#include <sys/socket.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "common/config.h"
 #include "common/logging.h"
@@ -14,8 +15,17 @@ namespace {
 // The protocol's name and version; part of every proof, so a client and a
 // server of different versions refuse each other instead of misreading.
 constexpr char kMagic[] = "KOLO-STORE-2";
+// The largest message an authenticated peer may send (a value of the
+// job's rendezvous data); the handshake's frames have kStoreMaxHandshakeBytes.
 constexpr uint32_t kMaxMessageBytes = 64u << 20;
-constexpr std::chrono::seconds kHelloTimeout{10};
+// How often the accept loop looks up from accept() to reap finished
+// connections and notice Stop(), and how long it pauses when accept()
+// fails (out of descriptors: the pending connection stays queued, so
+// polling again at once would spin).
+constexpr std::chrono::milliseconds kAcceptTick{100};
+// Connections turned away are logged as a count at most this often: a flood
+// must not flood the log too.
+constexpr std::chrono::seconds kTurnAwayLogInterval{10};
 // Slack on top of a server-side wait, for the request and response to travel.
 constexpr std::chrono::seconds kIoSlack{10};
 const Deadline kNoDeadline = Clock::time_point::max();
@@ -101,12 +111,16 @@ Status SendMessage(Socket& socket, const std::string& body, Deadline deadline) {
   return socket.SendAll(body.data(), body.size(), deadline);
 }
 
-StatusOr<std::string> ReceiveMessage(Socket& socket, Deadline deadline) {
+// A message of at most `max_bytes`, checked against its length prefix
+// before its buffer is allocated.
+StatusOr<std::string> ReceiveMessage(Socket& socket, Deadline deadline,
+                                     uint32_t max_bytes = kMaxMessageBytes) {
   uint32_t length = 0;
   KOLO_RETURN_IF_ERROR(socket.RecvAll(&length, sizeof(length), deadline));
-  if (length > kMaxMessageBytes) {
-    return InvalidArgument("message of " + std::to_string(length) +
-                           " bytes is larger than the limit");
+  if (length > max_bytes) {
+    return InvalidArgument("a message of " + std::to_string(length) +
+                           " bytes is larger than the limit of " +
+                           std::to_string(max_bytes) + " bytes");
   }
   std::string body(length, '\0');
   KOLO_RETURN_IF_ERROR(socket.RecvAll(body.data(), length, deadline));
@@ -137,6 +151,8 @@ std::chrono::milliseconds Millis(int64_t ms) {
 
 StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
     const std::string& host, int port, std::string secret) {
+  KOLO_RETURN_IF_ERROR(
+      CheckJobSecret(secret, "the job secret of a store to serve on " + host));
   KOLO_ASSIGN_OR_RETURN(Socket listener, Socket::Listen(host, port));
   std::unique_ptr<TcpStoreServer> server(
       new TcpStoreServer(std::move(listener), std::move(secret)));
@@ -153,30 +169,103 @@ TcpStoreServer::~TcpStoreServer() { Stop(); }
 
 void TcpStoreServer::AcceptLoop() {
   pthread_setname_np(pthread_self(), "kolo-store");
+  bool failing = false;  // logged once per run of failed accepts
   while (!stopping_.load()) {
-    // A short accept deadline lets the loop notice Stop() without a pipe.
-    StatusOr<Socket> client =
-        listener_.Accept(DeadlineAfter(std::chrono::milliseconds(100)));
-    if (!client.ok()) continue;
-    MutexLock lock(&mutex_);
-    if (stopping_.load()) break;
-    client_fds_.push_back(client->fd());
-    client_threads_.emplace_back(
-        [this, c = std::move(client).value()]() mutable {
-          ServeClient(std::move(c));
-        });
+    ReapFinished();
+    StatusOr<Socket> client = listener_.Accept(DeadlineAfter(kAcceptTick));
+    if (client.ok() || client.status().code() == StatusCode::kTimeout) {
+      if (failing) {
+        KOLO_LOG(WARNING) << "store: accepting again";
+      }
+      failing = false;
+      if (client.ok()) Admit(std::move(client).value());
+      continue;
+    }
+    if (!failing) {
+      KOLO_LOG(WARNING) << "store: " << client.status().message()
+                        << " (retrying every " << kAcceptTick.count()
+                        << " ms; logged again when it recovers)";
+    }
+    failing = true;
+    std::this_thread::sleep_for(kAcceptTick);
   }
 }
 
-void TcpStoreServer::ServeClient(Socket client) {
+void TcpStoreServer::Admit(Socket client) {
   const std::string peer = client.PeerAddress();
-  StatusOr<Session> session = Authenticate(client, peer);
-  if (!session.ok()) {
-    client.Shutdown();
-    return;
+  const std::string host = HostOf(peer);
+  MutexLock lock(&mutex_);
+  if (stopping_.load()) return;
+  const auto from_host = handshakes_by_host_.find(host);
+  const int32_t host_handshakes =
+      from_host == handshakes_by_host_.end() ? 0 : from_host->second;
+  if (handshakes_ >= kStoreMaxHandshakes) {
+    return TurnAway(peer, std::to_string(handshakes_) +
+                              " handshakes in progress (kStoreMaxHandshakes)");
   }
-  const int32_t rank = session->rank;
-  MessageAuthenticator& auth = session->auth;
+  if (host_handshakes >= kStoreMaxHandshakesPerHost) {
+    return TurnAway(peer, std::to_string(host_handshakes) +
+                              " handshakes in progress from " + host +
+                              " (kStoreMaxHandshakesPerHost)");
+  }
+  ++handshakes_;
+  ++handshakes_by_host_[host];
+  Connection& connection = connections_.emplace_back();
+  connection.socket = std::move(client);
+  connection.peer = peer;
+  connection.thread = std::thread([this, c = &connection] { ServeClient(c); });
+}
+
+void TcpStoreServer::TurnAway(const std::string& peer, const std::string& why) {
+  turned_away_.fetch_add(1);
+  ++turned_away_unlogged_;
+  const Clock::time_point now = Clock::now();
+  if (now < next_turn_away_log_ || stopping_.load()) return;
+  next_turn_away_log_ = now + kTurnAwayLogInterval;
+  KOLO_LOG(WARNING) << "store: turned away " << turned_away_unlogged_
+                    << " connection(s) unread since the last such line, the "
+                       "latest from "
+                    << peer << ": " << why << "; " << turned_away_.load()
+                    << " in all";
+  turned_away_unlogged_ = 0;
+}
+
+void TcpStoreServer::ReapFinished() {
+  std::list<Connection> finished;
+  {
+    MutexLock lock(&mutex_);
+    for (auto it = connections_.begin(); it != connections_.end();) {
+      const auto next = std::next(it);
+      if (it->finished) finished.splice(finished.end(), connections_, it);
+      it = next;
+    }
+  }
+  // Each thread has set `finished` as its last act, so these joins are
+  // quick; the sockets close as `finished` goes.
+  for (Connection& connection : finished) connection.thread.join();
+}
+
+void TcpStoreServer::ServeClient(Connection* connection) {
+  StatusOr<Session> session =
+      Authenticate(connection->socket, connection->peer);
+  {
+    MutexLock lock(&mutex_);
+    --handshakes_;
+    const auto from_host = handshakes_by_host_.find(HostOf(connection->peer));
+    if (--from_host->second == 0) handshakes_by_host_.erase(from_host);
+  }
+  if (session.ok()) Serve(connection->socket, connection->peer, *session);
+  // The peer hears the end now; the descriptor stays the server's until
+  // ReapFinished or Stop has joined this thread.
+  connection->socket.Shutdown();
+  MutexLock lock(&mutex_);
+  connection->finished = true;
+}
+
+void TcpStoreServer::Serve(Socket& client, const std::string& peer,
+                           Session& session) {
+  const int32_t rank = session.rank;
+  MessageAuthenticator& auth = session.auth;
   if (rank >= 0) open_ranks_.fetch_add(1);
   // However the connection ends, the rank is no longer connected.
   struct Leaving {
@@ -226,9 +315,9 @@ void TcpStoreServer::ServeClient(Socket client) {
 
 StatusOr<TcpStoreServer::Session> TcpStoreServer::Authenticate(
     Socket& client, const std::string& peer) {
-  // The whole handshake must be quick: a silent connection must not hold a
-  // thread for long.
-  const Deadline deadline = DeadlineAfter(kHelloTimeout);
+  // The whole handshake must be quick: a silent connection must not hold
+  // one of the kStoreMaxHandshakes slots for long.
+  const Deadline deadline = DeadlineAfter(kStoreHandshakeTimeout);
   StatusOr<std::string> server_nonce = RandomNonce();
   if (!server_nonce.ok()) {
     KOLO_LOG(ERROR) << "store: cannot challenge the client from " << peer
@@ -246,9 +335,10 @@ StatusOr<TcpStoreServer::Session> TcpStoreServer::Authenticate(
                       .Str(transcript.server_nonce)
                       .body(),
                   deadline);
-  StatusOr<std::string> hello = challenged.ok()
-                                    ? ReceiveMessage(client, deadline)
-                                    : StatusOr<std::string>(challenged);
+  StatusOr<std::string> hello =
+      challenged.ok()
+          ? ReceiveMessage(client, deadline, kStoreMaxHandshakeBytes)
+          : StatusOr<std::string>(challenged);
   std::string reason;  // why the client is refused; empty when it is not
   if (!hello.ok()) {
     reason = "no valid hello: " + hello.status().message();
@@ -364,13 +454,15 @@ void TcpStoreServer::Stop() {
   if (stopping_.exchange(true)) return;
   if (accept_thread_.joinable()) accept_thread_.join();
   data_.Abort("the store is shutting down");
-  std::vector<std::thread> threads;
+  std::list<Connection> connections;
   {
     MutexLock lock(&mutex_);
-    for (int fd : client_fds_) ::shutdown(fd, SHUT_RDWR);
-    threads.swap(client_threads_);
+    // Every socket here is still open (closed only when its Connection
+    // goes, after the join), so each shutdown reaches its own connection.
+    for (Connection& connection : connections_) connection.socket.Shutdown();
+    connections.swap(connections_);
   }
-  for (std::thread& t : threads) t.join();
+  for (Connection& connection : connections) connection.thread.join();
   listener_.Close();
 }
 
@@ -380,18 +472,26 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(
     const std::string& host, int port, const std::string& secret, int32_t rank,
     std::chrono::milliseconds timeout) {
   const std::string server = host + ":" + std::to_string(port);
+  KOLO_RETURN_IF_ERROR(
+      CheckJobSecret(secret, "the job secret for the store at " + server));
   const Deadline deadline = DeadlineAfter(timeout);
   Status last = Status::Ok();
-  // The server may start after its clients (rank 0 hosting it under mpirun):
-  // retry refused connections with a growing pause until the deadline.
+  // The server may start after its clients (rank 0 hosting it under mpirun),
+  // and turns connections away while too many handshakes are in progress:
+  // retry both with a growing pause until the deadline.
   auto pause = std::chrono::milliseconds(10);
   while (true) {
     StatusOr<Socket> socket = Socket::Connect(host, port, deadline);
     if (socket.ok()) {
-      return Handshake(std::move(socket).value(), server, secret, rank,
-                       deadline);
+      StatusOr<std::unique_ptr<TcpStoreClient>> client =
+          Handshake(std::move(socket).value(), server, secret, rank, deadline);
+      if (client.ok() || client.status().code() != StatusCode::kPeerFailure) {
+        return client;
+      }
+      last = client.status();
+    } else {
+      last = socket.status();
     }
-    last = socket.status();
     if (last.code() == StatusCode::kInvalidArgument) return last;
     if (Clock::now() + pause >= deadline) break;
     std::this_thread::sleep_for(pause);
@@ -406,7 +506,19 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Handshake(
     int32_t rank, Deadline deadline) {
   const std::string self =
       rank >= 0 ? "rank " + std::to_string(rank) : std::string("this process");
-  StatusOr<std::string> challenge = ReceiveMessage(socket, deadline);
+  StatusOr<std::string> challenge =
+      ReceiveMessage(socket, deadline, kStoreMaxHandshakeBytes);
+  if (!challenge.ok() &&
+      challenge.status().code() == StatusCode::kPeerFailure) {
+    // Connect retries this one.
+    return PeerFailure("the store at " + server +
+                       " closed the connection before its challenge (it "
+                       "turns connections away while " +
+                       std::to_string(kStoreMaxHandshakes) +
+                       " handshakes, or " +
+                       std::to_string(kStoreMaxHandshakesPerHost) +
+                       " from one address, are in progress)");
+  }
   if (!challenge.ok()) {
     return Status(challenge.status().code(),
                   "no challenge from the store at " + server +
@@ -438,7 +550,8 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Handshake(
                                 .body();
   KOLO_RETURN_IF_ERROR(
       SendMessage(socket, hello, deadline).WithContext("store at " + server));
-  StatusOr<std::string> answer = ReceiveMessage(socket, deadline);
+  StatusOr<std::string> answer =
+      ReceiveMessage(socket, deadline, kStoreMaxHandshakeBytes);
   if (!answer.ok()) {
     return Unauthenticated("the store at " + server +
                            " closed the connection during the handshake "

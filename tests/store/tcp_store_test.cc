@@ -1,16 +1,24 @@
 #include "store/tcp_store.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <array>
 #include <cstring>
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "common/logging.h"
 #include "store/message_auth.h"
+#include "testing/process_resources.h"
 
 namespace kolo {
 namespace {
@@ -63,7 +71,8 @@ TEST(TcpStoreTest, SetGetAddWaitAcrossClients) {
 TEST(TcpStoreTest, WrongSecretIsRejected) {
   auto server = StartServer();
   StatusOr<std::unique_ptr<TcpStoreClient>> intruder = TcpStoreClient::Connect(
-      "127.0.0.1", server->port(), "not-the-secret", 0, milliseconds(5000));
+      "127.0.0.1", server->port(), "not-the-secret-of-this-job", 0,
+      milliseconds(5000));
   ASSERT_FALSE(intruder.ok());
   EXPECT_EQ(intruder.status().code(), StatusCode::kUnauthenticated);
   EXPECT_THAT(
@@ -394,9 +403,10 @@ TEST(TcpStoreTest, AWrongSecretNeverReachesTheData) {
   ASSERT_TRUE(nonce.ok()) << nonce.status().ToString();
   HandshakeTranscript transcript;
   const std::string hello =
-      RawClient::HelloFor("not-the-secret", *nonce, 0, &transcript);
-  MessageAuthenticator wrong(SessionKey("not-the-secret", transcript),
-                             Direction::kClientToServer);
+      RawClient::HelloFor("not-the-secret-of-this-job", *nonce, 0, &transcript);
+  MessageAuthenticator wrong(
+      SessionKey("not-the-secret-of-this-job", transcript),
+      Direction::kClientToServer);
   // One write, so that all of it is on its way before the server answers.
   std::string frames;
   for (const std::string& body :
@@ -427,6 +437,17 @@ TEST(TcpStoreTest, AWrongSecretNeverReachesTheData) {
   EXPECT_EQ(*honest->Get("kept", milliseconds(100)), "honest");
 }
 
+// The lines of `log` that contain `text`.
+std::vector<std::string> LinesWith(const std::string& log,
+                                   const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream stream(log);
+  for (std::string line; std::getline(stream, line);) {
+    if (line.find(text) != std::string::npos) lines.push_back(line);
+  }
+  return lines;
+}
+
 // Each refusal is counted, but only the first from an address is logged:
 // a job's worker retrying with a stale secret must not flood the log.
 TEST(TcpStoreTest, RefusalsAreLoggedOncePerAddress) {
@@ -435,7 +456,8 @@ TEST(TcpStoreTest, RefusalsAreLoggedOncePerAddress) {
   ::testing::internal::CaptureStderr();
   for (int i = 0; i < 3; ++i) {
     StatusOr<std::unique_ptr<TcpStoreClient>> intruder =
-        TcpStoreClient::Connect("127.0.0.1", server->port(), "stale", 0,
+        TcpStoreClient::Connect("127.0.0.1", server->port(),
+                                "a-stale-secret-from-last-week", 0,
                                 milliseconds(5000));
     EXPECT_EQ(intruder.status().code(), StatusCode::kUnauthenticated);
   }
@@ -444,11 +466,207 @@ TEST(TcpStoreTest, RefusalsAreLoggedOncePerAddress) {
   EXPECT_EQ(garbage.ReadUntilClosed().code(), StatusCode::kPeerFailure);
   const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(server->rejected_connections(), 4);
-  const std::string line = "store: refused a client from 127.0.0.1:";
-  const size_t first = log.find(line);
-  ASSERT_NE(first, std::string::npos) << log;
-  EXPECT_THAT(log.substr(first), HasSubstr(": wrong job secret"));
-  EXPECT_EQ(log.find(line, first + 1), std::string::npos) << log;
+  const std::vector<std::string> lines =
+      LinesWith(log, "store: refused a client from 127.0.0.1:");
+  ASSERT_EQ(lines.size(), 1u) << log;
+  EXPECT_THAT(lines[0], HasSubstr(": wrong job secret"));
+}
+
+// A hello that claims to be 64 MiB long is refused on its length prefix:
+// the server answers at once, and four such connections held open do not
+// make it allocate (the old server zero-filled a buffer of the claimed
+// size for each, then waited up to 10 s for the bytes).
+TEST(TcpStoreTest, AHelloClaimingAHugeLengthIsRefusedWithoutAllocatingIt) {
+  auto server = StartServer();
+  const int64_t resident_before = testing::ResidentBytes();
+  ASSERT_GT(resident_before, 0);
+  constexpr uint32_t kClaimed = 64u << 20;
+  std::vector<RawClient> liars;
+  for (int i = 0; i < 4; ++i) {
+    liars.push_back(ConnectRaw(*server));
+    ASSERT_TRUE(liars.back().Challenge().ok());
+    ASSERT_TRUE(liars.back()
+                    .socket()
+                    .SendAll(&kClaimed, 4, DeadlineAfter(milliseconds(1000)))
+                    .ok());
+  }
+  for (RawClient& liar : liars) {
+    StatusOr<std::string> verdict = liar.Receive();
+    ASSERT_TRUE(verdict.ok()) << verdict.status().ToString();
+    Status refusal = RawClient::AnswerStatus(*verdict);
+    EXPECT_EQ(refusal.code(), StatusCode::kUnauthenticated);
+    EXPECT_THAT(refusal.message(),
+                HasSubstr("a message of 67108864 bytes is larger than the "
+                          "limit of " +
+                          std::to_string(kStoreMaxHandshakeBytes) + " bytes"));
+  }
+  // Measured while the connections are still open; 16 MiB is far below
+  // one claimed buffer and far above what the server's threads touch.
+  EXPECT_LT(testing::ResidentBytes() - resident_before, int64_t{16} << 20);
+  EXPECT_EQ(server->rejected_connections(), 4);
+}
+
+// A connection's descriptor stays the server's until its thread is joined:
+// Stop() must not shut down a number the kernel has since given to another
+// socket of the process (here: socket pairs made after a refused
+// connection ended).
+TEST(TcpStoreTest, StopLeavesDescriptorsItNoLongerOwnsAlone) {
+  auto server = StartServer();
+  {
+    RawClient garbage = ConnectRaw(*server);
+    ASSERT_TRUE(garbage.Send("junk").ok());
+    EXPECT_EQ(garbage.ReadUntilClosed().code(), StatusCode::kPeerFailure);
+  }
+  // The server's thread has ended and freed its number by now (the old
+  // server closed it at once; this one when it reaps the thread).
+  std::this_thread::sleep_for(milliseconds(300));
+  std::vector<std::array<int, 2>> pairs(4);
+  for (auto& pair : pairs) {
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, pair.data()), 0);
+  }
+  server->Stop();
+  for (auto& pair : pairs) {
+    const char sent = 'x';
+    char received = 0;
+    EXPECT_EQ(::send(pair[0], &sent, 1, MSG_NOSIGNAL), 1) << pair[0];
+    EXPECT_EQ(::recv(pair[1], &received, 1, MSG_DONTWAIT), 1) << pair[1];
+    ::close(pair[0]);
+    ::close(pair[1]);
+  }
+}
+
+// A TCP connection to the server from `source` (any 127.0.0.0/8 address
+// is this host's loopback), the way a client on another host would come.
+Socket ConnectFrom(const std::string& source, int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  ::inet_pton(AF_INET, source.c_str(), &from.sin_addr);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0)
+      << source;
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0)
+      << source;
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return Socket(fd);
+}
+
+// Whether the server closed `socket` without sending a byte.
+bool ClosedUnread(Socket& socket) {
+  char c = 0;
+  return socket.RecvAll(&c, 1, DeadlineAfter(milliseconds(5000))).code() ==
+         StatusCode::kPeerFailure;
+}
+
+// Silent connections hold handshake slots; one address holds at most
+// kStoreMaxHandshakesPerHost, and the next from it is closed unread. An
+// honest client from that address retries until a slot frees.
+TEST(TcpStoreTest, TurnsAwayHandshakesOverThePerAddressCap) {
+  auto server = StartServer();
+  std::vector<RawClient> silent;
+  for (int i = 0; i < kStoreMaxHandshakesPerHost; ++i) {
+    silent.emplace_back(ConnectFrom("127.0.0.1", server->port()));
+    ASSERT_TRUE(silent.back().Challenge().ok()) << i;
+  }
+  Socket over = ConnectFrom("127.0.0.1", server->port());
+  EXPECT_TRUE(ClosedUnread(over));
+  EXPECT_EQ(server->turned_away_connections(), 1);
+  // Another address still gets in.
+  RawClient elsewhere(ConnectFrom("127.0.0.3", server->port()));
+  EXPECT_TRUE(elsewhere.Hello(kSecret, -1).ok());
+
+  std::thread patience([&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    silent.clear();  // each closed hello is refused, and its slot freed
+  });
+  StatusOr<std::unique_ptr<TcpStoreClient>> client = TcpStoreClient::Connect(
+      "127.0.0.1", server->port(), kSecret, 0, milliseconds(10000));
+  patience.join();
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  EXPECT_TRUE((*client)->Set("k", "v").ok());
+}
+
+// kStoreMaxHandshakes in all, from many addresses: the next connection is
+// closed unread, and a burst of them is logged as one line with a count.
+TEST(TcpStoreTest, TurnsAwayHandshakesOverTheTotalCapAndLogsACount) {
+  SetMinLogLevel(LogLevel::kInfo);
+  auto server = StartServer();
+  std::vector<RawClient> silent;
+  for (int i = 0; i < kStoreMaxHandshakes; ++i) {
+    const std::string source =
+        "127.0.1." + std::to_string(1 + i / kStoreMaxHandshakesPerHost);
+    silent.emplace_back(ConnectFrom(source, server->port()));
+    ASSERT_TRUE(silent.back().Challenge().ok()) << i;
+  }
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 3; ++i) {
+    Socket over = ConnectFrom("127.0.2.1", server->port());
+    EXPECT_TRUE(ClosedUnread(over)) << i;
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(server->turned_away_connections(), 3);
+  const std::vector<std::string> lines = LinesWith(log, "store: turned away");
+  ASSERT_EQ(lines.size(), 1u) << log;
+  EXPECT_THAT(lines[0], HasSubstr("turned away 1 connection(s) unread"));
+  EXPECT_THAT(lines[0], HasSubstr("the latest from 127.0.2.1:"));
+  EXPECT_THAT(lines[0],
+              HasSubstr(std::to_string(kStoreMaxHandshakes) +
+                        " handshakes in progress (kStoreMaxHandshakes)"));
+  EXPECT_EQ(server->rejected_connections(), 0);
+}
+
+// A connection that takes the challenge and says nothing holds its slot
+// for kStoreHandshakeTimeout at most, then is refused and its slot freed.
+TEST(TcpStoreTest, ASilentHandshakeEndsAtItsDeadline) {
+  auto server = StartServer();
+  RawClient silent = ConnectRaw(*server);
+  ASSERT_TRUE(silent.Challenge().ok());
+  const auto start = Clock::now();
+  uint32_t length = 0;
+  ASSERT_TRUE(silent.socket()
+                  .RecvAll(&length, 4, DeadlineAfter(std::chrono::seconds(30)))
+                  .ok());
+  // Only a lower bound: on a loaded machine the verdict may come late.
+  EXPECT_GE(Clock::now() - start, kStoreHandshakeTimeout - milliseconds(100));
+  std::string verdict(length, '\0');
+  ASSERT_TRUE(
+      silent.socket()
+          .RecvAll(verdict.data(), length, DeadlineAfter(milliseconds(5000)))
+          .ok());
+  Status refusal = RawClient::AnswerStatus(verdict);
+  EXPECT_EQ(refusal.code(), StatusCode::kUnauthenticated);
+  EXPECT_THAT(refusal.message(),
+              HasSubstr("no valid hello: timed out waiting to receive"));
+  EXPECT_EQ(server->rejected_connections(), 1);
+}
+
+// A job secret shorter than kMinJobSecretBytes is refused on both ends,
+// before any socket, with the way to make a good one.
+TEST(TcpStoreTest, ShortOrEmptySecretsAreRefused) {
+  for (const std::string secret : {"", "s3cret", "0123456789abcde"}) {
+    StatusOr<std::unique_ptr<TcpStoreServer>> server =
+        TcpStoreServer::Start("127.0.0.1", 0, secret);
+    ASSERT_FALSE(server.ok()) << "'" << secret << "'";
+    EXPECT_EQ(server.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(server.status().message(),
+                HasSubstr("the job secret of a store to serve on 127.0.0.1"));
+    EXPECT_THAT(server.status().message(),
+                HasSubstr("head -c 32 /dev/urandom | base64 > secret"));
+
+    StatusOr<std::unique_ptr<TcpStoreClient>> client =
+        TcpStoreClient::Connect("127.0.0.1", 1, secret, 0, milliseconds(5000));
+    ASSERT_FALSE(client.ok());
+    EXPECT_EQ(client.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(client.status().message(),
+                HasSubstr("the job secret for the store at 127.0.0.1:1 " +
+                          std::string(secret.empty() ? "is empty"
+                                                     : "holds a job secret")));
+  }
+  auto server = StartServer();
+  EXPECT_TRUE(server != nullptr);  // 32 bytes: accepted
 }
 
 // A store that cannot prove it holds the secret gets no requests: here a

@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 
+#include <cstdint>
 #include <fstream>
 #include <string>
 
@@ -50,6 +51,16 @@ inline ProcessResources MeasureProcessResources() {
     if (line.find("/dev/shm/kolo-") != std::string::npos) ++r.shm_mappings;
   }
   return r;
+}
+
+// The process's resident set (VmRSS in /proc/self/status), in bytes; -1
+// when it cannot be read.
+inline int64_t ResidentBytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return -1;
 }
 
 }  // namespace kolo::testing
