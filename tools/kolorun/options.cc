@@ -680,8 +680,8 @@ std::string UsagePerNodeOptions() {
          "                      store\n"
          "  --rendezvous H:P    where node 0's store listens\n"
          "  -np-per-node K      ranks on each node\n"
-         "  --secret-file F     the job secret every node shares (else\n"
-         "                      $KOLO_JOB_SECRET)\n"
+         "  --secret-file F     the job secret every node shares, at least\n"
+         "                      16 bytes (else $KOLO_JOB_SECRET)\n"
          "\n";
 }
 
