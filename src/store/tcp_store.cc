@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <iterator>
+#include <system_error>
 
 #include "common/config.h"
 #include "common/logging.h"
@@ -208,12 +209,20 @@ void TcpStoreServer::Admit(Socket client) {
                               " handshakes in progress from " + host +
                               " (kStoreMaxHandshakesPerHost)");
   }
-  ++handshakes_;
-  ++handshakes_by_host_[host];
   Connection& connection = connections_.emplace_back();
   connection.socket = std::move(client);
   connection.peer = peer;
-  connection.thread = std::thread([this, c = &connection] { ServeClient(c); });
+  try {
+    connection.thread =
+        std::thread([this, c = &connection] { ServeClient(c); });
+  } catch (const std::system_error& e) {
+    // Out of threads (EAGAIN): the process hosting the store must not die
+    // of it; the connection goes as one over the caps would.
+    connections_.pop_back();
+    return TurnAway(peer, std::string("no thread to serve it: ") + e.what());
+  }
+  ++handshakes_;
+  ++handshakes_by_host_[host];
 }
 
 void TcpStoreServer::TurnAway(const std::string& peer, const std::string& why) {

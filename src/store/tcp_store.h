@@ -129,7 +129,8 @@ class TcpStoreServer {
     Socket socket;
     std::string peer;  // "10.1.0.3:51234"
     std::thread thread;
-    bool finished = false;  // set by the thread as its last act
+    // Set by the thread as its last act; guarded by TcpStoreServer::mutex_.
+    bool finished = false;
   };
   // An authenticated connection: whose it is and how its messages are
   // sealed.
