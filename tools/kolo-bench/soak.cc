@@ -36,7 +36,10 @@ constexpr int kHosts = 3;
 // jobs their workers, not their stores.
 constexpr size_t kDriverHost = 0;
 // How long a garbage-engine fault waits for a worker's engine to listen.
-constexpr double kEngineWaitSeconds = 20;
+constexpr double kEngineWaitSeconds = 45;
+// How long a new static worker is held stopped so that its peer's engine
+// listens for it; under the static job's --timeout 5.
+constexpr std::chrono::seconds kEngineHold(3);
 constexpr std::chrono::seconds kRestartPause(2);
 constexpr size_t kElastic = 0, kStatic = 1;
 constexpr const char* kJobNames[] = {"elastic", "static"};
@@ -158,7 +161,9 @@ class Soak {
         cluster_(cluster),
         scratch_(scratch),
         plan_(std::move(plan)),
-        start_(Clock::now()) {}
+        start_(Clock::now()),
+        kolorun_exe_(fs::weakly_canonical(tools.kolorun)),
+        kolo_train_exe_(fs::weakly_canonical(tools.kolo_train)) {}
 
   // Until --seconds have passed (or a signal came) and both jobs ended.
   void Run();
@@ -187,7 +192,11 @@ class Soak {
   bool SignalWorker(const PlannedFault& fault);
   bool CutLink(const PlannedFault& fault);
   bool GarbageToStore(const PlannedFault& fault);
+  void TendEngineFault(bool soaking);
   bool GarbageToEngine(const PlannedFault& fault);
+  void HoldNewStaticJob();
+  void LetRankZeroListen();
+  void EndEngineFault(bool injected, const char* why);
   void UndoDue(bool all);
   // Where a garbage fault against `target` connects from.
   size_t SourceHost(size_t target, uint64_t pick) const;
@@ -201,6 +210,9 @@ class Soak {
   const ScratchDir& scratch_;
   const std::vector<PlannedFault> plan_;
   const Clock::time_point start_;
+  // What /proc/PID/exe shows for the jobs' programs.
+  const fs::path kolorun_exe_;
+  const fs::path kolo_train_exe_;
   size_t next_fault_ = 0;
   std::optional<SoakJob> jobs_[2];
   int64_t generations_[2] = {0, 0};
@@ -208,6 +220,11 @@ class Soak {
   std::vector<Undo> undos_;
   std::optional<PlannedFault> engine_fault_;  // waiting for a listener
   Clock::time_point engine_wait_end_;
+  std::set<pid_t> engine_old_workers_;  // workers when it was planned
+  // The new static job's ranks 0 and 1 while the fault holds them.
+  pid_t engine_ranks_[2] = {-1, -1};
+  bool engine_listening_ = false;  // rank 1 stopped, rank 0 let go
+  Clock::time_point engine_hold_end_;
   std::set<pid_t> seen_;  // every process seen in the hosts
   Clock::time_point observed_;
   SoakTally tally_;
@@ -222,22 +239,17 @@ void Soak::Run() {
            plan_[next_fault_].at_seconds <= Elapsed()) {
       Inject(plan_[next_fault_++]);
     }
-    if (engine_fault_) {
-      if (GarbageToEngine(*engine_fault_)) {
-        engine_fault_.reset();
-      } else if (!soaking || Clock::now() > engine_wait_end_) {
-        Say("{}: no engine listened within {} s; skipped",
-            FaultName(FaultKind::kGarbageEngine), kEngineWaitSeconds);
-        tally_.RecordFault(FaultKind::kGarbageEngine, false);
-        engine_fault_.reset();
-      }
-    }
+    if (engine_fault_) TendEngineFault(soaking);
     UndoDue(!soaking);
     if (!soaking && !jobs_[kElastic] && !jobs_[kStatic] && undos_.empty())
       return;
-    // An engine listens only while its mesh forms: look often then.
-    std::this_thread::sleep_for(
-        std::chrono::milliseconds(engine_fault_ ? 1 : 100));
+    // A held worker's peer listens for at most kEngineHold: look often
+    // then; a new worker loads LibTorch for a good part of a second
+    // before it joins: 20 ms catch it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(engine_listening_ ? 1
+                                                          : engine_fault_
+                                                              ? 20
+                                                              : 100));
   }
 }
 
@@ -289,6 +301,7 @@ void Soak::StartJob(size_t kind) {
   job.start = Clock::now();
   if (!pid.ok()) {
     Say("{}", pid.status().message());
+    restart_at_[kind] = job.start + kRestartPause;
     return;
   }
   job.pid = *pid;
@@ -331,7 +344,7 @@ void Soak::EndJob(size_t kind, int exit_code, bool hung) {
 std::vector<ClusterProcess> Soak::Workers(const SoakJob* job) const {
   std::vector<ClusterProcess> workers;
   for (const ClusterProcess& p : cluster_.Processes()) {
-    if (p.exe != fs::weakly_canonical(tools_.kolo_train).string()) continue;
+    if (p.exe != kolo_train_exe_.string()) continue;
     for (const std::optional<SoakJob>& j : jobs_) {
       if (!j || (job != nullptr && j->pid != job->pid)) continue;
       if (p.cmdline.find(j->json_path) != std::string::npos)
@@ -365,6 +378,9 @@ void Soak::Inject(const PlannedFault& fault) {
       engine_wait_end_ =
           Clock::now() + std::chrono::duration_cast<Clock::duration>(
                              std::chrono::duration<double>(kEngineWaitSeconds));
+      engine_old_workers_.clear();
+      for (const ClusterProcess& w : Workers(nullptr))
+        engine_old_workers_.insert(w.pid);
       return;  // counted when it fires or gives up
   }
   if (!injected) Say("{}: nothing to hit now; skipped", FaultName(fault.kind));
@@ -442,6 +458,84 @@ bool Soak::GarbageToStore(const PlannedFault& fault) {
   return false;
 }
 
+// A worker's engine listens only while its mesh forms, for well under a
+// millisecond when the ranks arrive together: too short to be seen from
+// outside. So the fault makes the window, on a static job that starts:
+// it stops rank 0 while it loads LibTorch; once rank 1 holds a connection
+// to the store (and waits in the round's rendezvous for rank 0) it stops
+// rank 1 and lets rank 0 go, which completes the rendezvous and listens
+// for rank 1; garbage goes to the first engine seen listening, then rank
+// 1 continues and must still be admitted.
+void Soak::TendEngineFault(bool soaking) {
+  if (engine_listening_ && GarbageToEngine(*engine_fault_))
+    return EndEngineFault(true, "");
+  if (!soaking) return EndEngineFault(false, "the soak ended");
+  if (engine_ranks_[0] > 0) {
+    if (Clock::now() > engine_hold_end_)
+      return EndEngineFault(false, "no engine listened while held");
+    if (!engine_listening_) LetRankZeroListen();
+    return;
+  }
+  if (Clock::now() > engine_wait_end_)
+    return EndEngineFault(false, "no static job started meanwhile");
+  HoldNewStaticJob();
+}
+
+void Soak::HoldNewStaticJob() {
+  if (!jobs_[kStatic]) return;
+  pid_t ranks[2] = {-1, -1};
+  for (const ClusterProcess& w : Workers(&*jobs_[kStatic])) {
+    if (!engine_old_workers_.insert(w.pid).second) continue;  // seen before
+    const std::string rank = ProcessEnvironment(w.pid, "KOLO_RANK");
+    if (rank == "0" || rank == "1") ranks[rank == "0" ? 0 : 1] = w.pid;
+  }
+  // Rank 0 caught before it reached the store (it is still loading),
+  // rank 1 not yet there or not yet either.
+  const auto early = [](pid_t pid) {
+    return SoakCluster::SocketInodes(pid).empty();
+  };
+  if (ranks[0] <= 0 || !early(ranks[0]) || (ranks[1] > 0 && !early(ranks[1])))
+    return;
+  if (kill(ranks[0], SIGSTOP) != 0) return;
+  engine_ranks_[0] = ranks[0];
+  engine_ranks_[1] = ranks[1];
+  engine_hold_end_ = Clock::now() + kEngineHold;
+  Say("{}: holding rank 0 ({}) of the starting static job {}",
+      FaultName(FaultKind::kGarbageEngine), ranks[0],
+      jobs_[kStatic]->generation);
+}
+
+void Soak::LetRankZeroListen() {
+  if (engine_ranks_[1] <= 0) {
+    for (const ClusterProcess& w : Workers(&*jobs_[kStatic])) {
+      if (ProcessEnvironment(w.pid, "KOLO_RANK") == "1")
+        engine_ranks_[1] = w.pid;
+    }
+  }
+  if (engine_ranks_[1] <= 0 ||
+      SoakCluster::SocketInodes(engine_ranks_[1]).empty())
+    return;
+  // A moment for rank 1 to reach the rendezvous through its connection.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  kill(engine_ranks_[1], SIGSTOP);
+  kill(engine_ranks_[0], SIGCONT);
+  engine_listening_ = true;
+  engine_hold_end_ = Clock::now() + kEngineHold;
+}
+
+void Soak::EndEngineFault(bool injected, const char* why) {
+  for (pid_t& pid : engine_ranks_) {
+    if (pid > 0) kill(pid, SIGCONT);
+    pid = -1;
+  }
+  engine_listening_ = false;
+  if (!injected) {
+    Say("{}: {}; skipped", FaultName(FaultKind::kGarbageEngine), why);
+  }
+  tally_.RecordFault(FaultKind::kGarbageEngine, injected);
+  engine_fault_.reset();
+}
+
 bool Soak::GarbageToEngine(const PlannedFault& fault) {
   // Read only the hosts' listening sockets: this runs every few
   // milliseconds while the fault waits. In the hosts only kolorun and
@@ -465,7 +559,6 @@ bool Soak::GarbageToEngine(const PlannedFault& fault) {
           "connections made",
           l.address, l.port, cluster_.hosts()[host].name,
           cluster_.hosts()[from].name, connected, f_.garbage_connections);
-      tally_.RecordFault(FaultKind::kGarbageEngine, true);
       return true;
     }
   }
@@ -528,8 +621,7 @@ Leftovers Soak::CountLeftovers() {
     const fs::path exe =
         fs::read_symlink(fmt::format("/proc/{}/exe", pid), error);
     if (error) continue;
-    if (exe == fs::weakly_canonical(tools_.kolorun) ||
-        exe == fs::weakly_canonical(tools_.kolo_train)) {
+    if (exe == kolorun_exe_ || exe == kolo_train_exe_) {
       Say("still alive after the cluster went: pid {} {}", pid, exe.string());
       ++left.processes;
     }

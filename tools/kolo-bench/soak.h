@@ -15,8 +15,10 @@
 // printed so that a run can be repeated): kill -9 of a worker, SIGSTOP and
 // later SIGCONT of a worker, h2's or h3's link down and later up, garbage
 // connections from another host to a kolorun's store and to a worker's
-// engine port (which listens only while a round's mesh forms: the fault
-// waits up to 20 s for one). Both drivers run in h1, whose link stays up.
+// engine port (which listens only while a mesh forms, for well under a
+// millisecond: the fault waits up to 45 s for a static job to start and
+// holds its rank 1 stopped for up to 3 s, so that rank 0 listens for it).
+// Both drivers run in h1, whose link stays up.
 // At the end it stops the faults, lets the jobs finish, and counts what
 // is left: processes of the jobs, namespaces, shm segments.
 //

@@ -123,6 +123,15 @@ bool SendOneGarbage(const sockaddr_in& to, uint64_t seed) {
 
 }  // namespace
 
+std::string ProcessEnvironment(pid_t pid, const std::string& name) {
+  std::istringstream environment(
+      ReadText(fmt::format("/proc/{}/environ", pid)));
+  for (std::string entry; std::getline(environment, entry, '\0');) {
+    if (entry.rfind(name + "=", 0) == 0) return entry.substr(name.size() + 1);
+  }
+  return "";
+}
+
 StatusOr<std::unique_ptr<SoakCluster>> SoakCluster::Up(
     const std::string& script, int hosts) {
   if (access(script.c_str(), R_OK) != 0) {

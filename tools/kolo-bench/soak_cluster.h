@@ -46,6 +46,9 @@ struct Listener {
   uint64_t inode = 0;
 };
 
+// The value of `name` in the environment of `pid`; "" when it has none.
+std::string ProcessEnvironment(pid_t pid, const std::string& name);
+
 class SoakCluster {
  public:
   // Makes a cluster of `hosts` hosts with `script` (netns_cluster.sh),

@@ -154,7 +154,11 @@ std::string NamedCause(const std::string& output,
   static const std::regex kSaysFailure(
       R"(killed|exited|gone|lost|sent nothing|heartbeat|timed out|timeout|)"
       R"(failed|cannot|could not|refused|closed|unreachable|error|fewer)");
+  // kolo's warnings (a refused garbage connection, say) are what it
+  // survived, not why the job ended.
+  static const std::regex kNotice(R"(kolo (rank \d+ )?(warning|info):)");
   const auto names = [&](const std::string& line) {
+    if (std::regex_search(line, kNotice)) return false;
     if (!std::regex_search(line, kSaysFailure)) return false;
     if (std::regex_search(line, kNamesPeer)) return true;
     for (const std::string& host : hosts)

@@ -120,6 +120,18 @@ TEST(NamedCauseTest, AWorkerNamingItsSilentPeerBeatsKolorunsExitLine) {
   EXPECT_THAT(NamedCause(output, kHosts), HasSubstr("rank 1 (10.1.0.3:38178)"));
 }
 
+TEST(NamedCauseTest, WarningsOfWhatTheJobSurvivedAreNoCause) {
+  const std::string output =
+      "[0]<stderr>: kolo rank 0 warning: rank 0 refused a connection from "
+      "10.1.0.3:50788: not a kolo tcp hello\n"
+      "kolo warning: store: refused a client from 10.1.0.3:50878: no valid "
+      "hello\n"
+      "[0]<stderr>: kolo-train: epoch 6 batch 145: rank 0: negotiation: rank "
+      "1 (10.1.0.3:50796) sent nothing for 5000 ms during allgatherv\n";
+  EXPECT_THAT(NamedCause(output, kHosts),
+              HasSubstr("rank 1 (10.1.0.3:50796) sent nothing"));
+}
+
 TEST(NamedCauseTest, APreflightFailureNamesTheHostOnItsIndentedLine) {
   const std::string output =
       "kolorun: the preflight failed; nothing was started:\n"
