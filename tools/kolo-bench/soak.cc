@@ -760,7 +760,12 @@ StatusOr<json> RunSoak(const SoakFlags& f) {
                  {"np", f.np},           {"model", f.model},
                  {"dataset", f.dataset}, {"job_timeout", f.job_timeout}};
   record.update(tally.ToJson());
+  record["interrupted"] = interrupted != 0;
   KOLO_ASSIGN_OR_RETURN(record, FinishRecord(record, f.json_path));
+  // The jobs killed by the interruption failed for it, not for a fault:
+  // the counts cover only part of a soak, which cannot pass.
+  if (interrupted != 0)
+    return Aborted("interrupted; the counts above cover the soak so far");
   const std::vector<std::string> problems = tally.Problems();
   if (problems.empty()) return record;
   std::string text = "the soak found problems:";

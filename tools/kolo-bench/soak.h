@@ -27,7 +27,8 @@
 // their outcomes, recoveries (elastic rounds that resumed training), steps
 // lost, and how many successes showed their parameters equal on every
 // rank. Exit status 0 only when no job hung, nothing is left, every failure
-// named its cause and every success showed equal parameters.
+// named its cause and every success showed equal parameters. Ctrl-C (or
+// SIGTERM) stops the jobs, still counts and cleans up, and exits 1.
 #ifndef KOLO_TOOLS_KOLO_BENCH_SOAK_H_
 #define KOLO_TOOLS_KOLO_BENCH_SOAK_H_
 
@@ -65,8 +66,8 @@ CLI::App* AddSoakCommand(CLI::App& app, SoakFlags* flags);
 
 // What `kolo-bench soak` runs: the soak, its table, and its record
 // (appended to flags.json_path when set). kFailedPrecondition when not
-// root; kInternal listing the problems (hangs, leftovers, unnamed
-// failures) when the soak found any.
+// root; kAborted when interrupted; kInternal listing the problems (hangs,
+// leftovers, unnamed failures) when the soak found any.
 StatusOr<nlohmann::json> RunSoak(const SoakFlags& flags);
 
 }  // namespace kolo::bench
