@@ -19,6 +19,7 @@
 #include "link.h"
 #include "pipeline.h"
 #include "report.h"
+#include "soak.h"
 #include "study.h"
 #include "train.h"
 #include "zero.h"
@@ -63,6 +64,7 @@ std::vector<Command> AddCommands(CLI::App& app) {
           AddCommand(app, AddPipelineCommand, RunPipeline),
           AddCommand(app, AddCheckpointCommand, RunCheckpoint),
           AddCommand(app, AddElasticCommand, RunElastic),
+          AddCommand(app, AddSoakCommand, RunSoak),
           AddCommand(app, AddStudyCommand, RunStudyCommand),
           AddCommand(app, AddReportCommand, RunReportCommand)};
 }

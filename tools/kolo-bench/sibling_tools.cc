@@ -56,6 +56,13 @@ std::string FindPeerScript(const std::string& file) {
                         fs::path(KOLO_SOURCE_DIR) / "bench" / "peers" / file});
 }
 
+std::string FindClusterScript() {
+  const fs::path dir = ExecutableDir();
+  return FirstExisting(
+      {dir.parent_path() / "share" / "kolo" / "scripts" / "netns_cluster.sh",
+       fs::path(KOLO_SOURCE_DIR) / "scripts" / "netns_cluster.sh"});
+}
+
 StatusOr<std::string> RunLogged(const std::vector<std::string>& command,
                                 const std::string& json_path,
                                 const std::string& log) {

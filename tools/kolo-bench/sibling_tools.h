@@ -23,6 +23,10 @@ std::string FindTool(const std::string& name);
 // torch_pipeline.py, torch_checkpoint.py), installed or in the source tree.
 std::string FindPeerScript(const std::string& file);
 
+// scripts/netns_cluster.sh, which makes clusters of network namespaces
+// (kolo-bench soak's): installed or in the source tree.
+std::string FindClusterScript();
+
 // Runs `command` through /bin/sh with stdout and stderr in the file `log`,
 // after removing `json_path` (the file the command is to write). Then:
 // kInternal quoting the last lines of its output when it failed or wrote no

@@ -3,7 +3,8 @@
 # memcpy line, comparison and JSON; link's statistics; the report's charts
 # and reading; zero's command lines, checks and ratios; pipeline's reading,
 # bubbles and report section; ps-vs-allreduce's plan and closing table;
-# checkpoint's reading, check and ratios; the peers' interpreter), fusion,
+# checkpoint's reading, check and ratios; the peers' interpreter; soak's
+# schedule and tally), fusion,
 # collectives --peer and link run end to end under kolorun, each PyTorch
 # peer (DDP, ZeRO-1, FSDP2, pipelining, DCP) in a short real run, and the
 # report end to end and in a browser. Included from
@@ -37,6 +38,7 @@ if(TARGET kolo_bench_lib)
     ${CMAKE_CURRENT_LIST_DIR}/peers_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/pipeline_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/report_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/soak_plan_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/zero_test.cc)
   target_link_libraries(kolo_bench_test PRIVATE kolo_bench_lib GTest::gmock
     GTest::gtest_main)
@@ -148,6 +150,26 @@ if(TARGET kolo_bench_lib)
     # that shorter tests fill the other slot instead of it ending the run.
     gtest_discover_tests(kolo_bench_study_test TEST_PREFIX kolo_bench.
       DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 180 COST 60)
+  endif()
+
+  # kolo-bench soak: 30 s of chaos on a namespace cluster (root only,
+  # skipped elsewhere), which like every netns test runs alone; and its
+  # refusal without root.
+  if(TARGET kolorun AND TARGET kolo-train AND TARGET kolo_testing)
+    add_executable(kolo_bench_soak_run_test
+      ${CMAKE_CURRENT_LIST_DIR}/soak_run_test.cc)
+    target_link_libraries(kolo_bench_soak_run_test PRIVATE
+      kolo_testing nlohmann_json::nlohmann_json GTest::gmock
+      GTest::gtest_main)
+    target_compile_definitions(kolo_bench_soak_run_test PRIVATE
+      KOLO_BENCH_PATH="$<TARGET_FILE:kolo-bench>")
+    add_dependencies(kolo_bench_soak_run_test kolorun kolo-bench kolo-train)
+    gtest_discover_tests(kolo_bench_soak_run_test TEST_PREFIX kolo_bench.
+      TEST_FILTER "SoakRunTest.*" DISCOVERY_TIMEOUT 60
+      PROPERTIES TIMEOUT 60)
+    gtest_discover_tests(kolo_bench_soak_run_test TEST_PREFIX kolo_bench.
+      TEST_FILTER "SoakNetnsTest.*" DISCOVERY_TIMEOUT 60
+      PROPERTIES TIMEOUT 360 LABELS netns RUN_SERIAL TRUE)
   endif()
 
   # kolo-bench pipeline --quick (with and without the torch-pipelining
