@@ -199,6 +199,7 @@ Status Report(const Flags& f, const Setup& s, int32_t size, const Outcome& o) {
   out["tool"] = "kolo-train";
   out["config"] = SharedConfig(f, s, size, o.threads);
   out["config"].update(json{
+      {"backend", BackendName(ActiveBackend())},
       {"data", s.data.source},
       {"train_images", s.data.train.size()},
       {"test_images", s.data.test.size()},

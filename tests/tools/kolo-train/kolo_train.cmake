@@ -18,7 +18,8 @@ if(TARGET kolo-train AND TARGET kolorun AND TARGET kolo_testing)
   target_compile_definitions(kolo_train_test PRIVATE
     KOLORUN_PATH="$<TARGET_FILE:kolorun>"
     KOLO_TRAIN_PATH="$<TARGET_FILE:kolo-train>"
-    KOLO_FASHION_MNIST_DIR="/usr/share/datasets/fashion-mnist")
+    KOLO_FASHION_MNIST_DIR="/usr/share/datasets/fashion-mnist"
+    KOLO_TEST_WITH_GLOO=$<BOOL:${KOLO_WITH_GLOO}>)
   add_dependencies(kolo_train_test kolorun kolo-train)
   gtest_discover_tests(kolo_train_test TEST_PREFIX kolo_train. DISCOVERY_TIMEOUT 60
     PROPERTIES TIMEOUT 300)
