@@ -103,6 +103,9 @@ struct PeerLinkOptions {
   std::chrono::milliseconds timeout = kDefaultTimeout;
   // The address this rank listens on (tcp, gloo).
   std::string hostname = "127.0.0.1";
+  // The job's secret (KOLO_STORE_SECRET): the tcp link admits only ranks
+  // that prove it (transport/tcp_mesh.h).
+  std::string job_secret;
   // Bytes of each ring of a shm inbox: the most a sender has in flight to
   // one receiver. The segment is sparse: rings never written cost nothing.
   int64_t shm_ring_bytes = 1 << 20;

@@ -275,6 +275,7 @@ StatusOr<std::unique_ptr<PeerLink>> CreateTcpPeerLink(
   mesh_options.size = options.size;
   mesh_options.hostname = options.hostname;
   mesh_options.timeout = options.timeout;
+  mesh_options.job_secret = options.job_secret;
   StatusOr<std::unique_ptr<TcpMesh>> mesh =
       TcpMesh::Connect(mesh_options, store);
   if (!mesh.ok()) {
