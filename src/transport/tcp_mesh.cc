@@ -163,48 +163,8 @@ struct Credentials {
   std::string round;   // this round's, from the store
 };
 
-Status AwaitAdmission(int32_t me, int32_t peer, const Credentials& credentials,
-                      const std::string& nonce, Socket* socket,
-                      const std::string& address, Deadline deadline);
-
-// Rank `me` connects to lower rank `peer`, says hello with a fresh nonce
-// and goes through the handshake. `peer` answers from its accept loop,
-// which it reaches once done with its own lower peers: by induction from
-// rank 0, which accepts at once, no rank waits on one that waits on it.
-StatusOr<Socket> ConnectDown(int32_t me, int32_t peer,
-                             const Credentials& credentials,
-                             const std::string& address, Deadline deadline,
-                             milliseconds timeout) {
-  std::string host;
-  int port = 0;
-  Status parsed = ParseHostPortInto(address, &host, &port);
-  if (!parsed.ok()) {
-    return Internal("rank " + std::to_string(peer) +
-                    " published a bad address: " + parsed.message());
-  }
-  StatusOr<Socket> socket = ConnectWithRetries(host, port, deadline);
-  if (!socket.ok()) {
-    return Status(socket.status().code(),
-                  "rank " + std::to_string(me) + " could not connect to rank " +
-                      std::to_string(peer) + " at " + address + " within " +
-                      std::to_string(timeout.count()) +
-                      " ms: " + socket.status().message());
-  }
-  KOLO_ASSIGN_OR_RETURN(const std::string nonce, RandomNonce());
-  const std::string hello = EncodeHello({me, peer, credentials.round, nonce});
-  Status sent = socket->SendAll(hello.data(), hello.size(), deadline);
-  if (!sent.ok()) {
-    return sent.WithContext("rank " + std::to_string(me) +
-                            " introducing itself to rank " +
-                            std::to_string(peer) + " at " + address);
-  }
-  KOLO_RETURN_IF_ERROR(AwaitAdmission(me, peer, credentials, nonce, &*socket,
-                                      address, deadline));
-  return socket;
-}
-
-// The rest of `me`'s handshake with lower rank `peer`: reads its
-// challenge, checks its proof of the secret, answers with this rank's
+// The rest of `me`'s handshake with lower rank `peer` (ConnectDown):
+// reads its challenge, checks its proof of the secret, answers with this rank's
 // proof and waits for the verdict.
 Status AwaitAdmission(int32_t me, int32_t peer, const Credentials& credentials,
                       const std::string& nonce, Socket* socket,
@@ -249,6 +209,42 @@ Status AwaitAdmission(int32_t me, int32_t peer, const Credentials& credentials,
                        (admitted.ok() ? "" : ": " + admitted.message()));
   }
   return Status::Ok();
+}
+
+// Rank `me` connects to lower rank `peer`, says hello with a fresh nonce
+// and goes through the handshake. `peer` answers from its accept loop,
+// which it reaches once done with its own lower peers: by induction from
+// rank 0, which accepts at once, no rank waits on one that waits on it.
+StatusOr<Socket> ConnectDown(int32_t me, int32_t peer,
+                             const Credentials& credentials,
+                             const std::string& address, Deadline deadline,
+                             milliseconds timeout) {
+  std::string host;
+  int port = 0;
+  Status parsed = ParseHostPortInto(address, &host, &port);
+  if (!parsed.ok()) {
+    return Internal("rank " + std::to_string(peer) +
+                    " published a bad address: " + parsed.message());
+  }
+  StatusOr<Socket> socket = ConnectWithRetries(host, port, deadline);
+  if (!socket.ok()) {
+    return Status(socket.status().code(),
+                  "rank " + std::to_string(me) + " could not connect to rank " +
+                      std::to_string(peer) + " at " + address + " within " +
+                      std::to_string(timeout.count()) +
+                      " ms: " + socket.status().message());
+  }
+  KOLO_ASSIGN_OR_RETURN(const std::string nonce, RandomNonce());
+  const std::string hello = EncodeHello({me, peer, credentials.round, nonce});
+  Status sent = socket->SendAll(hello.data(), hello.size(), deadline);
+  if (!sent.ok()) {
+    return sent.WithContext("rank " + std::to_string(me) +
+                            " introducing itself to rank " +
+                            std::to_string(peer) + " at " + address);
+  }
+  KOLO_RETURN_IF_ERROR(AwaitAdmission(me, peer, credentials, nonce, &*socket,
+                                      address, deadline));
+  return socket;
 }
 
 // Rank 0 draws the round's id; the others read it from the store.
