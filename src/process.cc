@@ -210,6 +210,7 @@ StatusOr<Engines> BuildEngines(const InitOptions& options,
   backend_options.world = world;
   backend_options.timeout = options.engine.timeout;
   backend_options.gloo_hostname = options.engine.gloo_hostname;
+  backend_options.job_secret = options.store.secret;
   backend_options.shm_area_bytes = options.engine.shm_area_bytes;
   backend_options.store_prefix = engines.plan.hierarchical
                                      ? "hierarchical"
@@ -247,6 +248,7 @@ StatusOr<std::unique_ptr<PointToPoint>> StartPointToPoint(
   link_options.size = world.size;
   link_options.timeout = options.engine.timeout;
   link_options.hostname = options.engine.gloo_hostname;
+  link_options.job_secret = options.store.secret;
   link_options.shm_ring_bytes = options.engine.shm_area_bytes;
   std::shared_ptr<Store> link_store;
   if (round_store) {

@@ -68,6 +68,9 @@ struct BackendOptions {
   // The address the network engines (gloo and tcp) listen on
   // (KOLO_GLOO_HOSTNAME).
   std::string gloo_hostname = "127.0.0.1";
+  // The job's secret (KOLO_STORE_SECRET): the tcp engine admits only ranks
+  // that prove it (transport/tcp_mesh.h).
+  std::string job_secret;
   // Namespace in the store for this backend's rendezvous keys.
   std::string store_prefix = "gloo";
   // Bytes of each of the four areas of a rank's shared-memory segment: the

@@ -185,7 +185,7 @@ class PointToPoint::Core : public std::enable_shared_from_this<Core> {
       Unexpected message = std::move(*it);
       unexpected_[peer].erase(it);
       TakeLocked(transfer, message.type, message.count, message.sequence,
-                 message.bytes.data());
+                 message.bytes);
       return Request(transfer);
     }
     posted_[peer].push_back(transfer);
@@ -230,12 +230,25 @@ class PointToPoint::Core : public std::enable_shared_from_this<Core> {
   }
 
   // A receive meets a message of `type` x `count`: copies it in when they
-  // agree (`bytes` holds it) and queues the sender's ack either way.
+  // agree (`held` holds it) and queues the sender's ack either way. Never
+  // copies more than `held` has: HandleFrame already refused a frame whose
+  // length differs from its type and count, and this keeps that true here.
   void TakeLocked(const TransferPtr& receive, DataType type, int64_t count,
-                  uint64_t sequence, const void* bytes) KOLO_REQUIRES(mutex_) {
+                  uint64_t sequence, const std::vector<char>& held)
+      KOLO_REQUIRES(mutex_) {
     const bool agree = type == receive->type && count == receive->count;
+    const int64_t wanted = count * DataTypeSize(type);
+    if (agree && wanted > static_cast<int64_t>(held.size())) {
+      QueueAckLocked(*receive, sequence, false);
+      CompleteLocked(
+          receive, Internal(DescribeTransfer(*receive) + " needs " +
+                            std::to_string(wanted) + " bytes; rank " +
+                            std::to_string(receive->peer) +
+                            "'s message holds " + std::to_string(held.size())));
+      return;
+    }
     if (agree && count > 0) {
-      std::memcpy(receive->recv_data, bytes, count * DataTypeSize(type));
+      std::memcpy(receive->recv_data, held.data(), wanted);
     }
     QueueAckLocked(*receive, sequence, agree);
     CompleteLocked(receive, agree ? Status::Ok()
@@ -436,13 +449,49 @@ class PointToPoint::Core : public std::enable_shared_from_this<Core> {
           break;
         }
         case LinkEvent::Kind::kFrame:
-          if (event.header.kind == static_cast<int32_t>(FrameKind::kAck)) {
-            HandleAck(event.peer, event.header);
-          } else {
-            HandleData(event.peer, event.header);
-          }
+          HandleFrame(event.peer, event.header);
           break;
       }
+    }
+  }
+
+  // The payload bytes a frame's own kind, type and count call for; -1 when
+  // they describe none (an unknown kind or type, a negative count, or one
+  // whose bytes would pass the bound or overflow).
+  static int64_t ExpectedPayload(const FrameHeader& header) {
+    if (header.kind == static_cast<int32_t>(FrameKind::kAck)) return 0;
+    if (header.kind != static_cast<int32_t>(FrameKind::kData)) return -1;
+    const int64_t element = DataTypeSize(static_cast<DataType>(header.type));
+    if (element <= 0 || header.count < 0 ||
+        header.count > kMaxFramePayloadBytes / element) {
+      return -1;
+    }
+    return header.count * element;
+  }
+
+  // Every frame's length is checked against its header before a byte of
+  // its payload is read or a buffer sized for it. A frame that fails the
+  // check leaves the peer's stream unframed for good: the peer fails with
+  // the check's error (its transfers, and every later one, report it) and
+  // nothing more it sends is read. The reader thread goes on serving the
+  // other peers.
+  void HandleFrame(int32_t peer, const FrameHeader& header) {
+    {
+      MutexLock lock(&mutex_);
+      if (!peer_error_[peer].ok()) return;
+    }
+    Status checked = CheckArrivingPayload(
+        std::string("point-to-point (") + engine_ + ")", options_.rank, peer,
+        header, ExpectedPayload(header));
+    if (!checked.ok()) {
+      MutexLock lock(&mutex_);
+      FailPeerLocked(peer, checked);
+      return;
+    }
+    if (header.kind == static_cast<int32_t>(FrameKind::kAck)) {
+      HandleAck(peer, header);
+    } else {
+      HandleData(peer, header);
     }
   }
 
@@ -511,7 +560,7 @@ class PointToPoint::Core : public std::enable_shared_from_this<Core> {
         FailPeerLocked(peer, explained);
       } else if (receive) {
         unexpected_[peer].erase(arriving);
-        TakeLocked(receive, type, header.count, header.sequence, held.data());
+        TakeLocked(receive, type, header.count, header.sequence, held);
       } else {
         arriving->bytes = std::move(held);
         arriving->complete = true;

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <utility>
 
@@ -27,7 +28,10 @@ bool ReadRequestHead(int fd, std::string* head) {
     int n = poll(&ready, 1, PollTimeoutMs(deadline));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
-    ssize_t got = recv(fd, buffer, sizeof(buffer), 0);
+    // Never more than one byte past the bound: enough to know it is passed.
+    const size_t room =
+        std::min(sizeof(buffer), kMaxRequestBytes + 1 - head->size());
+    ssize_t got = recv(fd, buffer, room, 0);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) return false;
     head->append(buffer, static_cast<size_t>(got));

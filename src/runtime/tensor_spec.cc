@@ -1,5 +1,6 @@
 #include "runtime/tensor_spec.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -126,6 +127,30 @@ void SerializeSpec(const TensorSpec& spec, std::string* out) {
   Put<int32_t>(out, spec.group_size);
 }
 
+namespace {
+
+// A field of an announcement that came off the wire and that no rank
+// could have sent: an unknown enum value or a negative size, which would
+// size buffers wrongly downstream. (Splits are checked where they are used:
+// their meaning depends on the collective.) "" when every field is possible.
+std::string WrongField(const TensorSpec& spec) {
+  const int32_t collective = static_cast<int32_t>(spec.collective);
+  if (collective < static_cast<int32_t>(Collective::kAllreduce) ||
+      collective > static_cast<int32_t>(Collective::kBarrier))
+    return "collective " + std::to_string(collective);
+  if (DataTypeSize(spec.type) <= 0)
+    return "data type " + std::to_string(static_cast<int32_t>(spec.type));
+  const std::vector<ReduceOp>& ops = AllReduceOps();
+  if (std::find(ops.begin(), ops.end(), spec.op) == ops.end())
+    return "reduce op " + std::to_string(static_cast<int32_t>(spec.op));
+  if (spec.count < 0) return "count " + std::to_string(spec.count);
+  if (spec.group_size < 0)
+    return "group size " + std::to_string(spec.group_size);
+  return "";
+}
+
+}  // namespace
+
 StatusOr<TensorSpec> ParseSpec(const std::string& data, size_t* offset) {
   Cursor c(data, offset);
   TensorSpec spec;
@@ -140,6 +165,11 @@ StatusOr<TensorSpec> ParseSpec(const std::string& data, size_t* offset) {
   spec.group = c.GetString();
   spec.group_size = c.Get<int32_t>();
   if (!c.ok()) return Internal("malformed tensor announcement in negotiation");
+  const std::string wrong = WrongField(spec);
+  if (!wrong.empty()) {
+    return Internal("malformed announcement of tensor '" + spec.name +
+                    "' in negotiation: " + wrong);
+  }
   return spec;
 }
 

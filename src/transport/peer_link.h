@@ -46,11 +46,34 @@ struct FrameHeader {
 };
 static_assert(sizeof(FrameHeader) == 48, "FrameHeader is sent as raw bytes");
 
+// The most payload one frame may carry: 1 TiB, more than any tensor a rank
+// sends at once, and a bound on what a reader sizes for a header before it
+// has seen a byte of the payload.
+inline constexpr int64_t kMaxFramePayloadBytes = int64_t{1} << 40;
+
 // What every engine's Write refuses before it touches its wire: a header
-// whose payload_bytes is negative. kInvalidArgument naming the engine
-// (`link`: "tcp", "mpi link", ...), this rank and the peer.
+// whose payload_bytes is negative or over kMaxFramePayloadBytes.
+// kInvalidArgument naming the engine (`link`: "tcp", "mpi link", ...), this
+// rank and the peer.
 Status CheckPayloadSize(const char* link, int32_t rank, int32_t peer,
                         const FrameHeader& header);
+
+// What a reader checks of a frame from `peer` before it reads a byte of
+// its payload or sizes a buffer for it: payload_bytes within the bounds
+// above and equal to `expected`, the bytes the frame's own fields say it
+// carries (-1: they describe no valid payload). kInvalidArgument naming
+// `what` (the protocol and engine), both ranks, the tag, the bytes
+// expected and got. The caller can no longer trust the peer's stream.
+Status CheckArrivingPayload(const std::string& what, int32_t rank, int32_t peer,
+                            const FrameHeader& header, int64_t expected);
+
+// What every engine's ReadPayload checks before it takes a byte: that the
+// caller reads exactly `frame_bytes`, the payload of the frame Poll last
+// handed out from `peer` (-1 when there is none), so no read runs past a
+// frame into the next or leaves part of one behind. kInvalidArgument
+// naming the engine, both ranks and both lengths.
+Status CheckReadSize(const char* link, int32_t rank, int32_t peer,
+                     int64_t bytes, int64_t frame_bytes);
 
 struct LinkEvent {
   enum class Kind {
@@ -103,6 +126,9 @@ struct PeerLinkOptions {
   std::chrono::milliseconds timeout = kDefaultTimeout;
   // The address this rank listens on (tcp, gloo).
   std::string hostname = "127.0.0.1";
+  // The job's secret (KOLO_STORE_SECRET): the tcp link admits only ranks
+  // that prove it (transport/tcp_mesh.h).
+  std::string job_secret;
   // Bytes of each ring of a shm inbox: the most a sender has in flight to
   // one receiver. The segment is sparse: rings never written cost nothing.
   int64_t shm_ring_bytes = 1 << 20;

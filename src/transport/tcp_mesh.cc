@@ -1,10 +1,10 @@
 #include "transport/tcp_mesh.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,6 +18,7 @@
 #include "common/config.h"
 #include "common/hex.h"
 #include "common/logging.h"
+#include "store/message_auth.h"
 
 namespace kolo {
 namespace {
@@ -25,62 +26,94 @@ namespace {
 using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 
-constexpr char kTokenKey[] = "token";
+constexpr char kRoundKey[] = "round";
 constexpr char kMagic[8] = {'k', 'o', 'l', 'o', '-', 't', 'c', 'p'};
-constexpr size_t kTokenBytes = 16;
-// magic, sender's rank, the rank it meant to reach, token.
-constexpr size_t kHelloBytes = sizeof(kMagic) + 4 + 4 + kTokenBytes;
+constexpr size_t kRoundBytes = kStoreNonceBytes;
+// magic, sender's rank, the rank it meant to reach, round, sender's nonce.
+constexpr size_t kHelloBytes =
+    sizeof(kMagic) + 4 + 4 + kRoundBytes + kStoreNonceBytes;
+// The listener's answer to a hello: a hello of its own, then its proof.
+constexpr size_t kChallengeBytes = kHelloBytes + kStoreTagBytes;
+constexpr size_t kProofBytes = kStoreTagBytes;
+constexpr unsigned char kAdmitted = 1;
 // Between connection attempts to a listener that refused.
 constexpr milliseconds kConnectRetry{20};
-
-using Token = std::array<unsigned char, kTokenBytes>;
-using Hello = std::array<unsigned char, kHelloBytes>;
+// Connections a listener holds before they are admitted. A new one beyond
+// it displaces the oldest, so a flood of connections costs a bounded number
+// of descriptors and bytes, and a real peer, whose handshake takes one
+// round trip, is not shut out by strays that came before it.
+constexpr size_t kMaxPendingConnections = 64;
+// A connection not admitted by then is dropped: a real peer sends its
+// hello as soon as it connects and its proof one round trip later.
+constexpr milliseconds kHandshakeWait{5000};
+// How long the listener is left unpolled when the process is out of
+// descriptors and has none in reserve to accept and close a connection.
+constexpr milliseconds kAcceptBackoff{50};
 
 std::string AddressKey(int32_t rank) { return "addr/" + std::to_string(rank); }
 
-StatusOr<Token> NewToken() {
-  Token token;
-  size_t got = 0;
-  while (got < token.size()) {
-    const ssize_t n = ::getrandom(token.data() + got, token.size() - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      return Internal(std::string("cannot draw the mesh token: getrandom: ") +
-                      std::strerror(errno));
-    }
-    got += static_cast<size_t>(n);
-  }
-  return token;
+// A hello as it travels. `round` tells this round's ranks from a rank of an
+// older round still retrying; it is public (the store holds it). The nonce
+// makes the connection's proofs its own.
+struct Hello {
+  int32_t from = -1;
+  int32_t to = -1;
+  std::string round;
+  std::string nonce;
+};
+
+void PutRank(int32_t rank, char* out) {
+  const uint32_t net = htonl(static_cast<uint32_t>(rank));
+  std::memcpy(out, &net, 4);
 }
 
-Hello MakeHello(int32_t from, int32_t to, const Token& token) {
-  Hello hello{};
-  std::memcpy(hello.data(), kMagic, sizeof(kMagic));
-  const uint32_t from_net = htonl(static_cast<uint32_t>(from));
-  const uint32_t to_net = htonl(static_cast<uint32_t>(to));
-  std::memcpy(hello.data() + 8, &from_net, 4);
-  std::memcpy(hello.data() + 12, &to_net, 4);
-  std::memcpy(hello.data() + 16, token.data(), kTokenBytes);
-  return hello;
+int32_t GetRank(const char* in) {
+  uint32_t net = 0;
+  std::memcpy(&net, in, 4);
+  return static_cast<int32_t>(ntohl(net));
 }
 
-// Reads the ranks out of a hello; the reason it is not one of this round's
-// (wrong magic or token), or "" when it is. The token is compared in
-// constant time.
-std::string ReadHello(const Hello& hello, const Token& token, int64_t* from,
-                      int64_t* to) {
-  if (std::memcmp(hello.data(), kMagic, sizeof(kMagic)) != 0)
+std::string EncodeHello(const Hello& hello) {
+  std::string bytes(kHelloBytes, '\0');
+  std::memcpy(&bytes[0], kMagic, sizeof(kMagic));
+  PutRank(hello.from, &bytes[8]);
+  PutRank(hello.to, &bytes[12]);
+  bytes.replace(16, kRoundBytes, hello.round);
+  bytes.replace(16 + kRoundBytes, kStoreNonceBytes, hello.nonce);
+  return bytes;
+}
+
+// Reads the kHelloBytes at `bytes`; the reason it is not one of this
+// round's (wrong magic or round), or "" when it is.
+std::string DecodeHello(const char* bytes, const std::string& round,
+                        Hello* hello) {
+  if (std::memcmp(bytes, kMagic, sizeof(kMagic)) != 0)
     return "not a kolo tcp hello";
-  unsigned char difference = 0;
-  for (size_t i = 0; i < kTokenBytes; ++i)
-    difference |= hello[16 + i] ^ token[i];
-  if (difference != 0) return "wrong token";
-  uint32_t from_net = 0, to_net = 0;
-  std::memcpy(&from_net, hello.data() + 8, 4);
-  std::memcpy(&to_net, hello.data() + 12, 4);
-  *from = static_cast<int32_t>(ntohl(from_net));
-  *to = static_cast<int32_t>(ntohl(to_net));
+  hello->round.assign(bytes + 16, kRoundBytes);
+  if (hello->round != round) return "a hello of another round";
+  hello->from = GetRank(bytes + 8);
+  hello->to = GetRank(bytes + 12);
+  hello->nonce.assign(bytes + 16 + kRoundBytes, kStoreNonceBytes);
   return "";
+}
+
+// What both ends of connector -> listener prove the job secret over (store/
+// message_auth.h): the round and the listener's rank in the magic, the
+// listener's nonce as the server's, the connector's nonce and rank as the
+// client's. A proof therefore holds for one connection, one pair of ranks
+// and one round.
+HandshakeTranscript Transcript(const std::string& round, int32_t listener,
+                               const std::string& listener_nonce,
+                               int32_t connector,
+                               const std::string& connector_nonce) {
+  HandshakeTranscript transcript;
+  transcript.magic = "kolo tcp mesh, round " +
+                     HexEncode(round.data(), round.size()) +
+                     ", listener rank " + std::to_string(listener);
+  transcript.server_nonce = listener_nonce;
+  transcript.client_nonce = connector_nonce;
+  transcript.rank = connector;
+  return transcript;
 }
 
 // "10.1.0.2:41234" or "[fe80::1]:41234": where `fd` is bound.
@@ -124,9 +157,66 @@ StatusOr<Socket> ConnectWithRetries(const std::string& host, int port,
   }
 }
 
-// Rank `me` connects to lower rank `peer` and says hello; the answer is
-// read later (AwaitAdmission), once `me` has accepted its own higher peers.
-StatusOr<Socket> ConnectDown(int32_t me, int32_t peer, const Token& token,
+// What a rank needs to prove itself to the others of its round.
+struct Credentials {
+  std::string secret;  // the job's; never sent
+  std::string round;   // this round's, from the store
+};
+
+// The rest of `me`'s handshake with lower rank `peer` (ConnectDown):
+// reads its challenge, checks its proof of the secret, answers with this rank's
+// proof and waits for the verdict.
+Status AwaitAdmission(int32_t me, int32_t peer, const Credentials& credentials,
+                      const std::string& nonce, Socket* socket,
+                      const std::string& address, Deadline deadline) {
+  const std::string self = "rank " + std::to_string(me);
+  const std::string other =
+      "rank " + std::to_string(peer) + " (" + address + ")";
+  std::string challenge(kChallengeBytes, '\0');
+  Status received = socket->RecvAll(&challenge[0], challenge.size(), deadline);
+  if (!received.ok()) {
+    return Status(
+        received.code(),
+        other + " did not answer the hello of " + self +
+            " (a listener of another job or round?): " + received.message());
+  }
+  Hello answer;
+  std::string wrong = DecodeHello(challenge.data(), credentials.round, &answer);
+  if (wrong.empty() && (answer.from != peer || answer.to != me)) {
+    wrong = "the answer of rank " + std::to_string(answer.from) + " to rank " +
+            std::to_string(answer.to);
+  }
+  const HandshakeTranscript transcript =
+      Transcript(credentials.round, peer, answer.nonce, me, nonce);
+  if (wrong.empty() &&
+      !ConstantTimeEqual(challenge.substr(kHelloBytes),
+                         ServerProof(credentials.secret, transcript))) {
+    wrong = "it could not prove it holds the job secret";
+  }
+  if (!wrong.empty()) {
+    return PeerFailure(self + " reached " + address +
+                       ", which is not this job's rank " +
+                       std::to_string(peer) + ": " + wrong);
+  }
+  const std::string proof = ClientProof(credentials.secret, transcript);
+  KOLO_RETURN_IF_ERROR(socket->SendAll(proof.data(), proof.size(), deadline)
+                           .WithContext(self + " proving itself to " + other));
+  unsigned char verdict = 0;
+  Status admitted = socket->RecvAll(&verdict, 1, deadline);
+  if (!admitted.ok() || verdict != kAdmitted) {
+    return PeerFailure(other + " refused " + self +
+                       " (not the same job secret, KOLO_STORE_SECRET?)" +
+                       (admitted.ok() ? "" : ": " + admitted.message()));
+  }
+  return Status::Ok();
+}
+
+// Rank `me` connects to lower rank `peer`, says hello with a fresh nonce
+// and goes through the handshake. `peer` answers from its accept loop,
+// which it reaches once done with its own lower peers: by induction from
+// rank 0, which accepts at once, no rank waits on one that waits on it.
+StatusOr<Socket> ConnectDown(int32_t me, int32_t peer,
+                             const Credentials& credentials,
                              const std::string& address, Deadline deadline,
                              milliseconds timeout) {
   std::string host;
@@ -144,64 +234,41 @@ StatusOr<Socket> ConnectDown(int32_t me, int32_t peer, const Token& token,
                       std::to_string(timeout.count()) +
                       " ms: " + socket.status().message());
   }
-  const Hello hello = MakeHello(me, peer, token);
+  KOLO_ASSIGN_OR_RETURN(const std::string nonce, RandomNonce());
+  const std::string hello = EncodeHello({me, peer, credentials.round, nonce});
   Status sent = socket->SendAll(hello.data(), hello.size(), deadline);
   if (!sent.ok()) {
     return sent.WithContext("rank " + std::to_string(me) +
                             " introducing itself to rank " +
                             std::to_string(peer) + " at " + address);
   }
+  KOLO_RETURN_IF_ERROR(AwaitAdmission(me, peer, credentials, nonce, &*socket,
+                                      address, deadline));
   return socket;
 }
 
-Status AwaitAdmission(int32_t me, int32_t peer, const Token& token,
-                      Socket* socket, const std::string& address,
-                      Deadline deadline) {
-  Hello answer{};
-  Status received = socket->RecvAll(answer.data(), answer.size(), deadline);
-  if (!received.ok()) {
-    return Status(received.code(),
-                  "rank " + std::to_string(peer) + " (" + address +
-                      ") did not admit rank " + std::to_string(me) +
-                      " (a listener of another job, or a token that does not "
-                      "match?): " +
-                      received.message());
-  }
-  int64_t from = -1, to = -1;
-  std::string wrong = ReadHello(answer, token, &from, &to);
-  if (wrong.empty() && (from != peer || to != me)) {
-    wrong = "the answer of rank " + std::to_string(from) + " to rank " +
-            std::to_string(to);
-  }
-  if (!wrong.empty()) {
-    return PeerFailure("rank " + std::to_string(me) + " reached " + address +
-                       ", which is not this job's rank " +
-                       std::to_string(peer) + ": " + wrong);
-  }
-  return Status::Ok();
-}
-
-// Rank 0 draws the round's token; the others read it from the store.
-StatusOr<Token> AgreeOnToken(int32_t me, Store* store, Deadline deadline,
-                             const std::string& self) {
-  Token token;
+// Rank 0 draws the round's id; the others read it from the store.
+StatusOr<std::string> AgreeOnRound(int32_t me, Store* store, Deadline deadline,
+                                   const std::string& self) {
   if (me == 0) {
-    KOLO_ASSIGN_OR_RETURN(token, NewToken());
+    KOLO_ASSIGN_OR_RETURN(std::string round, RandomNonce());
     KOLO_RETURN_IF_ERROR(
-        store->Set(kTokenKey, HexEncode(token.data(), token.size())));
-    return token;
+        store->Set(kRoundKey, HexEncode(round.data(), round.size())));
+    return round;
   }
-  StatusOr<std::string> text = store->Get(kTokenKey, Left(deadline));
+  StatusOr<std::string> text = store->Get(kRoundKey, Left(deadline));
   if (!text.ok())
-    return text.status().WithContext(self + " waiting for rank 0's token");
-  if (!HexDecode(*text, token.data(), token.size()))
-    return Internal(self + ": the mesh token in the store is malformed");
-  return token;
+    return text.status().WithContext(self + " waiting for rank 0's round");
+  std::string round(kRoundBytes, '\0');
+  if (!HexDecode(*text, &round[0], round.size()))
+    return Internal(self + ": the mesh round in the store is malformed");
+  return round;
 }
 
 // Down: this rank connects to every lower rank, which accepts.
-Status ConnectToLowerRanks(const TcpMesh::Options& options, const Token& token,
-                           Store* store, Deadline deadline,
+Status ConnectToLowerRanks(const TcpMesh::Options& options,
+                           const Credentials& credentials, Store* store,
+                           Deadline deadline,
                            std::vector<TcpMesh::Connection>* peers) {
   const int32_t me = options.rank;
   for (int32_t peer = 0; peer < me; ++peer) {
@@ -212,57 +279,88 @@ Status ConnectToLowerRanks(const TcpMesh::Options& options, const Token& token,
           "rank " + std::to_string(me) + " waiting for rank " +
           std::to_string(peer) + "'s address");
     }
-    KOLO_ASSIGN_OR_RETURN(
-        (*peers)[peer].socket,
-        ConnectDown(me, peer, token, *peer_address, deadline, options.timeout));
+    KOLO_ASSIGN_OR_RETURN((*peers)[peer].socket,
+                          ConnectDown(me, peer, credentials, *peer_address,
+                                      deadline, options.timeout));
     (*peers)[peer].address = *peer_address;
   }
   return Status::Ok();
 }
 
-// Up: the higher ranks connect to this rank's listener and say hello.
-// Every pending hello is read under one poll, so a connection that says
-// nothing holds up no one. A connection whose hello is not one of this
-// round's is refused (logged and counted); a right one is answered and
-// admitted.
+// A descriptor held back so that a listener in a process out of
+// descriptors can still accept a connection, to close it: left in the
+// backlog it would keep the listener readable, and the poll loop would
+// spin. Servers do the same (nginx, libuv's "reserve fd").
+class ReserveDescriptor {
+ public:
+  ReserveDescriptor() { Take(); }
+  ~ReserveDescriptor() { Release(); }
+  ReserveDescriptor(const ReserveDescriptor&) = delete;
+  ReserveDescriptor& operator=(const ReserveDescriptor&) = delete;
+
+  bool held() const { return fd_ >= 0; }
+  void Take() {
+    if (fd_ < 0) fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  void Release() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Up: the higher ranks connect to this rank's listener and prove the job
+// secret. Every pending connection is served under one poll, so one that
+// says nothing holds up no one. Each moves through two steps: its hello
+// (this round, meant for this rank, a rank not yet admitted) is answered
+// with this rank's challenge; its proof, if right, admits it. Anything
+// else is refused: logged, counted and closed. At most
+// kMaxPendingConnections wait at once, each has kHandshakeWait to finish,
+// and a process out of descriptors sheds connections instead of spinning.
 class Admissions {
  public:
-  Admissions(const TcpMesh::Options& options, const Token& token,
+  Admissions(const TcpMesh::Options& options, const Credentials& credentials,
              std::string address, Deadline deadline,
              std::vector<TcpMesh::Connection>* peers)
       : options_(options),
-        token_(token),
+        credentials_(credentials),
         address_(std::move(address)),
         deadline_(deadline),
         self_("rank " + std::to_string(options.rank)),
         peers_(peers),
         admitted_(static_cast<size_t>(options.size), false) {}
 
-  // Returns once every higher rank is admitted; strays still silent then
+  // Returns once every higher rank is admitted; strays still pending then
   // are refused.
   Status AcceptHigherRanks(Socket* listener) {
     int32_t waiting_for = options_.size - 1 - options_.rank;
     while (waiting_for > 0) {
+      const Clock::time_point now = Clock::now();
+      DropStaleConnections(now);
       std::vector<pollfd> fds;
-      fds.push_back({listener->fd(), POLLIN, 0});
+      const bool listening = now >= accept_paused_until_;
+      fds.push_back({listening ? listener->fd() : -1, POLLIN, 0});
       for (const Pending& p : pending_) {
         fds.push_back({p.socket.fd(), POLLIN, 0});
       }
-      const int ready =
-          ::poll(fds.data(), fds.size(), PollTimeoutMs(deadline_));
+      const int ready = ::poll(fds.data(), fds.size(), PollTimeoutMs(WakeAt()));
       if (ready < 0 && errno != EINTR)
         return Internal(self_ + ": poll: " + std::strerror(errno));
-      if (ready == 0 && Clock::now() >= deadline_) return TimedOut();
-      // Hellos first: `fds` indexes the pending list as it was.
+      // Whether or not something is ready: a stream of strangers must not
+      // keep this loop past its deadline.
+      if (Clock::now() >= deadline_) return TimedOut();
+      // Pending connections first: `fds` indexes the list as it was.
       for (size_t i = pending_.size(); i-- > 0;) {
         if (fds[i + 1].revents == 0) continue;
-        KOLO_ASSIGN_OR_RETURN(const bool admitted, ReadPendingHello(i));
+        KOLO_ASSIGN_OR_RETURN(const bool admitted, ServePending(i));
         if (admitted) --waiting_for;
       }
-      if (fds[0].revents != 0) AcceptAll(*listener);
+      if (listening && fds[0].revents != 0) AcceptAll(*listener);
     }
     for (const Pending& p : pending_) {
-      Refuse(p, "no hello before the mesh formed");
+      Refuse(p.address, "not admitted before the mesh formed");
     }
     return Status::Ok();
   }
@@ -270,12 +368,17 @@ class Admissions {
   int32_t refused() const { return refused_; }
 
  private:
-  // An accepted connection whose hello has not fully arrived.
+  // An accepted connection not yet admitted: its hello or its proof is
+  // still arriving.
   struct Pending {
     Socket socket;
     std::string address;
-    Hello hello{};
+    Clock::time_point accepted;
+    bool challenged = false;  // its hello was answered; the proof is next
+    std::string bytes;        // what arrived of the current step
     size_t got = 0;
+    int32_t from = -1;
+    HandshakeTranscript transcript;
   };
 
   Status TimedOut() const {
@@ -292,84 +395,171 @@ class Admissions {
              : ""));
   }
 
-  void Refuse(const Pending& p, const std::string& why) {
+  void Refuse(const std::string& address, const std::string& why) {
     ++refused_;
-    KOLO_LOG(WARNING) << self_ << " refused a connection from " << p.address
+    KOLO_LOG(WARNING) << self_ << " refused a connection from " << address
                       << ": " << why;
   }
 
-  // What is wrong with `p`'s complete hello; "" if nothing. Sets `from`.
-  std::string Judge(const Pending& p, int64_t* from) const {
-    int64_t to = -1;
-    std::string wrong = ReadHello(p.hello, token_, from, &to);
-    if (!wrong.empty()) return wrong;
-    if (to != options_.rank) return "meant for rank " + std::to_string(to);
-    if (*from <= options_.rank || *from >= options_.size)
-      return "unexpected rank " + std::to_string(*from);
-    if (admitted_[*from])
-      return "rank " + std::to_string(*from) + " is already connected";
+  // The poll's end: the deadline, the next silent hello's, or the end of
+  // a pause of the listener.
+  Deadline WakeAt() const {
+    Deadline wake = deadline_;
+    for (const Pending& p : pending_) {
+      wake = std::min(wake, p.accepted + kHandshakeWait);
+    }
+    if (Clock::now() < accept_paused_until_)
+      wake = std::min(wake, accept_paused_until_);
+    return wake;
+  }
+
+  void DropStaleConnections(Clock::time_point now) {
+    for (size_t i = pending_.size(); i-- > 0;) {
+      const Pending& p = pending_[i];
+      if (now < p.accepted + kHandshakeWait) continue;
+      Refuse(p.address, "no handshake within " +
+                            std::to_string(kHandshakeWait.count()) + " ms");
+      pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
+    }
+  }
+
+  // What is wrong with `hello` for this rank; "" if nothing.
+  std::string Judge(const Hello& hello) const {
+    if (hello.to != options_.rank)
+      return "meant for rank " + std::to_string(hello.to);
+    if (hello.from <= options_.rank || hello.from >= options_.size)
+      return "unexpected rank " + std::to_string(hello.from);
+    if (admitted_[hello.from])
+      return "rank " + std::to_string(hello.from) + " is already connected";
     return "";
   }
 
-  // Reads what arrived of pending_[i]'s hello; once it is complete, admits
-  // (true) or refuses the connection.
-  StatusOr<bool> ReadPendingHello(size_t i) {
+  // Reads what arrived of pending_[i]'s current step, never more than the
+  // step's length; once the step is complete, takes it. True when the
+  // connection was admitted.
+  StatusOr<bool> ServePending(size_t i) {
     Pending& p = pending_[i];
-    const ssize_t n = ::recv(p.socket.fd(), p.hello.data() + p.got,
-                             p.hello.size() - p.got, MSG_DONTWAIT);
+    const bool proving = p.challenged;
+    const size_t need = proving ? kProofBytes : kHelloBytes;
+    p.bytes.resize(need);
+    const ssize_t n =
+        ::recv(p.socket.fd(), &p.bytes[p.got], need - p.got, MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
       return false;
+    std::string wrong;
     if (n <= 0) {
-      Refuse(p, "closed before its hello was complete");
-      pending_.erase(pending_.begin() + i);
-      return false;
+      wrong = "closed before its handshake was complete";
+    } else {
+      p.got += static_cast<size_t>(n);
+      if (p.got < need) return false;
+      wrong = proving ? TakeProof(&p) : TakeHello(&p);
     }
-    p.got += static_cast<size_t>(n);
-    if (p.got < p.hello.size()) return false;
-    int64_t from = -1;
-    const std::string wrong = Judge(p, &from);
     if (!wrong.empty()) {
-      Refuse(p, wrong);
-      pending_.erase(pending_.begin() + i);
+      Refuse(p.address, wrong);
+      pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
       return false;
     }
-    const Hello answer =
-        MakeHello(options_.rank, static_cast<int32_t>(from), token_);
-    Status answered = p.socket.SendAll(answer.data(), answer.size(), deadline_);
-    if (!answered.ok()) {
-      return answered.WithContext(self_ + " admitting rank " +
-                                  std::to_string(from) + " (" + p.address +
-                                  ")");
-    }
-    admitted_[from] = true;
-    (*peers_)[from].socket = std::move(p.socket);
-    (*peers_)[from].address = p.address;
-    pending_.erase(pending_.begin() + i);
+    if (!proving) return false;  // challenged; its proof comes next
+    pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
     return true;
+  }
+
+  // A complete hello: answers it with this rank's challenge; the reason to
+  // refuse the connection, or "".
+  std::string TakeHello(Pending* p) {
+    Hello hello;
+    std::string wrong =
+        DecodeHello(p->bytes.data(), credentials_.round, &hello);
+    if (wrong.empty()) wrong = Judge(hello);
+    if (!wrong.empty()) return wrong;
+    StatusOr<std::string> nonce = RandomNonce();
+    if (!nonce.ok()) return nonce.status().message();
+    p->from = hello.from;
+    p->transcript = Transcript(credentials_.round, options_.rank, *nonce,
+                               hello.from, hello.nonce);
+    const std::string challenge =
+        EncodeHello({options_.rank, hello.from, credentials_.round, *nonce}) +
+        ServerProof(credentials_.secret, p->transcript);
+    Status sent =
+        p->socket.SendAll(challenge.data(), challenge.size(),
+                          std::min(deadline_, DeadlineAfter(kHandshakeWait)));
+    if (!sent.ok()) return "cannot answer its hello: " + sent.message();
+    p->challenged = true;
+    p->got = 0;
+    return "";
+  }
+
+  // A complete proof: admits the connection if it proves the job secret
+  // for its own transcript; the reason to refuse it, or "".
+  std::string TakeProof(Pending* p) {
+    if (!ConstantTimeEqual(p->bytes,
+                           ClientProof(credentials_.secret, p->transcript)))
+      return "rank " + std::to_string(p->from) +
+             " did not prove the job secret";
+    if (admitted_[p->from])
+      return "rank " + std::to_string(p->from) + " is already connected";
+    Status answered = p->socket.SendAll(&kAdmitted, 1, deadline_);
+    if (!answered.ok()) return "cannot admit it: " + answered.message();
+    admitted_[p->from] = true;
+    (*peers_)[p->from].socket = std::move(p->socket);
+    (*peers_)[p->from].address = p->address;
+    return "";
   }
 
   void AcceptAll(const Socket& listener) {
     while (true) {
       const int fd = ::accept4(listener.fd(), nullptr, nullptr,
                                SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd < 0) return;  // EAGAIN, or an aborted connection: poll again
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE) ShedConnection(listener);
+        return;  // EAGAIN, or an aborted connection: poll again
+      }
+      if (pending_.size() >= kMaxPendingConnections) {
+        Refuse(pending_.front().address,
+               "displaced by a newer connection, " +
+                   std::to_string(kMaxPendingConnections) +
+                   " being pending already");
+        pending_.erase(pending_.begin());
+      }
       Pending p;
       p.socket = Socket(fd);
       p.address = p.socket.PeerAddress();
+      p.accepted = Clock::now();
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       pending_.push_back(std::move(p));
     }
   }
 
+  // The process is out of descriptors: accepts one connection on the
+  // reserve to close it, or, with no reserve, leaves the listener alone
+  // for kAcceptBackoff.
+  void ShedConnection(const Socket& listener) {
+    const std::string why = std::string(
+                                "this process is out of file "
+                                "descriptors (") +
+                            std::strerror(errno) + ")";
+    reserve_.Release();
+    const int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) {
+      Refuse(Socket(fd).PeerAddress(), why);
+    } else {
+      accept_paused_until_ = Clock::now() + kAcceptBackoff;
+    }
+    reserve_.Take();
+    if (!reserve_.held()) accept_paused_until_ = Clock::now() + kAcceptBackoff;
+  }
+
   const TcpMesh::Options& options_;
-  const Token& token_;
+  const Credentials& credentials_;
   const std::string address_;
   const Deadline deadline_;
   const std::string self_;
   std::vector<TcpMesh::Connection>* const peers_;
   std::vector<bool> admitted_;  // indexed by rank
   std::vector<Pending> pending_;
+  ReserveDescriptor reserve_;
+  Clock::time_point accept_paused_until_;
   int32_t refused_ = 0;
 };
 
@@ -391,6 +581,10 @@ StatusOr<std::unique_ptr<TcpMesh>> TcpMesh::Connect(const Options& options,
   if (options.size == 1) {
     return std::unique_ptr<TcpMesh>(new TcpMesh(options, std::move(peers), 0));
   }
+  KOLO_RETURN_IF_ERROR(CheckJobSecret(
+      options.job_secret, "the tcp engine of " + self +
+                              " (its mesh admits "
+                              "only ranks that prove the job secret)"));
   const Deadline deadline = DeadlineAfter(options.timeout);
 
   StatusOr<Socket> listener = Socket::Listen(options.hostname, 0);
@@ -400,20 +594,17 @@ StatusOr<std::unique_ptr<TcpMesh>> TcpMesh::Connect(const Options& options,
         " (KOLO_GLOO_HOSTNAME names the address the engine listens on)");
   }
   const std::string address = LocalAddress(listener->fd());
-  KOLO_ASSIGN_OR_RETURN(const Token token,
-                        AgreeOnToken(me, store, deadline, self));
+  Credentials credentials;
+  credentials.secret = options.job_secret;
+  KOLO_ASSIGN_OR_RETURN(credentials.round,
+                        AgreeOnRound(me, store, deadline, self));
   KOLO_RETURN_IF_ERROR(store->Set(AddressKey(me), address));
 
   KOLO_RETURN_IF_ERROR(
-      ConnectToLowerRanks(options, token, store, deadline, &peers));
-  Admissions admissions(options, token, address, deadline, &peers);
+      ConnectToLowerRanks(options, credentials, store, deadline, &peers));
+  Admissions admissions(options, credentials, address, deadline, &peers);
   KOLO_RETURN_IF_ERROR(admissions.AcceptHigherRanks(&*listener));
   listener->Close();
-  // The lower ranks answer once they have accepted their own higher peers.
-  for (int32_t peer = 0; peer < me; ++peer) {
-    KOLO_RETURN_IF_ERROR(AwaitAdmission(me, peer, token, &peers[peer].socket,
-                                        peers[peer].address, deadline));
-  }
   return std::unique_ptr<TcpMesh>(
       new TcpMesh(options, std::move(peers), admissions.refused()));
 }

@@ -3,22 +3,34 @@
 // algorithms on it.
 //
 // Forming the mesh. Every rank listens on its host address, port 0, and
-// publishes "ADDR:PORT" in the store under addr/<rank>; rank 0 first draws a
-// 16-byte token from the kernel's random source and publishes it under
-// token. Since the store is the job's own (and authenticated), only the
-// ranks of this round know the token. For each pair i < j, rank j connects
-// to rank i and introduces itself with a hello: magic, its rank, the rank it
-// meant to reach, and the token. Rank i admits the connection only if all
-// of them are right and rank j was not admitted before; anything else (a
-// port scanner, a rank of an older round still retrying, a connection that
-// says nothing) is dropped and counted, never admitted, and never holds up
-// the real peers: rank i reads every pending hello at once under poll.
-// Admission is answered with the same hello from rank i, so rank j knows it
-// reached the listener of this round's rank i and not some other process on
-// a recycled port. Every rank connects to its lower peers before it accepts
-// from its higher ones, and a connect completes in the listener's backlog,
-// so no rank waits on one that waits on it. Every wait is bounded by the
-// timeout; errors name the peer's rank and address.
+// publishes "ADDR:PORT" in the store under addr/<rank>; rank 0 first draws
+// a random round id and publishes it under round. For each pair i < j,
+// rank j connects to rank i and the two prove to each other that they hold
+// the job secret, the way the store's handshake does (store/
+// message_auth.h), never sending it:
+//
+//   j -> i  hello: magic, j, i, round, j's nonce
+//   i -> j  challenge: magic, i, j, round, i's nonce, i's proof
+//   j -> i  j's proof
+//   i -> j  admitted (one byte)
+//
+// Both proofs are MACs under the secret of one transcript (the round, both
+// ranks, both nonces), so a proof is good for one connection only. The
+// store is public here: whoever reads every key in it (addresses, round)
+// and every byte on the wire still cannot be admitted, nor pose as rank i
+// to rank j. Rank i refuses (logs, counts and closes) a hello of another
+// round, for another rank, from a rank already admitted, and a wrong
+// proof; a port scanner, a rank of an older round still retrying, or a
+// connection that says nothing never holds up the real peers: rank i
+// serves every pending connection at once under poll. It holds at most 64
+// pending connections (a new one displaces the oldest), gives each 5 s to
+// finish its handshake, and when the process is out of descriptors accepts one to close
+// it on a descriptor kept in reserve, so that poll does not spin on a
+// listener it cannot drain. Every rank finishes its handshakes with its
+// lower peers before it accepts from its higher ones; rank 0 accepts at
+// once, so by induction every rank reaches its accept loop and no rank
+// waits on one that waits on it. Every wait is bounded by the timeout;
+// errors name the peer's rank and address.
 //
 // Moving bytes. A Transfer sends one stream of bytes to one peer while it
 // receives another stream from a peer (the same or another) on non-blocking
@@ -74,6 +86,10 @@ class TcpMesh {
     // is what the job asked for.
     std::string hostname = "127.0.0.1";
     std::chrono::milliseconds timeout = kDefaultTimeout;
+    // The job's secret (KOLO_STORE_SECRET), which every rank proves to the
+    // others before it is admitted; at least kMinJobSecretBytes when the
+    // mesh has more than one rank.
+    std::string job_secret;
   };
 
   struct SendSpan {
@@ -129,8 +145,9 @@ class TcpMesh {
 
   // The sticky error; ok while the mesh works.
   const Status& error() const { return error_; }
-  // Connections dropped while the mesh formed: wrong token, unexpected
-  // rank, a duplicate, or a hello that never completed.
+  // Connections dropped while the mesh formed: another round, unexpected
+  // rank, a duplicate, a wrong proof, a handshake that never completed, or
+  // one over the limit of pending connections.
   int32_t refused_connections() const { return refused_; }
   int32_t rank() const { return rank_; }
   int32_t size() const { return size_; }

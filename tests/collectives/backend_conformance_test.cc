@@ -96,6 +96,7 @@ BackendOptions OptionsFor(const BackendUnderTest& backend, int32_t rank,
   options.shm_area_bytes = 16384;  // kLarge float32 takes 16+ rounds
   // A hang fails the case instead of blocking the suite.
   options.timeout = std::chrono::milliseconds(30000);
+  options.job_secret = testing::kTestJobSecret;
   return options;
 }
 

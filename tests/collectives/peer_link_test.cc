@@ -20,6 +20,7 @@
 
 #include "store/memory_store.h"
 #include "store/tcp_store.h"
+#include "testing/engines.h"
 #include "testing/own_shm_segments.h"
 
 namespace kolo {
@@ -71,6 +72,7 @@ class PeerLinkTest : public ::testing::TestWithParam<std::string> {
       options.rank = r;
       options.size = size;
       options.timeout = milliseconds(5000);
+      options.job_secret = testing::kTestJobSecret;
       options.shm_ring_bytes = ring_bytes;
       pending.push_back(std::async(std::launch::async, [=] {
         return GetParam() == "shm" ? CreateShmPeerLink(options, store)

@@ -15,6 +15,11 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/peer_links.h"
+#include "store/memory_store.h"
+#include "testing/engines.h"
+#include "transport/tcp_mesh.h"
+
 namespace kolo {
 namespace {
 
@@ -374,6 +379,129 @@ TEST(PointToPointTest, EmptyMessagesAndManyInFlight) {
   for (Request& r : receives) ASSERT_TRUE(r.Wait().ok());
   for (Request& r : sends) ASSERT_TRUE(r.Wait().ok());
   EXPECT_EQ(got, values);
+}
+
+// Frames crafted by a peer that does not keep to the protocol, over a real
+// tcp link: rank 0 runs point-to-point on its link; "rank 1" formed the
+// mesh with it and writes raw bytes on its end of the connection.
+class CraftedFrameTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = std::make_shared<MemoryStore>();
+    std::thread raw([&] {
+      TcpMesh::Options options;
+      options.rank = 1;
+      options.size = 2;
+      options.timeout = 10s;
+      options.job_secret = testing::kTestJobSecret;
+      StatusOr<std::unique_ptr<TcpMesh>> mesh =
+          TcpMesh::Connect(options, store.get());
+      ASSERT_TRUE(mesh.ok()) << mesh.status().message();
+      raw_ = std::move(mesh).value();
+    });
+    PeerLinkOptions link_options;
+    link_options.rank = 0;
+    link_options.size = 2;
+    link_options.timeout = 10s;
+    link_options.job_secret = testing::kTestJobSecret;
+    StatusOr<std::unique_ptr<PeerLink>> link =
+        CreateTcpPeerLink(link_options, store.get());
+    raw.join();
+    ASSERT_TRUE(link.ok()) << link.status().message();
+    ASSERT_NE(raw_, nullptr);
+    PointToPoint::Options options;
+    options.rank = 0;
+    options.size = 2;
+    options.timeout = 5s;
+    rank0_ =
+        PointToPoint::Start(options, std::move(link).value(), nullptr).value();
+  }
+
+  // Writes `header` and then `payload` to rank 0, as they are.
+  void Send(const FrameHeader& header, const std::vector<char>& payload) {
+    TcpMesh::Transfer transfer;
+    transfer.to = 0;
+    transfer.send = {{&header, sizeof(header)}};
+    if (!payload.empty()) {
+      transfer.send.push_back(
+          {payload.data(), static_cast<int64_t>(payload.size())});
+    }
+    ASSERT_TRUE(raw_->Run(transfer, "a crafted frame").ok());
+  }
+
+  static FrameHeader DataFrame(int32_t tag, int64_t count,
+                               int64_t payload_bytes) {
+    FrameHeader header;
+    header.kind = 1;  // data
+    header.tag = tag;
+    header.type = static_cast<int32_t>(DataType::kFloat32);
+    header.count = count;
+    header.payload_bytes = payload_bytes;
+    return header;
+  }
+
+  std::unique_ptr<TcpMesh> raw_;
+  std::unique_ptr<PointToPoint> rank0_;
+};
+
+// A frame longer than its count: the payload would have overrun the
+// receive's buffer. The bytes after the receive's one float are a guard.
+TEST_F(CraftedFrameTest, AFrameLongerThanItsCountFailsThePeerNamingBoth) {
+  std::vector<float> buffer(1 << 12, -1.0f);
+  Request in =
+      rank0_->Irecv(buffer.data(), 1, DataType::kFloat32, 1, 7).value();
+  Send(DataFrame(7, 1, 1 << 14), std::vector<char>(1 << 14, 0x11));
+  const Status status = in.Wait();
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
+  for (const char* part :
+       {"rank 1", "tag 7", "16384 payload bytes", "calls for 4 payload"}) {
+    EXPECT_NE(status.message().find(part), std::string::npos)
+        << part << " in " << status.message();
+  }
+  for (size_t i = 1; i < buffer.size(); ++i) ASSERT_EQ(buffer[i], -1.0f) << i;
+  // The peer's stream is no longer trusted: later transfers fail at once.
+  float value = 0;
+  EXPECT_EQ(rank0_->Irecv(&value, 1, DataType::kFloat32, 1, 8).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+// A negative length used to throw on the reader thread (std::vector's
+// resize) and end the process; an absurd one to allocate it.
+TEST_F(CraftedFrameTest, NegativeAndHugeLengthsFailWithoutEndingTheProcess) {
+  Send(DataFrame(3, -2, -8), {});
+  float value = 0;
+  Status status = rank0_->Irecv(&value, 1, DataType::kFloat32, 1, 3).status();
+  for (int i = 0; i < 200 && status.ok(); ++i) {
+    std::this_thread::sleep_for(10ms);
+    status = rank0_->Irecv(&value, 1, DataType::kFloat32, 1, 3).status();
+  }
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
+  EXPECT_NE(status.message().find("-8 payload bytes"), std::string::npos)
+      << status.message();
+}
+
+TEST_F(CraftedFrameTest, AHugeCountIsRefusedBeforeAnythingIsAllocated) {
+  float value = 0;
+  Request in = rank0_->Irecv(&value, 1, DataType::kFloat32, 1, 5).value();
+  Send(DataFrame(5, int64_t{1} << 61, int64_t{1} << 62), {});
+  const Status status = in.Wait();
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
+  EXPECT_NE(status.message().find("a valid type and count"), std::string::npos)
+      << status.message();
+}
+
+// An early (unexpected) message whose payload is shorter than its count:
+// the receive posted later used to copy count x 4 bytes out of it.
+TEST_F(CraftedFrameTest, AShortUnexpectedMessageIsNeverCopiedPastItsEnd) {
+  Send(DataFrame(9, 1000, 4), std::vector<char>(4, 0x22));
+  std::this_thread::sleep_for(50ms);
+  std::vector<float> buffer(1000, -1.0f);
+  const Status status =
+      rank0_->Irecv(buffer.data(), 1000, DataType::kFloat32, 1, 9)->Wait();
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
+  EXPECT_NE(status.message().find("4000 payload bytes"), std::string::npos)
+      << status.message();
+  for (float f : buffer) ASSERT_EQ(f, -1.0f);
 }
 
 }  // namespace

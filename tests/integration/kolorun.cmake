@@ -28,6 +28,7 @@ if(TARGET kolorun)
 
   set(KOLORUN_UNIT_TEST_DIR ${PROJECT_SOURCE_DIR}/tests/tools/kolorun)
   add_executable(kolorun_unit_test
+    ${KOLORUN_UNIT_TEST_DIR}/agent_link_test.cc
     ${KOLORUN_UNIT_TEST_DIR}/agent_messages_test.cc
     ${KOLORUN_UNIT_TEST_DIR}/child_watcher_test.cc
     ${KOLORUN_UNIT_TEST_DIR}/elastic_test.cc

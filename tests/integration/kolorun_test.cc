@@ -472,6 +472,19 @@ TEST(KolorunTest, BadBackendInEnvironmentIsNamed) {
                               "got 'ucx'"}));
 }
 
+// An agent reads its orders a line at a time: an endless line is refused
+// once it passes the bound on a message, not read into memory for as long
+// as it goes on.
+TEST(KolorunTest, AnAgentRefusesALineWithoutEnd) {
+  RunResult r = kolo::testing::RunProgram(
+      {"/bin/sh", "-c",
+       std::string("cat /dev/zero | ") + kKolorun + " --agent"},
+      {}, std::chrono::seconds(60));
+  ASSERT_FALSE(r.timed_out) << r.err.substr(0, 400);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("expected a 'preflight' message"));
+}
+
 TEST(KolorunTest, HelpPrintsUsage) {
   RunResult r = RunKolorun({"--help"});
   ASSERT_FALSE(r.timed_out);

@@ -48,6 +48,7 @@ World MakeWorld(
           BackendOptions b;
           b.world = options.world;
           b.timeout = options.timeout;
+          b.job_secret = testing::kTestJobSecret;
           KOLO_ASSIGN_OR_RETURN(backend,
                                 testing::NetworkEngine() == BackendKind::kGloo
                                     ? CreateGlooBackend(b, store)

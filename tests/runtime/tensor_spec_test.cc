@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <string>
 #include <vector>
 
@@ -166,6 +168,38 @@ TEST(TensorSpecSerializeTest, HugeLengthPrefixesAreErrors) {
   buffer.replace(splits_length_at, 4, std::string(4, '\xff'));
   offset = 0;
   EXPECT_EQ(ParseSpec(buffer, &offset).status().code(), StatusCode::kInternal);
+}
+
+// Fields no rank could have sent are refused where the bytes are read, so
+// that nothing downstream sizes a buffer from them: an unknown collective,
+// data type or reduce op, a negative count or group size.
+TEST(TensorSpecSerializeTest, ImpossibleFieldsAreErrorsNamingTheField) {
+  struct Case {
+    const char* field;
+    std::function<void(TensorSpec*)> spoil;
+  };
+  const std::vector<Case> cases = {
+      {"collective 99",
+       [](TensorSpec* s) { s->collective = static_cast<Collective>(99); }},
+      {"data type 42",
+       [](TensorSpec* s) { s->type = static_cast<DataType>(42); }},
+      {"reduce op -3",
+       [](TensorSpec* s) { s->op = static_cast<ReduceOp>(-3); }},
+      {"count -8", [](TensorSpec* s) { s->count = -8; }},
+      {"group size -1", [](TensorSpec* s) { s->group_size = -1; }},
+  };
+  for (const Case& c : cases) {
+    TensorSpec spec = Allreduce("w", 4);
+    c.spoil(&spec);
+    std::string buffer;
+    SerializeSpec(spec, &buffer);
+    size_t offset = 0;
+    StatusOr<TensorSpec> parsed = ParseSpec(buffer, &offset);
+    ASSERT_FALSE(parsed.ok()) << c.field;
+    EXPECT_NE(parsed.status().message().find(c.field), std::string::npos)
+        << parsed.status().message();
+    EXPECT_NE(parsed.status().message().find("tensor 'w'"), std::string::npos);
+  }
 }
 
 TEST(TensorSpecTest, BytesIsCountTimesElementSize) {

@@ -49,6 +49,11 @@ inline std::vector<const char*> BuiltEngines(
   return OnBuiltEngines(wanted, [](const char* engine) { return engine; });
 }
 
+// The job secret of tests whose ranks are threads: the tcp engine admits
+// only ranks that prove one (transport/tcp_mesh.h), as a real job's do with
+// KOLO_STORE_SECRET.
+inline constexpr char kTestJobSecret[] = "the job secret of kolo's tests";
+
 // Gloo where built, else kolo's tcp engine.
 inline BackendKind NetworkEngine() {
   return EngineBuilt("gloo") ? BackendKind::kGloo : BackendKind::kTcp;

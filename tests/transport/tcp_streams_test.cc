@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "store/memory_store.h"
+#include "testing/engines.h"
 
 namespace kolo {
 namespace {
@@ -29,6 +30,7 @@ std::vector<std::unique_ptr<TcpStreams>> TwoRanks(Store* store) {
       options.rank = r;
       options.size = 2;
       options.timeout = milliseconds(10000);
+      options.job_secret = testing::kTestJobSecret;
       return TcpMesh::Connect(options, store);
     }));
   }

@@ -64,6 +64,7 @@ StatusOr<std::unique_ptr<Backend>> CreateRawStoreBackend(
   options.world = World();
   options.timeout = config.engine.timeout;
   options.gloo_hostname = config.engine.gloo_hostname;
+  options.job_secret = config.store.secret;
   options.store_prefix = store_prefix;
   options.shm_area_bytes = config.engine.shm_area_bytes;
   EnginePlan plan;

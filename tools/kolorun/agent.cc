@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -26,7 +27,9 @@ namespace {
 
 // Reads stdin a line at a time; blocking is right here, since the driver
 // either writes or closes the pipe (ssh closes it when the connection
-// drops).
+// drops). A line is kept to one byte past the bound on a message: what has
+// no end by then is handed on as it is, for the parsers to refuse, rather
+// than read into memory for as long as it goes on.
 class StdinLines {
  public:
   // The next line, or nullopt at the end of stdin.
@@ -38,8 +41,15 @@ class StdinLines {
         buffer_.erase(0, newline + 1);
         return line;
       }
+      if (buffer_.size() > kMaxAgentMessageBytes) {
+        std::string line = buffer_.substr(0, kMaxAgentMessageBytes + 1);
+        buffer_.clear();
+        return line;
+      }
       char chunk[65536];
-      ssize_t n = read(STDIN_FILENO, chunk, sizeof(chunk));
+      const size_t room =
+          std::min(sizeof(chunk), kMaxAgentMessageBytes + 1 - buffer_.size());
+      ssize_t n = read(STDIN_FILENO, chunk, room);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return std::nullopt;
       buffer_.append(chunk, static_cast<size_t>(n));

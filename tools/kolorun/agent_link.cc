@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "launcher.h"
 #include "output.h"
 #include "remote.h"
@@ -15,6 +17,10 @@ namespace kolorun {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// What is kept of an agent's stderr to explain its silence: its remote
+// shell's complaint fits many times over.
+constexpr size_t kMaxAgentStderrBytes = 64 * 1024;
 
 // Why an agent gave no answer: what its remote shell said, and how it
 // ended.
@@ -29,12 +35,17 @@ std::string Silence(const AgentLink& link) {
   return said.empty() ? how : said + " (" + how + ")";
 }
 
-void ReadInto(int* fd, std::string* into, bool* open) {
+// Reads what `fd` has into `into`, keeping at most `limit` bytes there:
+// what passes the limit is read and dropped, so an agent (or its remote
+// shell) that floods its output costs no more memory, and the pipe is
+// drained so that poll does not spin on it.
+void ReadInto(int* fd, std::string* into, bool* open, size_t limit) {
   char buffer[65536];
   while (*fd >= 0) {
     ssize_t n = read(*fd, buffer, sizeof(buffer));
     if (n > 0) {
-      into->append(buffer, static_cast<size_t>(n));
+      const size_t room = limit - std::min(limit, into->size());
+      into->append(buffer, std::min(room, static_cast<size_t>(n)));
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -60,6 +71,15 @@ void Reap(AgentLink* link) {
 bool AnswerSettled(AgentLink* link, const std::string& type,
                    std::optional<std::string>* answer) {
   size_t newline = link->out.find('\n');
+  if (newline == std::string::npos &&
+      link->out.size() > kMaxAgentMessageBytes) {
+    link->problems.push_back("answered more than " +
+                             std::to_string(kMaxAgentMessageBytes) +
+                             " bytes without ending its line (the agent's " +
+                             type + " is one line)");
+    link->out.clear();
+    return true;
+  }
   if (newline != std::string::npos) {
     std::string line = link->out.substr(0, newline);
     link->out.erase(0, newline + 1);
@@ -74,7 +94,8 @@ bool AnswerSettled(AgentLink* link, const std::string& type,
   if (link->out_open) return false;
   // Its stderr may still hold the reason; give it a moment.
   if (link->err_open)
-    ReadInto(&link->child.stderr_fd, &link->err, &link->err_open);
+    ReadInto(&link->child.stderr_fd, &link->err, &link->err_open,
+             kMaxAgentStderrBytes);
   Reap(link);
   if (!link->exited) {
     usleep(20000);
@@ -178,9 +199,11 @@ bool Exchange(std::vector<AgentLink>* links,
       if (fds[k].revents == 0) continue;
       AgentLink& link = (*links)[owners[k - 1].first];
       if (owners[k - 1].second) {
-        ReadInto(&link.child.stdout_fd, &link.out, &link.out_open);
+        ReadInto(&link.child.stdout_fd, &link.out, &link.out_open,
+                 kMaxAgentMessageBytes + 1);
       } else {
-        ReadInto(&link.child.stderr_fd, &link.err, &link.err_open);
+        ReadInto(&link.child.stderr_fd, &link.err, &link.err_open,
+                 kMaxAgentStderrBytes);
       }
     }
   }

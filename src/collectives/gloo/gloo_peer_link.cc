@@ -181,12 +181,8 @@ class GlooPeerLink : public PeerLink {
     KOLO_RETURN_IF_ERROR(CheckPeer(peer, "read from"));
     // Gloo checks a message's size against the receive on its own thread,
     // where a mismatch would end the process: check it here instead.
-    if (bytes != expected_payload_[peer]) {
-      return InvalidArgument("gloo link: read of " + std::to_string(bytes) +
-                             " payload bytes from peer " +
-                             std::to_string(peer) + " but its frame carries " +
-                             std::to_string(expected_payload_[peer]));
-    }
+    KOLO_RETURN_IF_ERROR(CheckReadSize("gloo link", rank_, peer, bytes,
+                                       expected_payload_[peer]));
     expected_payload_[peer] = -1;
     if (bytes == 0) return Status::Ok();
     std::unique_ptr<gloo::transport::UnboundBuffer> buffer =

@@ -89,6 +89,7 @@ class MpiPeerLink : public PeerLink {
         comm_(comm),
         write_broken_(size),
         read_broken_(size),
+        expected_payload_(size, -1),
         write_headers_(size) {}
 
   ~MpiPeerLink() override {
@@ -153,6 +154,8 @@ class MpiPeerLink : public PeerLink {
         event.peer = probed.MPI_SOURCE;
         event.kind = code == MPI_SUCCESS ? LinkEvent::Kind::kFrame
                                          : LinkEvent::Kind::kPeerLost;
+        if (code == MPI_SUCCESS)
+          expected_payload_[event.peer] = event.header.payload_bytes;
       }
       if (code != MPI_SUCCESS) {
         // MPI does not say which peer failed a probe of any source.
@@ -173,6 +176,9 @@ class MpiPeerLink : public PeerLink {
                      LinkClock::time_point deadline) override {
     KOLO_RETURN_IF_ERROR(CheckPeer(peer, "read from"));
     KOLO_RETURN_IF_ERROR(read_broken_[peer]);
+    KOLO_RETURN_IF_ERROR(
+        CheckReadSize("mpi link", rank_, peer, bytes, expected_payload_[peer]));
+    expected_payload_[peer] = -1;
     std::vector<MPI_Request> requests;
     char* out = static_cast<char*>(payload);
     int code = MPI_SUCCESS;
@@ -250,6 +256,7 @@ class MpiPeerLink : public PeerLink {
   // The writer's and the reader's own: the first error per peer, sticky.
   std::vector<Status> write_broken_;
   std::vector<Status> read_broken_;
+  std::vector<int64_t> expected_payload_;  // reader: of the frame Poll gave
   // The writer's: each peer's header is sent from here, where it stays
   // while an abandoned send to that peer may still read it.
   std::vector<FrameHeader> write_headers_;

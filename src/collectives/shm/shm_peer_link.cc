@@ -436,13 +436,8 @@ LinkEvent ShmPeerLink::Poll(std::chrono::milliseconds wait) {
 Status ShmPeerLink::ReadPayload(int32_t peer, void* payload, int64_t bytes,
                                 LinkClock::time_point deadline) {
   KOLO_RETURN_IF_ERROR(CheckPeer(peer, "read from"));
-  if (bytes != payload_left_[peer]) {
-    return InvalidArgument("shm: rank " + std::to_string(rank_) + " reads " +
-                           std::to_string(bytes) +
-                           " payload bytes of a frame from rank " +
-                           std::to_string(peer) + " that has " +
-                           std::to_string(payload_left_[peer]));
-  }
+  KOLO_RETURN_IF_ERROR(
+      CheckReadSize("shm", rank_, peer, bytes, payload_left_[peer]));
   InboxHeader* inbox = Inbox(rank_);
   RingControl* control = Control(rank_, peer);
   char* out = static_cast<char*>(payload);

@@ -131,6 +131,7 @@ StatusOr<std::unique_ptr<Backend>> CreateTcpBackend(
   mesh_options.size = options.world.size;
   mesh_options.hostname = options.gloo_hostname;
   mesh_options.timeout = options.timeout;
+  mesh_options.job_secret = options.job_secret;
   KOLO_ASSIGN_OR_RETURN(std::unique_ptr<TcpMesh> mesh,
                         TcpMesh::Connect(mesh_options, &prefixed));
   return std::unique_ptr<Backend>(new TcpBackend(std::move(mesh)));

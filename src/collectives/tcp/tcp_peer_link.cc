@@ -134,6 +134,7 @@ class TcpPeerLink : public PeerLink {
           event.peer = p;
           std::memcpy(&event.header, peers_[p].header, kHeaderBytes);
           peers_[p].header_got = 0;
+          peers_[p].payload_bytes = event.header.payload_bytes;
           return event;
         }
       }
@@ -145,6 +146,9 @@ class TcpPeerLink : public PeerLink {
   Status ReadPayload(int32_t peer, void* payload, int64_t bytes,
                      LinkClock::time_point deadline) override {
     KOLO_RETURN_IF_ERROR(CheckPeer(peer, "read from"));
+    KOLO_RETURN_IF_ERROR(
+        CheckReadSize("tcp", rank_, peer, bytes, peers_[peer].payload_bytes));
+    peers_[peer].payload_bytes = -1;
     char* out = static_cast<char*>(payload);
     int64_t got = 0;
     std::vector<TcpStreams::Ready> ready;
@@ -197,6 +201,7 @@ class TcpPeerLink : public PeerLink {
     std::atomic<bool> lost{false};
     char header[kHeaderBytes] = {};
     size_t header_got = 0;
+    int64_t payload_bytes = -1;  // of the frame Poll handed out
   };
 
   std::string Describe(int32_t peer) const {
@@ -275,6 +280,7 @@ StatusOr<std::unique_ptr<PeerLink>> CreateTcpPeerLink(
   mesh_options.size = options.size;
   mesh_options.hostname = options.hostname;
   mesh_options.timeout = options.timeout;
+  mesh_options.job_secret = options.job_secret;
   StatusOr<std::unique_ptr<TcpMesh>> mesh =
       TcpMesh::Connect(mesh_options, store);
   if (!mesh.ok()) {

@@ -35,6 +35,7 @@ std::vector<int> RunHierarchical(
       options.store_prefix = "hierarchical-test";
       options.shm_area_bytes = 4096;  // every large call takes many shm rounds
       options.timeout = std::chrono::milliseconds(20000);
+      options.job_secret = testing::kTestJobSecret;
       StatusOr<std::unique_ptr<Backend>> backend = CreateHierarchicalBackend(
           options, store, topology, testing::NetworkEngine());
       if (!backend.ok()) {

@@ -19,6 +19,7 @@
 #include "collectives/backend.h"
 #include "collectives/topology.h"
 #include "store/memory_store.h"
+#include "testing/engines.h"
 
 namespace kolo {
 namespace {
@@ -31,6 +32,7 @@ BackendOptions OptionsFor(int32_t rank, int32_t size,
   BackendOptions options;
   options.world = WorldInfo{rank, size, rank, size, 0, 1};
   options.timeout = timeout;
+  options.job_secret = testing::kTestJobSecret;
   options.store_prefix = "tcp-test";
   return options;
 }
@@ -254,6 +256,7 @@ TEST(TcpBackendTest, HierarchicalAllreduceRunsOverTcp) {
     options.store_prefix = "hierarchical-tcp";
     options.shm_area_bytes = 4096;
     options.timeout = std::chrono::milliseconds(20000);
+    options.job_secret = testing::kTestJobSecret;
     KOLO_ASSIGN_OR_RETURN(
         std::unique_ptr<Backend> backend,
         CreateHierarchicalBackend(options, store, topology, BackendKind::kTcp));

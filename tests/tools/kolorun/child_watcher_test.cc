@@ -11,21 +11,13 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "test_signals.h"
 
 namespace kolo {
 namespace kolorun {
 namespace {
 
-// One for the whole test program: it blocks SIGCHLD, SIGINT and SIGTERM, and
-// a second one would hand the blocked mask on to the children.
-SignalWatcher* Signals() {
-  static SignalWatcher* signals = [] {
-    StatusOr<SignalWatcher> created = SignalWatcher::Create();
-    EXPECT_TRUE(created.ok()) << created.status().ToString();
-    return new SignalWatcher(*std::move(created));
-  }();
-  return signals;
-}
+SignalWatcher* Signals() { return TestSignals(); }
 
 // A file that stands for kolorun's stdout or stderr.
 class Capture {
