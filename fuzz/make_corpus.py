@@ -176,23 +176,24 @@ def metrics_arena():
 
 
 def point_to_point_frame():
-    """Front: frames (48-byte header, then payload); back: the posted
-    transfers: count of posts, then per post type, count, tag (and, for the
-    first, send or receive)."""
+    """The script of fuzz/point_to_point_script.h: the transfers rank 0
+    posts, then rank 1's frames (48-byte header, then payload)."""
 
     def header(kind, tag, dtype, result, count, sequence, payload):
         return struct.pack("<iiiiqQqq", kind, tag, dtype, result, count,
                            sequence, payload, 0)
 
-    # One receive of 4 float32 with tag 1 (type 0, count 4, tag 1, receive).
-    posts = bytes([0, 1, 4, 0, 0])  # consumed from the back, right to left
-    data_frame = header(1, 1, 0, 0, 4, 0, 16) + b"\x00\x00\x80\x3f" * 4
+    # One receive of 4 float32 with tag 1: count 0 -> 1 transfer; type 0,
+    # count 4, tag 1, receive.
+    posts = bytes([0, 0, 4, 1, 0])
+    send_and_receive = bytes([1, 0, 2, 3, 1, 0, 4, 1, 0])
     return {
-        "matching": data_frame + posts,
-        "mismatched_count": header(1, 1, 0, 0, 5, 0, 20) + b"\x00" * 20 + posts,
-        "unexpected_tag": header(1, 2, 0, 0, 4, 0, 16) + b"\x00" * 16 + posts,
-        "ack": header(2, 1, 0, 0, 4, 0, 0) + posts,
-        "truncated_payload": header(1, 1, 0, 0, 4, 0, 16) + b"\x00" * 8 + posts,
+        "matching": posts + header(1, 1, 0, 0, 4, 0, 16) + b"\x00\x00\x80\x3f" * 4,
+        "mismatched_count": posts + header(1, 1, 0, 0, 5, 0, 20) + b"\x00" * 20,
+        "unexpected_tag": posts + header(1, 2, 0, 0, 4, 0, 16) + b"\x00" * 16,
+        "ack": send_and_receive + header(2, 3, 0, 0, 2, 0, 0),
+        "mismatch_ack": send_and_receive + header(2, 3, 0, 1, 2, 0, 0),
+        "truncated_payload": posts + header(1, 1, 0, 0, 4, 0, 16) + b"\x00" * 8,
         "no_frames": posts,
     }
 

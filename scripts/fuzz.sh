@@ -26,10 +26,16 @@ per_input_timeout=15
 build=build-fuzz
 symbolizer=/usr/lib/llvm-14/bin/llvm-symbolizer
 
+# LibTorch from the project's environment, as scripts/setup.sh finds it:
+# the dataset loaders' fuzzer links it.
+python="$(scripts/setup_python.sh)"
+torch_prefix="$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+
 mkdir -p "$build"
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DKOLO_SANITIZE=address -DKOLO_BUILD_FUZZERS=ON \
-  -DKOLO_WITH_TORCH=OFF -DKOLO_WITH_CUDA=OFF -DKOLO_WITH_GLOO=OFF -DKOLO_WITH_MPI=OFF \
+  -DKOLO_WITH_TORCH=ON -DCMAKE_PREFIX_PATH="$torch_prefix" \
+  -DKOLO_WITH_CUDA=OFF -DKOLO_WITH_GLOO=OFF -DKOLO_WITH_MPI=OFF \
   -DKOLO_BUILD_TESTS=OFF -DKOLO_BUILD_BENCH=OFF -DKOLO_BUILD_TOOLS=OFF \
   -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
   > "$build/configure.log" || { cat "$build/configure.log"; exit 1; }
@@ -43,6 +49,8 @@ cmake --build "$build" --target "${targets[@]}" -- -j2
 export ASAN_SYMBOLIZER_PATH="$symbolizer"
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+# The sanitizer runs' suppressions: third-party libraries only.
+export LSAN_OPTIONS="suppressions=$PWD/scripts/sanitizers/lsan.supp:print_suppressions=0"
 
 failed=()
 printf '%-30s %12s %10s %8s %8s\n' target runs "runs/s" cov ft
@@ -58,9 +66,10 @@ for target in "${targets[@]}"; do
   [ -f "fuzz/$target.dict" ] && options+=(-dict="fuzz/$target.dict")
   status=0
   "$build/fuzz/$target" "${options[@]}" "${inputs[@]}" > "$log" 2>&1 || status=$?
+  # A target that crashed at once may have printed no statistics.
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
-  coverage=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1)
+  coverage=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1 || true)
   printf '%-30s %12s %10s %8s %8s\n' "$target" "${runs:-?}" "${rate:-?}" \
     "$(echo "$coverage" | awk '{print $2}')" "$(echo "$coverage" | awk '{print $4}')"
   if [ "$status" -ne 0 ]; then
