@@ -8,6 +8,10 @@
 // A get or a wait for a key nobody sets blocks for its timeout, as it
 // should; the harness caps the timeout it finds in a well-formed get or
 // wait at a few milliseconds, so such an input is not reported as a hang.
+//
+// Each input gets a store of its own: what one input's requests leave in
+// the store (a counter near INT64_MAX) must not decide what the next one
+// finds, or a finding could not be replayed from its input alone.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstddef>
@@ -26,11 +30,6 @@ constexpr char kSecret[] = "fuzzing-store-secret-0123456789";
 constexpr uint8_t kGet = 3;
 constexpr uint8_t kWait = 5;
 constexpr int64_t kCappedTimeoutMs = 5;
-
-kolo::TcpStoreServer& Server() {
-  return kolo::fuzz::StartedOnce<kolo::TcpStoreServer>(
-      [] { return kolo::TcpStoreServer::Start("127.0.0.1", 0, kSecret); });
-}
 
 std::string Frame(const std::string& body) {
   const uint32_t length = static_cast<uint32_t>(body.size());
@@ -127,7 +126,9 @@ std::unique_ptr<kolo::MessageAuthenticator> Authenticate(
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  kolo::fuzz::LoopbackClient client(Server().port());
+  auto server = kolo::TcpStoreServer::Start("127.0.0.1", 0, kSecret);
+  if (!server.ok()) kolo::fuzz::HarnessFailure("fuzz: start the store");
+  kolo::fuzz::LoopbackClient client((*server)->port());
   std::unique_ptr<kolo::MessageAuthenticator> auth = Authenticate(client);
   FuzzedDataProvider input(data, size);
   while (input.remaining_bytes() > 0) {
