@@ -211,6 +211,32 @@ def tcp_hello():
     }
 
 
+def dataset_header():
+    """IDX: the images file as a provider string, then the labels file,
+    then a last byte 1; CIFAR-10's test batch: the file, then a 0."""
+
+    def words(*values):
+        return b"".join(struct.pack(">I", v) for v in values)
+
+    def idx(images, labels):
+        return provider_string(images) + labels + b"\x01"
+
+    record = bytes([3]) + bytes(range(256)) * 12
+    return {
+        "idx_two_images": idx(words(0x803, 2, 2, 2) + bytes(range(8)),
+                              words(0x801, 2) + b"\x01\x09"),
+        "idx_count_mismatch": idx(words(0x803, 1, 1, 1) + b"\x00",
+                                  words(0x801, 2) + b"\x00\x00"),
+        "idx_huge_dims": idx(words(0x803, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF),
+                             words(0x801, 0)),
+        "idx_wrong_magic": idx(words(0x801, 1), words(0x803, 1, 1, 1)),
+        "idx_truncated": idx(words(0x803, 1), b""),
+        "cifar_one_record": record + b"\x00",
+        "cifar_bad_label": bytes([10]) + record[1:] + b"\x00",
+        "cifar_short": record[:100] + b"\x00",
+    }
+
+
 def write(target, seeds):
     folder = os.path.join(ROOT, target)
     os.makedirs(folder, exist_ok=True)
@@ -231,6 +257,7 @@ def main():
     write("metrics_arena_fuzzer", metrics_arena())
     write("point_to_point_frame_fuzzer", point_to_point_frame())
     write("tcp_hello_fuzzer", tcp_hello())
+    write("dataset_header_fuzzer", dataset_header())
     return 0
 
 
