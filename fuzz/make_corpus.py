@@ -165,11 +165,13 @@ def http_request():
 
 
 def metrics_arena():
-    # First byte even: the rest patches a valid arena; odd: read alone.
+    # First byte even: the rest is XORed onto a valid arena; odd: read
+    # alone. Zeros keep the arena as it is; 4096 bytes reach past its
+    # third descriptor, the histogram.
     return {
         "valid": b"\x00",
-        "zero_header": b"\x00" + b"\x00" * 64,
-        "ones_header": b"\x00" + b"\xff" * 64,
+        "valid_prefix": b"\x00" * 4096,
+        "flipped_header": b"\x00" + b"\xff" * 64,
         "truncated": b"\x01" + b"\x00" * 32,
         "empty": b"",
     }

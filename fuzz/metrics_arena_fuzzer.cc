@@ -5,9 +5,11 @@
 // write to KOLO_METRICS_DIR, decides those bytes.
 //
 // An arena is ArenaBytes() long (far beyond an input's length), so the
-// input patches a real one: its first byte picks whether the rest
-// overwrites the start of a valid arena (header and first descriptors,
-// whole size) or is read alone (a truncated file).
+// input patches a real one: its first byte picks whether the rest is
+// XORed onto the start of a valid arena (header and first descriptors,
+// whole size; a zero byte leaves the arena's byte as it is, so a mutation
+// anywhere in it keeps the rest valid) or is read alone (a truncated
+// file).
 #include <unistd.h>
 
 #include <cstddef>
@@ -59,7 +61,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<char> bytes;
   if (patch) {
     bytes.assign(ValidArena().begin(), ValidArena().end());
-    std::copy(rest, rest + std::min(rest_size, bytes.size()), bytes.begin());
+    for (size_t i = 0; i < std::min(rest_size, bytes.size()); ++i)
+      bytes[i] ^= rest[i];
   } else {
     bytes.assign(rest, rest + rest_size);
   }
