@@ -531,10 +531,12 @@ StatusOr<TrainingConfig> ParseTrainingConfig(const std::string& json_text,
                                              const std::string& source) {
   Json doc;
   // nlohmann reports a parse error only as an exception; it carries the
-  // line and column the user needs, so it is caught here at the edge.
+  // line and column the user needs, so it is caught here at the edge. A
+  // number too large for a double ("1e400") is out_of_range, not a
+  // parse_error: every json exception is caught.
   try {
     doc = Json::parse(json_text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
     return InvalidArgument(source + ": not valid JSON: " + e.what());
   }
   if (!doc.is_object()) {

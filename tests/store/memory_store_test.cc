@@ -89,5 +89,25 @@ TEST(MemoryStoreTest, WaitingForNoKeysReturnsAtOnce) {
   EXPECT_TRUE(store.Wait({}, milliseconds(0)).ok());
 }
 
+// Found by fuzz/store_message_fuzzer.cc (the input is
+// fuzz/regressions/store_message_fuzzer/add_overflow): an authenticated
+// client adds 6701356593419874920 to a counter twice, and the sum
+// overflows int64_t in MemoryStore::Add (memory_store.cc:59, UBSan: signed
+// integer overflow), which the TCP store's server runs on its thread. A
+// sum that does not fit must be refused with the counter's name, and the
+// counter left as it was. Disabled until the store's fix (issue 31,
+// another branch) is merged.
+TEST(MemoryStoreTest, DISABLED_AnAddThatOverflowsIsRefusedNamingTheCounter) {
+  MemoryStore store;
+  constexpr int64_t kDelta = 6701356593419874920;
+  ASSERT_EQ(*store.Add("steps", kDelta), kDelta);
+  StatusOr<int64_t> overflowed = store.Add("steps", kDelta);
+  ASSERT_FALSE(overflowed.ok());
+  EXPECT_EQ(overflowed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(overflowed.status().message().find("steps"), std::string::npos)
+      << overflowed.status().message();
+  EXPECT_EQ(*store.Get("steps", milliseconds(10)), std::to_string(kDelta));
+}
+
 }  // namespace
 }  // namespace kolo

@@ -14,6 +14,7 @@
 namespace kolo {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
@@ -538,6 +539,24 @@ TEST(TrainingConfigTest, InvalidJsonGivesNlohmannsPosition) {
 
   EXPECT_THAT(ErrorOf("[1, 2]"),
               HasSubstr("a configuration is a JSON object, got array"));
+}
+
+// A number too large for a double is nlohmann's out_of_range, not a
+// parse_error: it escaped ParseTrainingConfig and ended the program
+// (terminate in kolo-train). Found by fuzz/training_config_fuzzer.cc; the
+// input is fuzz/regressions/training_config_fuzzer/number_overflow.
+TEST(TrainingConfigTest, ANumberTooLargeForADoubleIsInvalidJson) {
+  EXPECT_THAT(ErrorOf("{\"gradient_clipping\": 1e400}"),
+              AllOf(StartsWith("ds.json: not valid JSON: "),
+                    HasSubstr("number overflow parsing '1e400'")));
+  const std::string found = std::string(KOLO_SOURCE_DIR) +
+                            "/fuzz/regressions/training_config_fuzzer/"
+                            "number_overflow";
+  StatusOr<TrainingConfig> c = LoadTrainingConfig(found);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(),
+              AllOf(HasSubstr(found), HasSubstr("number overflow")));
 }
 
 TEST(TrainingConfigTest, LoadNamesTheFile) {
