@@ -511,6 +511,26 @@ class PointToPoint::Core : public std::enable_shared_from_this<Core> {
     if (send->written) CompleteLocked(send, send->ack_status);
   }
 
+  // kInvalidArgument when holding `header`'s payload would take what is
+  // held for `peer`'s unclaimed messages past max_unexpected_bytes.
+  Status RoomForUnexpectedLocked(int32_t peer, const FrameHeader& header)
+      KOLO_REQUIRES(mutex_) {
+    int64_t held = 0;
+    for (const Unexpected& u : unexpected_[peer]) {
+      held += static_cast<int64_t>(u.bytes.size());
+    }
+    if (header.payload_bytes <= options_.max_unexpected_bytes - held) {
+      return Status::Ok();
+    }
+    return InvalidArgument(
+        "point-to-point (" + engine_ + "): rank " + std::to_string(peer) +
+        " sent " + std::to_string(header.payload_bytes) + " bytes with tag " +
+        std::to_string(header.tag) + " before any receive for them, while " +
+        std::to_string(held) + " bytes of its messages wait unclaimed; at " +
+        "most " + std::to_string(options_.max_unexpected_bytes) +
+        " are held for one peer");
+  }
+
   void HandleData(int32_t peer, const FrameHeader& header) {
     const DataType type = static_cast<DataType>(header.type);
     const auto deadline = LinkClock::now() + options_.timeout;
@@ -527,6 +547,11 @@ class PointToPoint::Core : public std::enable_shared_from_this<Core> {
       if (receive) {
         receive->phase = TransferState::Phase::kBusy;
       } else {
+        Status room = RoomForUnexpectedLocked(peer, header);
+        if (!room.ok()) {
+          FailPeerLocked(peer, room);
+          return;
+        }
         arriving = unexpected_[peer].insert(unexpected_[peer].end(),
                                             Unexpected{header.tag,
                                                        type,

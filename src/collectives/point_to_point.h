@@ -55,6 +55,11 @@ class PointToPoint {
     int32_t size = 1;
     // Every Wait without a timeout of its own, and every link call.
     std::chrono::milliseconds timeout = kDefaultTimeout;
+    // The most bytes held for one peer's messages that no receive has
+    // claimed yet. A frame that would pass it fails that peer, naming the
+    // limit, instead of letting a peer's header size an allocation (MPI
+    // bounds its unexpected-message buffers alike).
+    int64_t max_unexpected_bytes = int64_t{1} << 30;
   };
 
   // Takes the link and starts the threads. `news` (may be null) names dead

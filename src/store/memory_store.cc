@@ -56,7 +56,13 @@ StatusOr<int64_t> MemoryStore::Add(const std::string& key, int64_t delta) {
       if (!parsed.ok()) return parsed.status();
       current = *parsed;
     }
-    result = current + delta;
+    // A client's delta is untrusted: a sum past int64 is refused, and the
+    // counter keeps its value.
+    if (__builtin_add_overflow(current, delta, &result)) {
+      return InvalidArgument("counter '" + key + "' at " +
+                             std::to_string(current) + " cannot add " +
+                             std::to_string(delta) + ": the sum overflows");
+    }
     values_[key] = std::to_string(result);
   }
   changed_.NotifyAll();

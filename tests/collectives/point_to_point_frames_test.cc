@@ -41,9 +41,8 @@ void ExpectTheReceiveFailsNamingRank1(const std::string& name) {
 // receiver allocated to hold it (point_to_point.cc's HandleData, `held`)
 // before reading a byte. ASan: allocator out of memory in
 // PointToPoint::Core::HandleData; without ASan, std::bad_alloc on the
-// reader thread ends the process. Disabled until the frame checks of
-// point_to_point.cc (issue 31, another branch) are merged.
-TEST(PointToPointFramesTest, DISABLED_AnUnexpectedFrameClaimingGibibytes) {
+// reader thread ends the process.
+TEST(PointToPointFramesTest, AnUnexpectedFrameClaimingGibibytes) {
   ExpectTheReceiveFailsNamingRank1("unexpected_64_gib");
 }
 
@@ -52,15 +51,15 @@ TEST(PointToPointFramesTest, DISABLED_AnUnexpectedFrameClaimingGibibytes) {
 // read all 64 into it (HandleData, `receive->recv_data`). ASan:
 // heap-buffer-overflow, WRITE of size 64, under
 // PointToPoint::Core::HandleData (point_to_point.cc:496). Found with
-// count 0, whose buffer is null. Disabled like the test above.
-TEST(PointToPointFramesTest, DISABLED_APayloadLongerThanTheReceive) {
+// count 0, whose buffer is null.
+TEST(PointToPointFramesTest, APayloadLongerThanTheReceive) {
   ExpectTheReceiveFailsNamingRank1("payload_past_the_receive");
 }
 
 // An unexpected frame whose payload_bytes is -1: resizing the buffer that
 // holds it throws std::length_error on the reader thread, which ends the
-// process (point_to_point.cc:499). Disabled like the tests above.
-TEST(PointToPointFramesTest, DISABLED_ANegativePayloadLength) {
+// process (point_to_point.cc:499).
+TEST(PointToPointFramesTest, ANegativePayloadLength) {
   ExpectTheReceiveFailsNamingRank1("negative_payload");
 }
 

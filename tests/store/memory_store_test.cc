@@ -95,9 +95,8 @@ TEST(MemoryStoreTest, WaitingForNoKeysReturnsAtOnce) {
 // overflows int64_t in MemoryStore::Add (memory_store.cc:59, UBSan: signed
 // integer overflow), which the TCP store's server runs on its thread. A
 // sum that does not fit must be refused with the counter's name, and the
-// counter left as it was. Disabled until the store's fix (issue 31,
-// another branch) is merged.
-TEST(MemoryStoreTest, DISABLED_AnAddThatOverflowsIsRefusedNamingTheCounter) {
+// counter left as it was.
+TEST(MemoryStoreTest, AnAddThatOverflowsIsRefusedNamingTheCounter) {
   MemoryStore store;
   constexpr int64_t kDelta = 6701356593419874920;
   ASSERT_EQ(*store.Add("steps", kDelta), kDelta);
