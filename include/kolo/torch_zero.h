@@ -71,9 +71,11 @@
 // manifest of the layout: for each bucket its size, padding and slice, and
 // for each parameter its name, shape and place in its bucket, plus the
 // optimizer, its step count and the loss scaler's state. The manifest is
-// written last, after every shard file is on disk, and names the shard
-// files of that save, so a crash mid-save leaves the previous checkpoint
-// whole. Load works at any number of ranks and any bucket size: each rank
+// written last (atomically), after every shard file is on disk, and names
+// the shard files of that save. Shard file names carry an id of their save,
+// so a save never overwrites a file the current manifest names, and the
+// files of earlier saves are removed only once the new manifest is
+// committed: a crash mid-save leaves the previous checkpoint whole. Load works at any number of ranks and any bucket size: each rank
 // maps the elements it owns in the new layout, parameter by parameter,
 // onto the old slices that hold them, reads only those shard files, and
 // checks every shard's sizes against the manifest, so a layout that does

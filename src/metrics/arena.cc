@@ -68,6 +68,30 @@ const std::atomic<uint64_t>* SlotsAt(const void* base) {
       static_cast<const char*>(base) + SlotsOffset());
 }
 
+// A descriptor read from another process's arena: its type known and its
+// slots inside the arena. Sums are formed so that none can wrap.
+Status CheckDescriptor(const Descriptor& d, uint32_t index,
+                       const std::string& what) {
+  const std::string series = "metrics: " + what + ": series " +
+                             std::to_string(index) + " is malformed: ";
+  if (!ValidType(d.type))
+    return InvalidArgument(series + "type " + std::to_string(d.type));
+  if (d.bucket_count > kMaxBuckets) {
+    return InvalidArgument(series + "bucket_count " +
+                           std::to_string(d.bucket_count) + " exceeds " +
+                           std::to_string(kMaxBuckets));
+  }
+  const uint64_t needed =
+      SlotsFor(static_cast<MetricType>(d.type), d.bucket_count);
+  if (uint64_t{d.first_slot} + needed > kSlotCapacity) {
+    return InvalidArgument(series + "first_slot " +
+                           std::to_string(d.first_slot) + " + " +
+                           std::to_string(needed) + " slots exceeds " +
+                           std::to_string(kSlotCapacity));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const char* MetricTypeName(MetricType type) {
@@ -352,14 +376,11 @@ StatusOr<ArenaSnapshot> ReadArena(const void* base, size_t size,
   const std::atomic<uint64_t>* slots = SlotsAt(base);
   snapshot.series.reserve(published);
   for (uint32_t i = 0; i < published; ++i) {
-    const Descriptor& d = descriptors[i];
-    if (!ValidType(d.type) || d.bucket_count > kMaxBuckets ||
-        d.first_slot +
-                SlotsFor(static_cast<MetricType>(d.type), d.bucket_count) >
-            kSlotCapacity) {
-      return InvalidArgument("metrics: " + what + ": series " +
-                             std::to_string(i) + " is malformed");
-    }
+    // Another process writes the arena: validate a private copy, so that
+    // what was checked is what is read.
+    Descriptor d;
+    std::memcpy(&d, &descriptors[i], sizeof(d));
+    KOLO_RETURN_IF_ERROR(CheckDescriptor(d, i, what));
     SeriesSnapshot series;
     series.type = static_cast<MetricType>(d.type);
     series.name = ReadField(d.name);

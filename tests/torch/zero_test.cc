@@ -5,13 +5,20 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <string>
 
+#include "common/atomic_file.h"
 #include "kolo/torch_zero.h"
 #include "testing/child_process.h"
 
@@ -87,6 +94,20 @@ void TrainSteps(Net& net, torch::ZeroOptimizer& zero, int steps) {
   }
 }
 
+// A model trained `steps` steps from weights drawn after seeding with
+// `seed`, and its stage-2 optimizer.
+struct TrainedZero {
+  TrainedZero(uint64_t seed, int steps) : seeded(seed) {
+    TrainSteps(net, zero, steps);
+  }
+  struct Seed {
+    explicit Seed(uint64_t seed) { ::torch::manual_seed(seed); }
+  } seeded;
+  Net net;
+  torch::ZeroOptimizer zero{net.named_parameters(),
+                            torch::MakeOptimizer(Adam()), Small(2)};
+};
+
 TEST(ZeroOptimizerTest, AloneEveryStageMatchesThePlainOptimizer) {
   for (int32_t stage : {0, 1, 2}) {
     ::torch::manual_seed(1);
@@ -144,11 +165,9 @@ TEST(ZeroOptimizerTest, BadOptionsAreRefusedNamingThem) {
 
 TEST(ZeroCheckpointTest, SavedStateLoadsIntoAFreshOptimizer) {
   TempDir dir;
-  ::torch::manual_seed(2);
-  Net net;
-  torch::ZeroOptimizer zero(net.named_parameters(),
-                            torch::MakeOptimizer(Adam()), Small(2));
-  TrainSteps(net, zero, 2);
+  TrainedZero trained(/*seed=*/2, /*steps=*/2);
+  Net& net = trained.net;
+  torch::ZeroOptimizer& zero = trained.zero;
   ASSERT_TRUE(zero.Save(dir.str()).ok());
 
   ::torch::manual_seed(99);  // other weights: the load must replace them
@@ -227,6 +246,136 @@ TEST(ZeroCheckpointTest, MismatchesAreNamedNeverLoaded) {
   }
   EXPECT_EQ(zero.Load(dir.str() + "/nothing-here").code(),
             StatusCode::kNotFound);
+}
+
+// A manifest edited by `edit` is refused with a message containing
+// `expected`, before any shard is read.
+void ExpectRefused(const std::string& dir, const nlohmann::json& manifest,
+                   const std::function<void(nlohmann::json&)>& edit,
+                   const std::string& expected) {
+  nlohmann::json edited = manifest;
+  edit(edited);
+  const std::string path = dir + "/zero_manifest.json";
+  std::ofstream(path, std::ios::trunc) << edited.dump();
+  Net net;
+  torch::ZeroOptimizer other(net.named_parameters(),
+                             torch::MakeOptimizer(Adam()), Small(2));
+  Status status = other.Load(dir);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << expected;
+  EXPECT_THAT(status.message(), HasSubstr(path));
+  EXPECT_THAT(status.message(), HasSubstr(expected));
+}
+
+TEST(ZeroCheckpointTest, ManifestFieldsAreCheckedBeforeTheyAreUsed) {
+  TempDir dir;
+  TrainedZero trained(/*seed=*/1, /*steps=*/1);
+  ASSERT_TRUE(trained.zero.Save(dir.str()).ok());
+  nlohmann::json manifest;
+  std::ifstream(dir.str() + "/zero_manifest.json") >> manifest;
+  ASSERT_EQ(manifest["buckets"][0]["parameters"][1]["name"], "fc2.weight");
+
+  ExpectRefused(
+      dir.str(), manifest,
+      [](nlohmann::json& m) {
+        m["shards"] = 0;
+        m["files"] = nlohmann::json::array();
+      },
+      "shards is 0; it must be 1 to 1048576");
+  ExpectRefused(
+      dir.str(), manifest,
+      [](nlohmann::json& m) { m["files"][0] = "../elsewhere.pt"; },
+      "files[0] '../elsewhere.pt' is not a file name");
+  // A slice of 0 would divide by zero when elements are mapped to shards.
+  ExpectRefused(
+      dir.str(), manifest,
+      [](nlohmann::json& m) {
+        auto& b = m["buckets"][0];
+        b["slice"] = 0;
+        b["padded"] = 0;
+        b["elements"] = 0;
+        for (auto& p : b["parameters"]) p["numel"] = 0;
+      },
+      "bucket 0: slice is 0; it must be at least 1");
+  // A numel that disagrees with the shape (the model is checked against
+  // the shape, the bucket bounds against the numel).
+  ExpectRefused(
+      dir.str(), manifest,
+      [](nlohmann::json& m) { m["buckets"][0]["parameters"][1]["numel"] = 1; },
+      "bucket 0 parameter fc2.weight: numel 1 is not the product of its "
+      "shape [5,13] (65)");
+  // offset + numel would overflow int64 and pass a plain comparison.
+  ExpectRefused(
+      dir.str(), manifest,
+      [](nlohmann::json& m) {
+        m["buckets"][0]["parameters"][1]["offset"] =
+            std::numeric_limits<int64_t>::max() - 10;
+      },
+      "bucket 0 parameter fc2.weight: offset 9223372036854775797 + numel 65 "
+      "lies outside the bucket's 70 elements");
+  ExpectRefused(
+      dir.str(), manifest,
+      [](nlohmann::json& m) {
+        m["buckets"][0]["parameters"][1]["shape"] = {int64_t{1} << 40,
+                                                     int64_t{1} << 40};
+      },
+      "bucket 0 parameter fc2.weight: shape [1099511627776,1099511627776] "
+      "does not fit in the bucket's 70 elements");
+  ExpectRefused(
+      dir.str(), manifest,
+      [](nlohmann::json& m) {
+        m["buckets"][0]["slice"] = std::numeric_limits<int64_t>::max() / 2 + 1;
+        m["shards"] = 2;
+        m["files"].push_back("zero-other.pt");
+      },
+      "bucket 0: 70 elements in 2 slices of 4611686018427387904");
+}
+
+// The second of two saves at one step dies after writing its shards and
+// before its manifest: the first save's checkpoint loads bit for bit.
+TEST(ZeroCheckpointTest, ASaveDyingBeforeItsManifestLeavesTheLastOneWhole) {
+  TempDir dir;
+  TrainedZero first(/*seed=*/3, /*steps=*/2);
+  ASSERT_TRUE(first.zero.Save(dir.str()).ok());
+  TrainedZero second(/*seed=*/4, /*steps=*/2);  // other weights, same step
+  ASSERT_FALSE(
+      ::torch::equal(first.net.parameters()[0], second.net.parameters()[0]));
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    SetBeforeRenameHookForTesting(
+        [](const std::string&, const std::string& path) {
+          if (fs::path(path).filename() == "zero_manifest.json") ::_exit(42);
+        });
+    (void)second.zero.Save(dir.str());
+    ::_exit(0);
+  }
+  int wait_status = 0;
+  ASSERT_EQ(::waitpid(child, &wait_status, 0), child);
+  ASSERT_TRUE(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 42)
+      << "the save did not stop before its manifest: " << wait_status;
+
+  ::torch::manual_seed(5);
+  Net loaded_net;
+  torch::ZeroOptimizer loaded(loaded_net.named_parameters(),
+                              torch::MakeOptimizer(Adam()), Small(2));
+  Status status = loaded.Load(dir.str());
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  for (size_t i = 0; i < first.net.parameters().size(); ++i) {
+    EXPECT_TRUE(
+        ::torch::equal(first.net.parameters()[i], loaded_net.parameters()[i]))
+        << "parameter " << i;
+  }
+  // The next save commits and removes every file its manifest does not
+  // name, the dead save's included.
+  ASSERT_TRUE(second.zero.Save(dir.str()).ok());
+  nlohmann::json manifest;
+  std::ifstream(dir.str() + "/zero_manifest.json") >> manifest;
+  std::set<std::string> expected = {"zero_manifest.json"};
+  for (const auto& file : manifest["files"]) expected.insert(file);
+  std::set<std::string> found;
+  for (const auto& entry : fs::directory_iterator(dir.str()))
+    found.insert(entry.path().filename().string());
+  EXPECT_EQ(found, expected);
 }
 
 // ---------------------------------------------------------- processes

@@ -4,6 +4,7 @@
 
 #include <exception>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "kolo_internal/files.h"
@@ -21,17 +22,63 @@ constexpr char kDatasetKey[] = "dataset";
 constexpr char kOptimizerNameKey[] = "optimizer_name";
 constexpr char kHistoryKey[] = "history";
 
-std::string ReadString(::torch::serialize::InputArchive& archive,
-                       const char* key) {
+Status BadField(const std::string& path, const char* key,
+                const std::string& what) {
+  return InvalidArgument(
+      fmt::format("checkpoint {}: header field {} {}", path, key, what));
+}
+
+// A header field: present and of its type, or an error naming the file
+// and the field.
+StatusOr<c10::IValue> ReadField(::torch::serialize::InputArchive& archive,
+                                const std::string& path, const char* key) {
   c10::IValue value;
-  archive.read(key, value);
+  if (!archive.try_read(key, value)) return BadField(path, key, "is missing");
+  return value;
+}
+
+StatusOr<std::string> ReadString(::torch::serialize::InputArchive& archive,
+                                 const std::string& path, const char* key) {
+  KOLO_ASSIGN_OR_RETURN(c10::IValue value, ReadField(archive, path, key));
+  if (!value.isString())
+    return BadField(path, key, "is a " + value.tagKind() + ", not a string");
   return value.toStringRef();
 }
 
-int64_t ReadInt(::torch::serialize::InputArchive& archive, const char* key) {
-  c10::IValue value;
-  archive.read(key, value);
+StatusOr<int64_t> ReadInt(::torch::serialize::InputArchive& archive,
+                          const std::string& path, const char* key) {
+  KOLO_ASSIGN_OR_RETURN(c10::IValue value, ReadField(archive, path, key));
+  if (!value.isInt())
+    return BadField(path, key, "is a " + value.tagKind() + ", not an integer");
   return value.toInt();
+}
+
+// Reads and checks the fields that describe the run (all but the model's
+// and the optimizer's state).
+StatusOr<CheckpointInfo> ReadHeader(::torch::serialize::InputArchive& archive,
+                                    const std::string& path) {
+  CheckpointInfo info;
+  KOLO_ASSIGN_OR_RETURN(info.epochs_done,
+                        ReadInt(archive, path, kEpochsDoneKey));
+  if (info.epochs_done < 0) {
+    return BadField(
+        path, kEpochsDoneKey,
+        "is " + std::to_string(info.epochs_done) + "; it must be at least 0");
+  }
+  KOLO_ASSIGN_OR_RETURN(const int64_t seed, ReadInt(archive, path, kSeedKey));
+  info.seed = static_cast<uint64_t>(seed);
+  KOLO_ASSIGN_OR_RETURN(info.model, ReadString(archive, path, kModelNameKey));
+  KOLO_ASSIGN_OR_RETURN(info.dataset, ReadString(archive, path, kDatasetKey));
+  KOLO_ASSIGN_OR_RETURN(info.optimizer,
+                        ReadString(archive, path, kOptimizerNameKey));
+  KOLO_ASSIGN_OR_RETURN(info.history_json,
+                        ReadString(archive, path, kHistoryKey));
+  const nlohmann::json history =
+      nlohmann::json::parse(info.history_json, nullptr,
+                            /*allow_exceptions=*/false);
+  if (history.is_discarded() || !history.is_array())
+    return BadField(path, kHistoryKey, "is not a JSON array");
+  return info;
 }
 
 }  // namespace
@@ -89,12 +136,7 @@ StatusOr<CheckpointInfo> LoadCheckpoint(const std::string& dir,
   try {
     ::torch::serialize::InputArchive archive;
     archive.load_from(path);
-    info.epochs_done = ReadInt(archive, kEpochsDoneKey);
-    info.seed = static_cast<uint64_t>(ReadInt(archive, kSeedKey));
-    info.model = ReadString(archive, kModelNameKey);
-    info.dataset = ReadString(archive, kDatasetKey);
-    info.optimizer = ReadString(archive, kOptimizerNameKey);
-    info.history_json = ReadString(archive, kHistoryKey);
+    KOLO_ASSIGN_OR_RETURN(info, ReadHeader(archive, path));
     auto differs = [&](const char* flag, const std::string& found,
                        const std::string& wanted) -> StatusOr<CheckpointInfo> {
       return InvalidArgument(fmt::format(

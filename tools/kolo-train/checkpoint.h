@@ -12,9 +12,9 @@
 // training something else.
 //
 // One file, <dir>/checkpoint.pt, written by rank 0 alone (every rank holds
-// the same weights). It is written to checkpoint.pt.tmp, flushed to disk and
-// renamed over the old one, so a crash mid-write leaves the previous
-// checkpoint intact.
+// the same weights). It is written to a temporary file beside it, flushed
+// to disk and renamed over the old one (WriteFileAtomically), so a crash
+// mid-write leaves the previous checkpoint intact.
 //
 // Thread-safety: functions of their arguments; the caller must not train the
 // model while it is saved or loaded.
@@ -50,9 +50,11 @@ Status SaveCheckpoint(const std::string& dir, ::torch::nn::Module& model,
 
 // Reads <dir>/checkpoint.pt into `model` and `optimizer` (built with the
 // same flags, so their shapes match). kNotFound when there is no checkpoint;
-// kInvalidArgument, naming the file, when it cannot be read or was written
-// with another model, dataset, optimizer or seed than `expected` names
-// (checked before any tensor is read).
+// kInvalidArgument, naming the file, when it cannot be read, when a header
+// field (epochs_done, seed, the names, history) is missing, mistyped or out
+// of range (naming the field), or when it was written with another model,
+// dataset, optimizer or seed than `expected` names (all checked before any
+// tensor is read).
 StatusOr<CheckpointInfo> LoadCheckpoint(const std::string& dir,
                                         const CheckpointInfo& expected,
                                         ::torch::nn::Module& model,

@@ -106,13 +106,8 @@ Status Prepare(const Flags& f, int32_t rank, Setup* s) {
     return Status::Ok();
   }
   s->epochs_done = info->epochs_done;
-  s->history =
-      json::parse(info->history_json, nullptr, /*allow_exceptions=*/false);
-  if (s->history.is_discarded() || !s->history.is_array()) {
-    return InvalidArgument(
-        fmt::format("checkpoint {}: its history is not a JSON array",
-                    CheckpointPath(f.checkpoint_dir)));
-  }
+  // LoadCheckpoint checked that it is a JSON array.
+  s->history = json::parse(info->history_json);
   s->resumed_from = CheckpointPath(f.checkpoint_dir);
   return Status::Ok();
 }

@@ -25,6 +25,12 @@ constexpr uint32_t kIdxImagesMagic = 0x00000803;  // unsigned bytes, 3 dims
 constexpr uint32_t kIdxLabelsMagic = 0x00000801;  // unsigned bytes, 1 dim
 constexpr int64_t kCifarImageBytes = 3 * 32 * 32;
 constexpr int64_t kCifarRecordBytes = 1 + kCifarImageBytes;
+// An IDX image is at most 2^15 pixels on a side, so rows·cols ≤ 2^30 and,
+// with a count below 2^32, count·rows·cols < 2^62 cannot overflow int64.
+constexpr uint32_t kMaxIdxSide = 1u << 15;
+// deflate cannot compress better than 1032:1, so a gzip file of n bytes
+// holds at most 1032·n: a header claiming more is corrupt.
+constexpr int64_t kMaxDeflateRatio = 1032;
 
 std::string Hex32(uint32_t value) {
   char text[16];
@@ -55,10 +61,16 @@ class GzReader {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return OpenError(path, errno);
     struct stat info;
-    if (::fstat(fd, &info) == 0 && S_ISDIR(info.st_mode)) {
+    if (::fstat(fd, &info) != 0) {
+      const int error = errno;
+      ::close(fd);
+      return InvalidArgument(path + ": cannot stat: " + std::strerror(error));
+    }
+    if (S_ISDIR(info.st_mode)) {
       ::close(fd);
       return InvalidArgument(path + ": is a directory, not an IDX file");
     }
+    file_bytes_ = static_cast<int64_t>(info.st_size);
     file_ = gzdopen(fd, "rb");
     if (file_ == nullptr) {
       ::close(fd);
@@ -89,9 +101,15 @@ class GzReader {
     return done;
   }
 
+  // The file's size on disk, compressed or not.
+  int64_t file_bytes() const { return file_bytes_; }
+  // Whether zlib is decompressing; known once something has been read.
+  bool compressed() const { return gzdirect(file_) == 0; }
+
  private:
   std::string path_;
   gzFile file_ = nullptr;
+  int64_t file_bytes_ = 0;
 };
 
 // Reads the big-endian u32 header words of an IDX file and checks its magic.
@@ -122,6 +140,39 @@ Status ReadHeader(GzReader& reader, const std::string& path, uint32_t magic,
   return Status::Ok();
 }
 
+// Checks, before a byte of it is read, that the file can hold the `n`
+// payload bytes its header announces (`fields` says which header fields
+// make n): exactly, for a raw file; within deflate's best ratio, for gzip.
+Status CheckPayloadSize(const GzReader& reader, const std::string& path,
+                        int64_t header_bytes, int64_t n, const char* what,
+                        const std::string& fields) {
+  const int64_t on_disk = reader.file_bytes();
+  if (reader.compressed()) {
+    if (n / kMaxDeflateRatio > on_disk) {
+      return InvalidArgument(path + ": header " + fields + " announces " +
+                             std::to_string(n) + " bytes of " + what +
+                             "; a gzip file of " + std::to_string(on_disk) +
+                             " bytes cannot hold more than " +
+                             std::to_string(on_disk * kMaxDeflateRatio));
+    }
+    return Status::Ok();
+  }
+  const int64_t payload = on_disk - header_bytes;
+  if (payload < n) {
+    return InvalidArgument(path + ": truncated " + what + ": expected " +
+                           std::to_string(n) + " bytes after the " +
+                           std::to_string(header_bytes) + "-byte header (" +
+                           fields + "), got " + std::to_string(payload));
+  }
+  if (payload > n) {
+    return InvalidArgument(
+        path + ": longer than its header says: " + std::to_string(payload) +
+        " bytes of " + what + " after the " + std::to_string(header_bytes) +
+        "-byte header, not " + std::to_string(n) + " (" + fields + ")");
+  }
+  return Status::Ok();
+}
+
 // Reads exactly `n` payload bytes after a header of `header_bytes`, and
 // checks that nothing follows them.
 StatusOr<std::vector<uint8_t>> ReadPayload(GzReader& reader,
@@ -129,21 +180,28 @@ StatusOr<std::vector<uint8_t>> ReadPayload(GzReader& reader,
                                            int64_t header_bytes, int64_t n,
                                            const char* what) {
   // Grow as data arrives rather than trusting the header with one huge
-  // allocation; a corrupt count then ends as "truncated", not bad_alloc.
+  // allocation; a corrupt count then ends as "truncated". An allocation
+  // that fails all the same is an error, not an exception.
   std::vector<uint8_t> data;
-  data.reserve(static_cast<size_t>(std::min<int64_t>(n, int64_t{1} << 28)));
   constexpr int64_t kChunk = int64_t{1} << 22;
-  while (static_cast<int64_t>(data.size()) < n) {
-    const int64_t offset = static_cast<int64_t>(data.size());
-    const int64_t want = std::min(kChunk, n - offset);
-    data.resize(static_cast<size_t>(offset + want));
-    KOLO_ASSIGN_OR_RETURN(int64_t got, reader.Read(data.data() + offset, want));
-    if (got < want) {
-      return InvalidArgument(
-          path + ": truncated " + what + ": expected " + std::to_string(n) +
-          " bytes after the " + std::to_string(header_bytes) +
-          "-byte header, got " + std::to_string(offset + got));
+  try {
+    data.reserve(static_cast<size_t>(std::min<int64_t>(n, int64_t{1} << 28)));
+    while (static_cast<int64_t>(data.size()) < n) {
+      const int64_t offset = static_cast<int64_t>(data.size());
+      const int64_t want = std::min(kChunk, n - offset);
+      data.resize(static_cast<size_t>(offset + want));
+      KOLO_ASSIGN_OR_RETURN(int64_t got,
+                            reader.Read(data.data() + offset, want));
+      if (got < want) {
+        return InvalidArgument(
+            path + ": truncated " + what + ": expected " + std::to_string(n) +
+            " bytes after the " + std::to_string(header_bytes) +
+            "-byte header, got " + std::to_string(offset + got));
+      }
     }
+  } catch (const std::exception& e) {
+    return InvalidArgument(path + ": cannot hold " + std::to_string(n) +
+                           " bytes of " + what + ": " + e.what());
   }
   unsigned char extra[1];
   KOLO_ASSIGN_OR_RETURN(int64_t more, reader.Read(extra, 1));
@@ -154,6 +212,77 @@ StatusOr<std::vector<uint8_t>> ReadPayload(GzReader& reader,
                            "-byte header");
   }
   return data;
+}
+
+// The rows and cols fields of an IDX images header (magic, count, rows,
+// cols) are between 1 and kMaxIdxSide.
+Status CheckImageSides(const std::string& path, const uint32_t* header) {
+  const char* names[] = {"rows", "cols"};
+  for (int i = 0; i < 2; ++i) {
+    const uint32_t side = header[2 + i];
+    if (side < 1 || side > kMaxIdxSide) {
+      return InvalidArgument(path + ": header field " + names[i] + " is " +
+                             std::to_string(side) + "; it must be 1 to " +
+                             std::to_string(kMaxIdxSide));
+    }
+  }
+  return Status::Ok();
+}
+
+// Converting the bytes to float tensors allocates; LibTorch throws when it
+// cannot, and the readers return a Status.
+Status ConversionError(const std::string& path, const std::exception& e) {
+  const std::string message = e.what();
+  return InvalidArgument(path + ": cannot convert to tensors: " +
+                         message.substr(0, message.find('\n')));
+}
+
+// The size of the CIFAR-10 batch file at `path`, checked before it is
+// read: a regular file of one or more whole records.
+StatusOr<int64_t> CifarBatchBytes(const std::string& path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) return OpenError(path, errno);
+  if (!S_ISREG(info.st_mode))
+    return InvalidArgument(path + ": not a regular file");
+  const int64_t size = static_cast<int64_t>(info.st_size);
+  if (size == 0) {
+    return InvalidArgument(path +
+                           ": empty; a CIFAR-10 batch file holds at "
+                           "least one 3073-byte record");
+  }
+  if (size % kCifarRecordBytes != 0) {
+    return InvalidArgument(
+        path + ": size " + std::to_string(size) +
+        " bytes is not a multiple of the 3073-byte CIFAR-10 record (1 label "
+        "byte + 3072 pixel bytes)");
+  }
+  return size;
+}
+
+// Reads the `size` bytes of the CIFAR-10 batch file `path` into `into` and
+// checks every record's label.
+Status ReadCifarBatch(const std::string& path, int64_t size, uint8_t* into) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) return OpenError(path, errno);
+  const size_t want = static_cast<size_t>(size);
+  const size_t got = std::fread(into, 1, want, file);
+  // One more byte would mean the file grew since it was measured.
+  const bool longer = got == want && std::fgetc(file) != EOF;
+  std::fclose(file);
+  if (got != want || longer) {
+    return InvalidArgument(path + ": changed while reading: expected " +
+                           std::to_string(want) + " bytes, got " +
+                           (longer ? "more" : std::to_string(got)));
+  }
+  for (int64_t r = 0; r < size / kCifarRecordBytes; ++r) {
+    const uint8_t label = into[r * kCifarRecordBytes];
+    if (label > 9) {
+      return InvalidArgument(path + ": record " + std::to_string(r) +
+                             " has label " + std::to_string(label) +
+                             "; CIFAR-10 labels are 0-9");
+    }
+  }
+  return Status::Ok();
 }
 
 bool Exists(const std::string& path) {
@@ -202,15 +331,16 @@ StatusOr<Dataset> ReadIdx(const std::string& images_path,
   KOLO_RETURN_IF_ERROR(ReadHeader(images_file, images_path, kIdxImagesMagic,
                                   "IDX images: unsigned bytes, 3 dimensions",
                                   image_header, 4));
+  KOLO_RETURN_IF_ERROR(CheckImageSides(images_path, image_header));
   const int64_t count = image_header[1];
   const int64_t rows = image_header[2];
   const int64_t cols = image_header[3];
-  // Each factor is below 2^32; rows·cols is checked before the product with
-  // count so that it cannot overflow int64.
-  if (rows * cols > (int64_t{1} << 30)) {
-    return InvalidArgument(images_path + ": implausible image size " +
-                           std::to_string(rows) + "x" + std::to_string(cols));
-  }
+  const std::string image_fields = "count " + std::to_string(count) +
+                                   " x rows " + std::to_string(rows) +
+                                   " x cols " + std::to_string(cols);
+  KOLO_RETURN_IF_ERROR(CheckPayloadSize(images_file, images_path, 16,
+                                        count * rows * cols, "pixel data",
+                                        image_fields));
   KOLO_ASSIGN_OR_RETURN(std::vector<uint8_t> pixels,
                         ReadPayload(images_file, images_path, 16,
                                     count * rows * cols, "pixel data"));
@@ -227,20 +357,27 @@ StatusOr<Dataset> ReadIdx(const std::string& images_path,
                            labels_path + " has " +
                            std::to_string(label_header[1]) + " labels");
   }
+  KOLO_RETURN_IF_ERROR(CheckPayloadSize(labels_file, labels_path, 8, count,
+                                        "label data",
+                                        "count " + std::to_string(count)));
   KOLO_ASSIGN_OR_RETURN(
       std::vector<uint8_t> label_bytes,
       ReadPayload(labels_file, labels_path, 8, count, "label data"));
 
   Dataset dataset;
-  dataset.images =
-      ::torch::from_blob(pixels.data(), {count, 1, rows, cols}, ::torch::kUInt8)
-          .to(::torch::kFloat)
-          .div_(255.0f)
-          .sub_(mean)
-          .div_(stddev);
-  dataset.labels =
-      ::torch::from_blob(label_bytes.data(), {count}, ::torch::kUInt8)
-          .to(::torch::kLong);
+  try {
+    dataset.images = ::torch::from_blob(pixels.data(), {count, 1, rows, cols},
+                                        ::torch::kUInt8)
+                         .to(::torch::kFloat)
+                         .div_(255.0f)
+                         .sub_(mean)
+                         .div_(stddev);
+    dataset.labels =
+        ::torch::from_blob(label_bytes.data(), {count}, ::torch::kUInt8)
+            .to(::torch::kLong);
+  } catch (const std::exception& e) {
+    return ConversionError(images_path, e);
+  }
   const auto largest = std::max_element(label_bytes.begin(), label_bytes.end());
   dataset.num_classes = largest == label_bytes.end() ? 0 : *largest + 1;
   return dataset;
@@ -266,62 +403,49 @@ StatusOr<Dataset> ReadCifar10(const std::string& dir, bool train) {
   // Check every file before reading any, so a missing or damaged fifth file
   // fails in milliseconds rather than after reading the first four.
   std::vector<int64_t> sizes;
-  for (const std::string& path : paths) {
-    struct stat info;
-    if (::stat(path.c_str(), &info) != 0) return OpenError(path, errno);
-    if (info.st_size % kCifarRecordBytes != 0) {
-      return InvalidArgument(
-          path + ": size " + std::to_string(info.st_size) +
-          " bytes is not a multiple of the 3073-byte CIFAR-10 record (1 "
-          "label byte + 3072 pixel bytes)");
-    }
-    sizes.push_back(info.st_size);
-  }
   int64_t total_bytes = 0;
-  for (int64_t size : sizes) total_bytes += size;
-  std::vector<uint8_t> records(static_cast<size_t>(total_bytes));
+  for (const std::string& path : paths) {
+    KOLO_ASSIGN_OR_RETURN(const int64_t size, CifarBatchBytes(path));
+    sizes.push_back(size);
+    total_bytes += size;
+  }
+  std::vector<uint8_t> records;
+  try {
+    records.resize(static_cast<size_t>(total_bytes));
+  } catch (const std::exception& e) {
+    return InvalidArgument(
+        paths.front() + " and the other batch files: " + "cannot hold their " +
+        std::to_string(total_bytes) + " bytes: " + e.what());
+  }
   int64_t offset = 0;
   for (size_t f = 0; f < paths.size(); ++f) {
-    const std::string& path = paths[f];
-    std::FILE* file = std::fopen(path.c_str(), "rb");
-    if (file == nullptr) return OpenError(path, errno);
-    const size_t want = static_cast<size_t>(sizes[f]);
-    const size_t got = std::fread(records.data() + offset, 1, want, file);
-    std::fclose(file);
-    if (got != want) {
-      return InvalidArgument(path + ": truncated while reading: expected " +
-                             std::to_string(want) + " bytes, got " +
-                             std::to_string(got));
-    }
-    for (int64_t r = 0; r < sizes[f] / kCifarRecordBytes; ++r) {
-      const uint8_t label = records[offset + r * kCifarRecordBytes];
-      if (label > 9) {
-        return InvalidArgument(path + ": record " + std::to_string(r) +
-                               " has label " + std::to_string(label) +
-                               "; CIFAR-10 labels are 0-9");
-      }
-    }
+    KOLO_RETURN_IF_ERROR(
+        ReadCifarBatch(paths[f], sizes[f], records.data() + offset));
     offset += sizes[f];
   }
   const int64_t count = total_bytes / kCifarRecordBytes;
-  const ::torch::Tensor raw = ::torch::from_blob(
-      records.data(), {count, kCifarRecordBytes}, ::torch::kUInt8);
-  const ::torch::Tensor mean =
-      ::torch::tensor(
-          std::vector<float>(kCifar10Mean.begin(), kCifar10Mean.end()))
-          .view({1, 3, 1, 1});
-  const ::torch::Tensor stddev =
-      ::torch::tensor(
-          std::vector<float>(kCifar10Std.begin(), kCifar10Std.end()))
-          .view({1, 3, 1, 1});
   Dataset dataset;
-  dataset.images = raw.narrow(1, 1, kCifarImageBytes)
-                       .reshape({count, 3, 32, 32})
-                       .to(::torch::kFloat)
-                       .div_(255.0f)
-                       .sub_(mean)
-                       .div_(stddev);
-  dataset.labels = raw.select(1, 0).to(::torch::kLong);
+  try {
+    const ::torch::Tensor raw = ::torch::from_blob(
+        records.data(), {count, kCifarRecordBytes}, ::torch::kUInt8);
+    const ::torch::Tensor mean =
+        ::torch::tensor(
+            std::vector<float>(kCifar10Mean.begin(), kCifar10Mean.end()))
+            .view({1, 3, 1, 1});
+    const ::torch::Tensor stddev =
+        ::torch::tensor(
+            std::vector<float>(kCifar10Std.begin(), kCifar10Std.end()))
+            .view({1, 3, 1, 1});
+    dataset.images = raw.narrow(1, 1, kCifarImageBytes)
+                         .reshape({count, 3, 32, 32})
+                         .to(::torch::kFloat)
+                         .div_(255.0f)
+                         .sub_(mean)
+                         .div_(stddev);
+    dataset.labels = raw.select(1, 0).to(::torch::kLong);
+  } catch (const std::exception& e) {
+    return ConversionError(paths.front(), e);
+  }
   dataset.num_classes = 10;
   return dataset;
 }

@@ -6,9 +6,12 @@
 // state tensor ("b<i>.exp_avg", ...). The manifest (JSON) holds what is
 // needed to find any element of any parameter in those files.
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -27,10 +30,31 @@ namespace fs = std::filesystem;
 constexpr char kManifestName[] = "zero_manifest.json";
 constexpr char kFormat[] = "kolo.zero-checkpoint";
 constexpr int kVersion = 1;
+// Shard files of every save start with it; those no manifest names are
+// removed once a new manifest is committed.
+constexpr char kShardPrefix[] = "zero-step";
+// More shards than this is a corrupt manifest, not a cluster.
+constexpr int64_t kMaxShards = int64_t{1} << 20;
 
-std::string ShardName(int64_t steps, int32_t rank, int32_t shards) {
-  return "zero-step" + std::to_string(steps) + "-shard" + std::to_string(rank) +
-         "-of" + std::to_string(shards) + ".pt";
+// A save's shard files carry its id as well as its step, so that a save
+// never overwrites a file the current manifest names (two saves at one
+// step, a retry after a failed save).
+std::string ShardName(int64_t steps, uint64_t save_id, int32_t rank,
+                      int32_t shards) {
+  char id[17];
+  std::snprintf(id, sizeof(id), "%016llx",
+                static_cast<unsigned long long>(save_id));
+  return kShardPrefix + std::to_string(steps) + "-" + id + "-shard" +
+         std::to_string(rank) + "-of" + std::to_string(shards) + ".pt";
+}
+
+// One id for this save on every rank: rank 0's random draw.
+StatusOr<uint64_t> AgreeOnSaveId() {
+  std::random_device entropy;
+  int64_t id = static_cast<int64_t>((uint64_t{entropy()} << 32) ^ entropy());
+  if (Size() > 1)
+    KOLO_RETURN_IF_ERROR(Broadcast(&id, &id, 1, DataType::kInt64, 0));
+  return static_cast<uint64_t>(id);
 }
 
 std::string TensorKey(int64_t bucket, const std::string& what) {
@@ -82,6 +106,15 @@ class ShardReader {
 
   StatusOr<::torch::Tensor> Slice(int32_t shard, int64_t bucket,
                                   const std::string& what) {
+    // ParseManifest makes these hold; a bug must not read past the lists.
+    if (shard < 0 || static_cast<size_t>(shard) >= files_.size() ||
+        bucket < 0 || static_cast<size_t>(bucket) >= slices_.size()) {
+      return Internal("checkpoint in " + dir_ + ": shard " +
+                      std::to_string(shard) + " of bucket " +
+                      std::to_string(bucket) + " is outside the manifest (" +
+                      std::to_string(files_.size()) + " files, " +
+                      std::to_string(slices_.size()) + " buckets)");
+    }
     const std::string key = TensorKey(bucket, what);
     auto& tensors = cache_[shard];
     auto found = tensors.find(key);
@@ -174,6 +207,43 @@ LossScaler::State ScalerFromJson(const json& s) {
   return scaler;
 }
 
+// Reads bucket `bucket`'s parameter `p` into `place`, checking its numel
+// against its shape and that it lies inside the bucket's `elements`;
+// throws json::exception on a missing or mistyped field.
+Status ReadPlace(const json& p, int64_t bucket, int64_t elements,
+                 const std::string& path, std::string& name, OldPlace& place) {
+  name = p.at("name").get<std::string>();
+  const std::string where =
+      "bucket " + std::to_string(bucket) + " parameter " + name + ": ";
+  place.bucket = bucket;
+  place.offset = p.at("offset").get<int64_t>();
+  place.shape = p.at("shape").get<std::vector<int64_t>>();
+  const int64_t numel = p.at("numel").get<int64_t>();
+  int64_t product = 1;
+  for (int64_t dim : place.shape) {
+    if (dim < 0 || (dim > 0 && product > elements / dim)) {
+      return BadManifest(path, where + "shape " + json(place.shape).dump() +
+                                   " does not fit in the bucket's " +
+                                   std::to_string(elements) + " elements");
+    }
+    product *= dim;
+  }
+  if (numel != product) {
+    return BadManifest(path, where + "numel " + std::to_string(numel) +
+                                 " is not the product of its shape " +
+                                 json(place.shape).dump() + " (" +
+                                 std::to_string(product) + ")");
+  }
+  // Written so that no sum can overflow: 0 <= numel <= elements here.
+  if (place.offset < 0 || place.offset > elements - numel) {
+    return BadManifest(path, where + "offset " + std::to_string(place.offset) +
+                                 " + numel " + std::to_string(numel) +
+                                 " lies outside the bucket's " +
+                                 std::to_string(elements) + " elements");
+  }
+  return Status::Ok();
+}
+
 // Reads the manifest's buckets into `out`'s slices and places, checking
 // that the `shards` slices of each cover it and that its parameters lie
 // inside it; throws json::exception on a missing or mistyped field.
@@ -181,28 +251,59 @@ Status ReadBuckets(const json& buckets, int64_t shards, const std::string& path,
                    Manifest& out) {
   for (size_t i = 0; i < buckets.size(); ++i) {
     const json& b = buckets[i];
+    const std::string bucket = "bucket " + std::to_string(i) + ": ";
     const int64_t elements = b.at("elements").get<int64_t>();
     const int64_t slice = b.at("slice").get<int64_t>();
-    if (slice * shards != b.at("padded").get<int64_t>() ||
-        slice * shards < elements) {
-      return BadManifest(path, "bucket " + std::to_string(i) + " has " +
-                                   std::to_string(elements) + " elements in " +
-                                   std::to_string(shards) + " slices of " +
-                                   std::to_string(slice) +
-                                   ", which do not cover it evenly");
+    const int64_t padded = b.at("padded").get<int64_t>();
+    if (slice < 1) {
+      return BadManifest(path, bucket + "slice is " + std::to_string(slice) +
+                                   "; it must be at least 1");
+    }
+    if (elements < 0) {
+      return BadManifest(path, bucket + "elements is " +
+                                   std::to_string(elements) +
+                                   "; it must be at least 0");
+    }
+    // shards >= 1 (ParseManifest): the product is checked before it is made.
+    if (slice > std::numeric_limits<int64_t>::max() / shards ||
+        slice * shards != padded || padded < elements) {
+      return BadManifest(path, bucket + std::to_string(elements) +
+                                   " elements in " + std::to_string(shards) +
+                                   " slices of " + std::to_string(slice) +
+                                   " (padded " + std::to_string(padded) +
+                                   "), which do not cover it evenly");
     }
     out.slices.push_back(slice);
     for (const json& p : b.at("parameters")) {
+      std::string name;
       OldPlace place;
-      place.bucket = static_cast<int64_t>(i);
-      place.offset = p.at("offset").get<int64_t>();
-      place.shape = p.at("shape").get<std::vector<int64_t>>();
-      const int64_t numel = p.at("numel").get<int64_t>();
-      if (place.offset < 0 || place.offset + numel > elements)
-        return BadManifest(path,
-                           "parameter " + p.at("name").get<std::string>() +
-                               " lies outside bucket " + std::to_string(i));
-      out.places[p.at("name").get<std::string>()] = place;
+      KOLO_RETURN_IF_ERROR(
+          ReadPlace(p, static_cast<int64_t>(i), elements, path, name, place));
+      if (!out.places.emplace(name, place).second)
+        return BadManifest(path, "parameter " + name + " appears twice");
+    }
+  }
+  return Status::Ok();
+}
+
+// Shard files are plain names inside the checkpoint's directory.
+Status CheckFiles(const std::vector<std::string>& files, int64_t shards,
+                  const std::string& path) {
+  if (shards < 1 || shards > kMaxShards) {
+    return BadManifest(path, "shards is " + std::to_string(shards) +
+                                 "; it must be 1 to " +
+                                 std::to_string(kMaxShards));
+  }
+  if (static_cast<int64_t>(files.size()) != shards)
+    return BadManifest(path, std::to_string(files.size()) + " files for " +
+                                 std::to_string(shards) + " shards");
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string& file = files[i];
+    if (file.empty() || file == "." || file == ".." ||
+        file.find('/') != std::string::npos) {
+      return BadManifest(path, "files[" + std::to_string(i) + "] '" + file +
+                                   "' is not a file name in the checkpoint's "
+                                   "directory");
     }
   }
   return Status::Ok();
@@ -229,10 +330,7 @@ StatusOr<Manifest> ParseManifest(const std::string& text,
     }
     out.files = manifest.at("files").get<std::vector<std::string>>();
     const int64_t shards = manifest.at("shards").get<int64_t>();
-    if (static_cast<int64_t>(out.files.size()) != shards)
-      return BadManifest(path, std::to_string(out.files.size()) +
-                                   " files for " + std::to_string(shards) +
-                                   " shards");
+    KOLO_RETURN_IF_ERROR(CheckFiles(out.files, shards, path));
     KOLO_RETURN_IF_ERROR(
         ReadBuckets(manifest.at("buckets"), shards, path, out));
     out.state_names = manifest.at("state").get<std::vector<std::string>>();
@@ -278,9 +376,26 @@ Status CheckSameModel(const std::map<std::string, OldPlace>& places,
   return Status::Ok();
 }
 
+// Removes the shard files in `dir` other than `named` (the committed
+// manifest's), and the hidden temporary files a crashed write left.
+void RemoveUnnamedShards(const std::string& dir,
+                         const std::vector<std::string>& named) {
+  const std::set<std::string> keep(named.begin(), named.end());
+  const std::string hidden = std::string(".") + kShardPrefix;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    const bool ours = name.rfind(kShardPrefix, 0) == 0 ||
+                      name.rfind(hidden, 0) == 0 ||
+                      name.rfind(std::string(".") + kManifestName, 0) == 0;
+    if (ours && keep.count(name) == 0) fs::remove(entry.path(), error);
+  }
+}
+
 }  // namespace
 
 Status ZeroOptimizer::Save(const std::string& dir) {
+  KOLO_ASSIGN_OR_RETURN(const uint64_t save_id, AgreeOnSaveId());
   std::error_code error;
   fs::create_directories(dir, error);
   Status written;
@@ -290,7 +405,7 @@ Status ZeroOptimizer::Save(const std::string& dir) {
   }
   std::vector<std::string> files;
   for (int32_t r = 0; r < shard_count_; ++r)
-    files.push_back(ShardName(steps_taken_, r, shard_count_));
+    files.push_back(ShardName(steps_taken_, save_id, r, shard_count_));
   std::set<std::string> state_keys;
   if (written.ok() && rank_ < shard_count_) {
     try {
@@ -352,15 +467,9 @@ Status ZeroOptimizer::Save(const std::string& dir) {
                      {"files", files}};
     manifest_written = WriteFileAtomically(
         (fs::path(dir) / kManifestName).string(), manifest.dump(1));
-    if (manifest_written.ok()) {
-      // Shards of earlier saves are garbage once the manifest moved on.
-      const std::set<std::string> keep(files.begin(), files.end());
-      for (const auto& entry : fs::directory_iterator(dir, error)) {
-        const std::string name = entry.path().filename().string();
-        if (name.rfind("zero-step", 0) == 0 && keep.count(name) == 0)
-          fs::remove(entry.path(), error);
-      }
-    }
+    // Only now, with the new manifest committed, are the shards of
+    // earlier saves (and the temporary files of crashed ones) garbage.
+    if (manifest_written.ok()) RemoveUnnamedShards(dir, files);
   }
   return AgreeAcrossRanks(manifest_written, "writing the checkpoint manifest");
 }

@@ -39,3 +39,15 @@ if(TARGET kolo-train AND TARGET kolorun AND TARGET kolo_testing)
   gtest_discover_tests(kolo_train_progress_test TEST_PREFIX kolo_train.
     DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 180)
 endif()
+
+# The checkpoint's header checks, against archives the test writes.
+if(TARGET kolo_train_lib AND TARGET kolo_testing)
+  add_executable(kolo_train_checkpoint_test
+    ${CMAKE_CURRENT_LIST_DIR}/checkpoint_test.cc)
+  target_include_directories(kolo_train_checkpoint_test PRIVATE
+    ${PROJECT_SOURCE_DIR}/tests)
+  target_link_libraries(kolo_train_checkpoint_test PRIVATE kolo_train_lib
+    GTest::gmock GTest::gtest_main)
+  gtest_discover_tests(kolo_train_checkpoint_test TEST_PREFIX kolo_train.
+    DISCOVERY_TIMEOUT 120 PROPERTIES TIMEOUT 120)
+endif()

@@ -202,9 +202,8 @@ TEST(ReadIdxTest, BadMagicSaysExpectedAndFound) {
 // images header of 0xFFFFFFFF images of 0xFFFFFFFF x 0xFFFFFFFF pixels.
 // rows x cols overflows int64_t in ReadIdx (datasets.cc:210, UBSan: signed
 // integer overflow) in the very check meant to refuse implausible sizes.
-// It must be refused with the file's name and the dimensions. Disabled
-// until the loaders' fix (issue 31, another branch) is merged.
-TEST(ReadIdxTest, DISABLED_DimensionsWhoseProductOverflowAreRefused) {
+// It must be refused with the file's name and the dimensions.
+TEST(ReadIdxTest, DimensionsWhoseProductOverflowAreRefused) {
   TempDir dir;
   std::vector<uint8_t> images;
   for (uint32_t word : {0x803u, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu})
@@ -254,6 +253,80 @@ TEST(ReadIdxTest, TruncatedHeaderAndTrailingBytes) {
   EXPECT_THAT(d.status().message(),
               AllOf(HasSubstr(dir.File("long")),
                     HasSubstr("longer than its header says")));
+}
+
+// An IDX images header (count, rows, cols) followed by `payload` bytes.
+std::vector<uint8_t> IdxImagesHeader(uint32_t count, uint32_t rows,
+                                     uint32_t cols, size_t payload) {
+  std::vector<uint8_t> bytes;
+  for (uint32_t word : {0x00000803u, count, rows, cols})
+    PutBigEndian(bytes, word);
+  bytes.resize(bytes.size() + payload, 7);
+  return bytes;
+}
+
+// rows·cols of two 32-bit fields overflows int64 and came out negative:
+// the sides are bounded first, naming the field.
+TEST(ReadIdxTest, ImageSidesAreBoundedNamingTheField) {
+  TempDir dir;
+  WriteFile(dir.File("labels"), IdxLabels(3), false);
+  const struct {
+    uint32_t rows, cols;
+    const char* expected;
+  } cases[] = {
+      {0xffffffffu, 0xffffffffu,
+       "header field rows is 4294967295; it must be 1 to 32768"},
+      {28, 40000, "header field cols is 40000; it must be 1 to 32768"},
+      {0, 28, "header field rows is 0; it must be 1 to 32768"},
+  };
+  for (const auto& c : cases) {
+    WriteFile(dir.File("images"), IdxImagesHeader(3, c.rows, c.cols, 0), false);
+    auto d = ReadIdx(dir.File("images"), dir.File("labels"));
+    ASSERT_FALSE(d.ok()) << c.expected;
+    EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(d.status().message(),
+                AllOf(HasSubstr(dir.File("images")), HasSubstr(c.expected)));
+  }
+}
+
+// A header that claims more than the file holds is refused before any
+// payload is read or allocated: raw files by their size, gzip files by
+// deflate's best ratio (1032:1).
+TEST(ReadIdxTest, FileSizeIsCheckedAgainstTheHeaderBeforeReading) {
+  TempDir dir;
+  WriteFile(dir.File("labels"), IdxLabels(3), false);
+  WriteFile(dir.File("images"), IdxImagesHeader(0xffffffffu, 28, 28, 10),
+            false);
+  auto d = ReadIdx(dir.File("images"), dir.File("labels"));
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(d.status().message(),
+              AllOf(HasSubstr(dir.File("images")),
+                    HasSubstr("truncated pixel data: expected 3367254359280 "
+                              "bytes after the 16-byte header (count "
+                              "4294967295 x rows 28 x cols 28), got 10")));
+
+  WriteFile(dir.File("images.gz"), IdxImagesHeader(0xffffffffu, 28, 28, 10),
+            true);
+  d = ReadIdx(dir.File("images.gz"), dir.File("labels"));
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(
+      d.status().message(),
+      AllOf(HasSubstr(dir.File("images.gz")),
+            HasSubstr("header count 4294967295 x rows 28 x cols 28 announces "
+                      "3367254359280 bytes of pixel data; a gzip file of"),
+            HasSubstr("bytes cannot hold more than")));
+
+  // The labels file too: 3 labels announced, 2 present.
+  WriteFile(dir.File("images"), IdxImages(3, 2, 2), false);
+  std::vector<uint8_t> labels = IdxLabels(3);
+  labels.pop_back();
+  WriteFile(dir.File("labels"), labels, false);
+  d = ReadIdx(dir.File("images"), dir.File("labels"));
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(d.status().message(),
+              AllOf(HasSubstr(dir.File("labels")),
+                    HasSubstr("truncated label data: expected 3 bytes after "
+                              "the 8-byte header (count 3), got 2")));
 }
 
 TEST(ReadIdxTest, LabelCountMismatchNamesBothFiles) {
@@ -425,6 +498,25 @@ TEST(Cifar10Test, SizeNotMultipleOfRecordAndBadLabel) {
   ASSERT_FALSE(d.ok());
   EXPECT_THAT(d.status().message(), AllOf(HasSubstr(dir.File("test_batch.bin")),
                                           HasSubstr("record 1 has label 10")));
+}
+
+TEST(Cifar10Test, EmptyOrDirectoryBatchFilesAreRefused) {
+  TempDir dir;
+  WriteCifar(dir);
+  WriteFile(dir.File("test_batch.bin"), {}, false);
+  auto d = ReadCifar10(dir.path(), false);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(d.status().message(),
+              AllOf(HasSubstr(dir.File("test_batch.bin")),
+                    HasSubstr("empty; a CIFAR-10 batch file holds at least "
+                              "one 3073-byte record")));
+  std::filesystem::remove(dir.File("test_batch.bin"));
+  std::filesystem::create_directory(dir.File("test_batch.bin"));
+  d = ReadCifar10(dir.path(), false);
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(d.status().message(), AllOf(HasSubstr(dir.File("test_batch.bin")),
+                                          HasSubstr("not a regular file")));
 }
 
 TEST(SyntheticTest, DeterministicForSeedWithDocumentedNoise) {
