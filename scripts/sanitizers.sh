@@ -117,7 +117,11 @@ for sanitizer in "${sanitizers[@]}"; do
         -DKOLO_PYTHON="$python" -DKOLO_BUILD_CLUSTER_TESTS=OFF
         -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG")
       targets=("${torch_targets[@]}")
-      select=(-L torch) ;;
+      # Not kolo-train --elastic's jobs: under ASan on two loaded cores a
+      # worker's step outlasts the default heartbeat timeout (3 s) and
+      # kolorun evicts every worker (measured: both tests timed out so,
+      # with no report); test.sh runs them.
+      select=(-L torch -E 'KoloTrainElastic') ;;
   esac
   echo "sanitizers: $sanitizer in $build"
   mkdir -p "$build"
