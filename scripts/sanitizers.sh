@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
-# Builds kolo's core with clang twice, under AddressSanitizer with
-# UndefinedBehaviorSanitizer (build-asan, with -Wthread-safety too) and
-# under ThreadSanitizer (build-tsan), and runs the core's tests in each:
-# store, transport, collectives, runtime and its direct path, ranks as
-# threads, and the multi-process tests under kolorun. Any report fails the
-# test it comes from. Without LibTorch and the benchmarks, which the core
-# does not need and which take most of a full build's time, and without CUDA,
-# whose runtime nothing here runs (test.sh's build compiles and tests it).
+# Builds kolo under the sanitizers and runs its tests in each build; any
+# report fails the test it comes from:
 #
-#   scripts/sanitizers.sh                 both builds
-#   scripts/sanitizers.sh address         one of them (address or thread)
+#   address  the core with clang under AddressSanitizer and
+#            UndefinedBehaviorSanitizer (build-asan, with -Wthread-safety
+#            too): store, transport, collectives, runtime and its direct
+#            path, ranks as threads, the multi-process tests under kolorun,
+#            the multi-process matrices, the two-host runs and the jobs on
+#            clusters of network namespaces.
+#   thread   the core with clang under ThreadSanitizer (build-tsan): the
+#            same, less what TSan cannot watch or does not need (below).
+#   torch    the LibTorch layer (kolo_torch, kolo-train and their tests,
+#            ctest -L torch) under ASan and UBSan against the project's
+#            LibTorch (.venv's torch), in build-asan-torch: checkpoints,
+#            ZeRO manifests, loaders, ds_config, the strategies' jobs.
+#
+# Without the benchmarks, and without CUDA, whose runtime nothing here
+# runs (test.sh's build compiles and tests both). Each part says how long
+# its build and its tests took.
+#
+#   scripts/sanitizers.sh                 every part
+#   scripts/sanitizers.sh address         one of them (address, thread, torch)
 #   scripts/sanitizers.sh thread -R Shm   and ctest arguments after it
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,12 +30,12 @@ cd "$(dirname "$0")/.."
 packages=(clang libclang-rt-14-dev llvm-14 cmake ninja-build)
 scripts/install_missing.sh "${packages[@]}"
 
-sanitizers=(address thread)
+sanitizers=(address thread torch)
 if [ $# -gt 0 ]; then
   case "$1" in
-    address | thread) sanitizers=("$1"); shift ;;
+    address | thread | torch) sanitizers=("$1"); shift ;;
     -*) ;;
-    *) echo "sanitizers: unknown sanitizer '$1' (address or thread)" >&2; exit 2 ;;
+    *) echo "sanitizers: unknown part '$1' (address, thread or torch)" >&2; exit 2 ;;
   esac
 fi
 
@@ -46,32 +57,17 @@ TSAN_OPTIONS+=":external_symbolizer_path=$symbolizer:suppressions=$suppressions/
 # the consumer's own flags, which carry no sanitizer runtime to link the
 # instrumented library with; its subject is packaging, not the core.
 excluded='^InstallAndFindPackage$'
-# Under both sanitizers, also the multi-process matrices (every collective,
-# type and count in 1 to 4 processes under kolorun, on every engine) and
-# the hierarchical backend's two-host runs: 70 to 240 s each under TSan,
-# 20 to 70 s under ASan (5.5 of its 9 minutes of tests), which with both
-# sanitizer builds, the plain build and its tests took CI past its 30
-# minutes. test.sh runs them
-# all without sanitizers, and both sanitizers run the same collectives with
-# ranks as threads in one process (collectives_conformance_test on every
-# engine, collectives_shm_test, the hierarchical backend's, the runtime's
-# and the direct path's matrices), where they watch both sides of every
-# exchange, and the other multi-process tests (launch, failures, random
-# order, elastic jobs). KOLO_SANITIZERS_FULL=1 scripts/sanitizers.sh
-# address -R CollectivesMatrix runs the matrices by hand.
-# Likewise the jobs on clusters of network namespaces (multihost., netns.):
-# kolorun, its agents and the ranks are all separate processes, run
-# without sanitizers in test.sh.
-cluster_tests=ON
-if [ "${KOLO_SANITIZERS_FULL:-0}" != 1 ]; then
-  excluded+='|CollectivesMatrixTest|HierarchicalTest\.TwoHosts|^multihost\.|^netns\.'
-  cluster_tests=OFF  # not built either: 40 s of compiling per build
-fi
 
-# Under TSan, which sees the threads of one process only, also the other
-# tests that run ranks as processes under kolorun (launch, failures,
-# stalls, re-initialisation, elastic jobs); ASan runs them, and TSan runs
-# the same runtime with ranks as threads.
+# Under TSan, which sees the threads of one process only, not the tests
+# that run ranks as processes under kolorun (launch, failures, stalls,
+# re-initialisation, elastic jobs, the multi-process matrices, the
+# hierarchical backend's two-host runs, the jobs on clusters of network
+# namespaces); ASan runs them all, and TSan runs the same runtime and the
+# same collectives with ranks as threads in one process
+# (collectives_conformance_test on every engine, collectives_shm_test, the
+# hierarchical backend's, the runtime's and the direct path's matrices),
+# where it watches both sides of every exchange. The matrices alone took
+# 70 to 240 s each under TSan, 15 minutes of a CI run.
 # Also the timeline's SIGKILL test: it checks that a killed writer leaves a
 # parseable file, which holds unless the writer has fallen behind and is
 # inside a write that spans pages (the limit runtime/timeline.cc states);
@@ -85,23 +81,60 @@ fi
 # its copies into a recycled fragment as races (3 runs in 15; 8 in 25 with
 # ob1's frames suppressed, then in vader's). ASan and test.sh run it.
 excluded_under_thread='^kolorun\.|^elastic\.|^Cases/|CollectivesLauncherTest|ReinitTest|ReinitTimelineTest|RuntimeIntegration'
+excluded_under_thread+='|CollectivesMatrixTest|HierarchicalTest\.TwoHosts|^multihost\.|^netns\.'
 excluded_under_thread+='|TimelineTest\.SigkillMidStream|^Engines/PointToPoint|^mpi_peer_link_test$'
 
+# The torch part builds with GCC: clang 14 (Debian's) rejects
+# std::map<int32_t, torch::serialize::InputArchive> (zero_checkpoint.cc),
+# whose pair declares a defaulted copy constructor taking const while
+# LibTorch deletes InputArchive's with a non-const parameter (GCC and
+# newer clang accept it). GCC's ASan and UBSan instrument as clang's do,
+# and PyPI's LibTorch was built with GCC. Its targets: kolo_torch's tests and their workers, kolo-train's
+# and the two programs their jobs run.
+torch_targets=(tests/torch/all tests/kolo_train_test tests/kolo_train_progress_test
+  tools/kolo-train/kolo-train tools/kolorun/kolorun)
+
+minutes_since() { echo "$(( ($(date +%s) - $1 + 30) / 60 ))"; }
+
 for sanitizer in "${sanitizers[@]}"; do
+  compilers=(CC=clang CXX=clang++)
+  options=(-DKOLO_WITH_TORCH=OFF -DKOLO_BUILD_CLUSTER_TESTS=ON)
+  targets=(tests/all)  # every test program, their workers and kolorun
+  select=(-E "$excluded")
   case "$sanitizer" in
-    address) build=build-asan; analysis=ON; skip="$excluded" ;;
-    thread) build=build-tsan; analysis=OFF; skip="$excluded|$excluded_under_thread" ;;
+    address) build=build-asan; mode=address; analysis=ON ;;
+    thread) build=build-tsan; mode=thread; analysis=OFF
+      options=(-DKOLO_WITH_TORCH=OFF -DKOLO_BUILD_CLUSTER_TESTS=OFF)  # not run
+      select=(-E "$excluded|$excluded_under_thread") ;;
+    torch) build=build-asan-torch; mode=address; analysis=OFF
+      compilers=(CC=gcc CXX=g++)
+      python="$(scripts/setup_python.sh)"
+      torch_prefix="$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+      # -O1 and line tables only (-g1): full debug information for
+      # LibTorch's templates and -O2 take most of each file's compile time,
+      # and the reports' frames keep their file:line.
+      options=(-DKOLO_WITH_TORCH=ON -DCMAKE_PREFIX_PATH="$torch_prefix"
+        -DKOLO_PYTHON="$python" -DKOLO_BUILD_CLUSTER_TESTS=OFF
+        -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG")
+      targets=("${torch_targets[@]}")
+      # Not kolo-train --elastic's jobs: under ASan on two loaded cores a
+      # worker's step outlasts the default heartbeat timeout (3 s) and
+      # kolorun evicts every worker (measured: both tests timed out so,
+      # with no report); test.sh runs them.
+      select=(-L torch -E 'KoloTrainElastic') ;;
   esac
   echo "sanitizers: $sanitizer in $build"
   mkdir -p "$build"
-  CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DKOLO_SANITIZE="$sanitizer" -DKOLO_THREAD_SAFETY_ANALYSIS="$analysis" \
-    -DKOLO_WITH_TORCH=OFF -DKOLO_BUILD_BENCH=OFF -DKOLO_BUILD_TOOLS=ON -DKOLO_BUILD_TESTS=ON \
-    -DKOLO_WITH_CUDA=OFF \
-    -DKOLO_BUILD_CLUSTER_TESTS="$cluster_tests" \
+  began=$(date +%s)
+  env "${compilers[@]}" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DKOLO_SANITIZE="$mode" -DKOLO_THREAD_SAFETY_ANALYSIS="$analysis" \
+    -DKOLO_BUILD_BENCH=OFF -DKOLO_BUILD_TOOLS=ON -DKOLO_BUILD_TESTS=ON \
+    -DKOLO_WITH_CUDA=OFF "${options[@]}" \
     > "$build/configure.log" || { cat "$build/configure.log"; exit 1; }
-  # tests/all: every test program, their workers and kolorun.
-  cmake --build "$build" --target tests/all -- -j2
+  cmake --build "$build" --target "${targets[@]}" -- -j2
+  built=$(date +%s)
   # Two at a time, as test.sh: the multi-process tests oversubscribe.
-  ctest --test-dir "$build" --output-on-failure -j2 --timeout 600 -E "$skip" "$@"
+  ctest --test-dir "$build" --output-on-failure -j2 --timeout 600 "${select[@]}" "$@"
+  echo "sanitizers: $sanitizer built in $(minutes_since "$began") min," \
+    "tested in $(minutes_since "$built") min"
 done

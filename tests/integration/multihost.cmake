@@ -16,7 +16,8 @@ if(TARGET kolorun AND TARGET collectives_worker AND TARGET kolorun_worker
     ELASTIC_WORKER_PATH="$<TARGET_FILE:elastic_worker>")
   add_dependencies(multihost_test kolorun collectives_worker kolorun_worker
     elastic_worker)
-  # A build without LibTorch has no kolo-train; its test then skips.
+  # A build without LibTorch has no kolo-train; its test is then not
+  # compiled (a skip would pass silently under CI).
   if(TARGET kolo-train)
     target_compile_definitions(multihost_test PRIVATE
       KOLO_TRAIN_PATH="$<TARGET_FILE:kolo-train>"

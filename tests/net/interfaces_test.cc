@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "net/socket.h"
+#include "testing/requirements.h"
 
 namespace kolo {
 namespace {
@@ -337,15 +338,21 @@ TEST(ProbeTcpTest, BadArgumentsAreInvalid) {
   Status not_numeric = ProbeTcp("eth0", "127.0.0.1", 1, milliseconds(100));
   EXPECT_EQ(not_numeric.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(not_numeric.message(), HasSubstr("'eth0'"));
-  // 192.0.2.0/24 is reserved for documentation: no host owns 192.0.2.123
-  // unless a test network uses it, so skip rather than fail then.
+  // 192.0.2.0/24 is reserved for documentation, so a host rarely owns any
+  // of it; a test network might, so take the first address it does not own.
   StatusOr<std::vector<InterfaceAddress>> all = ListInterfaceAddresses();
   ASSERT_TRUE(all.ok());
-  for (const InterfaceAddress& a : *all) {
-    if (a.address == "192.0.2.123") GTEST_SKIP() << "this host has it";
+  std::string not_ours_address;
+  for (int last = 1; last < 255 && not_ours_address.empty(); ++last) {
+    const std::string candidate = "192.0.2." + std::to_string(last);
+    bool owned = false;
+    for (const InterfaceAddress& a : *all) owned |= a.address == candidate;
+    if (!owned) not_ours_address = candidate;
   }
+  ASSERT_FALSE(not_ours_address.empty())
+      << "this host owns all of 192.0.2.0/24";
   Status not_ours =
-      ProbeTcp("192.0.2.123", "127.0.0.1", ClosedPort(), milliseconds(100));
+      ProbeTcp(not_ours_address, "127.0.0.1", ClosedPort(), milliseconds(100));
   EXPECT_EQ(not_ours.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(not_ours.message(), HasSubstr("not an address of this host"));
 }
@@ -363,7 +370,8 @@ bool Shell(const std::string& command) {
 class VethTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "needs root for ip netns";
+    KOLO_REQUIRE_OR_SKIP(::geteuid() == 0,
+                         "root, to make a network namespace and a veth pair");
     const int pid = static_cast<int>(::getpid());
     namespace_ = "kolo-if-test-" + std::to_string(pid);
     host_ = "kif" + std::to_string(pid) + "h";
@@ -389,9 +397,12 @@ class VethTest : public ::testing::Test {
              "ip link set " + host_ + " up",
              in_namespace + "link set " + peer_ + " up",
          }) {
-      if (!Shell(command)) {
-        GTEST_SKIP() << "cannot set up a veth pair: '" << command << "' failed";
-      }
+      // As root, a failure here is iproute2 missing or namespaces turned
+      // off: a requirement of the machine, which CI's setup provides.
+      KOLO_REQUIRE_OR_SKIP(Shell(command),
+                           "a veth pair into a network "
+                           "namespace (iproute2): '"
+                               << command << "' failed");
     }
   }
 

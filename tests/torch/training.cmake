@@ -21,7 +21,7 @@ add_executable(train_with_trainer ${PROJECT_SOURCE_DIR}/examples/trainer/main.cc
 target_link_libraries(train_with_trainer PRIVATE kolo_torch)
 add_test(NAME TrainerExample
   COMMAND $<TARGET_FILE:kolorun> -np 2 $<TARGET_FILE:train_with_trainer>)
-set_tests_properties(TrainerExample PROPERTIES TIMEOUT 300
+set_tests_properties(TrainerExample PROPERTIES TIMEOUT 300 LABELS torch
   PASS_REGULAR_EXPRESSION "\\[1\\]<stdout>: rank 1: accuracy [0-9.]+, learned; parameters identical on 2 ranks")
 
 # The pipeline and parameter-server strategies against one process on the

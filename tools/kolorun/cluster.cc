@@ -279,7 +279,61 @@ ProcessSpec LaunchOn(const LaunchOptions& options, const AgentLink& link,
   return spec;
 }
 
+// The preflight, the probes and the choice of addresses (cluster.h's
+// "Choosing the addresses"), with the driver's route to the first host,
+// where the store listens.
+struct Network {
+  std::vector<Choice> choices;
+  InterfaceAddress store_route;
+};
+
+// Finds the network of the agents in `links` under `deadline`: 0, or the
+// exit status to fail with (130: kolorun was signalled; 1: the problems
+// are in `links`).
+int FindNetwork(const LaunchOptions& options, Clock::time_point deadline,
+                SignalWatcher* signals, std::vector<AgentLink>* links,
+                Network* network) {
+  if (!AskPreflight(options, deadline, signals, links)) return 130;
+  if (AnyProblem(*links)) return 1;
+  const std::map<std::string, int> holders = AddressHolders(*links);
+  const std::vector<Target> targets = ProbeTargets(*links, holders);
+  ProbeFailures failures;
+  if (!ProbeAll(targets, deadline, signals, links, &failures)) return 130;
+  network->choices = ChooseAddresses(holders, failures, links);
+  if (AnyProblem(*links)) return 1;
+  StatusOr<InterfaceAddress> store_route = RouteTo(network->choices[0].address);
+  if (!store_route.ok()) {
+    (*links)[0].problems.push_back("kolorun has no route to it: " +
+                                   store_route.status().message());
+    return 1;
+  }
+  network->store_route = *store_route;
+  return 0;
+}
+
 }  // namespace
+
+std::optional<std::string> FindStoreAddress(const LaunchOptions& options,
+                                            SignalWatcher* signals,
+                                            int* exit_code) {
+  StatusOr<std::string> self = SelfPath();
+  if (!self.ok()) {
+    Say(self.status().message());
+    *exit_code = 1;
+    return std::nullopt;
+  }
+  std::vector<HostAssignment> hosts;
+  for (const HostSlots& host : options.hosts) hosts.push_back({host.name});
+  const auto deadline =
+      Clock::now() + std::chrono::seconds(options.start_timeout_seconds);
+  std::vector<AgentLink> links = StartAgents(options, hosts, *self, signals);
+  Network network;
+  *exit_code = FindNetwork(options, deadline, signals, &links, &network);
+  if (*exit_code != 0) ReportProblems(links);
+  StopAgents(&links);
+  if (*exit_code != 0) return std::nullopt;
+  return network.store_route.address;
+}
 
 int RunCluster(const LaunchOptions& options, SignalWatcher* signals) {
   StatusOr<std::vector<HostAssignment>> placed =
@@ -305,30 +359,18 @@ int RunCluster(const LaunchOptions& options, SignalWatcher* signals) {
     return code;
   };
 
-  if (!AskPreflight(options, deadline, signals, &links)) return fail(130);
-  if (AnyProblem(links)) return fail(1);
-  const std::map<std::string, int> holders = AddressHolders(links);
-  const std::vector<Target> targets = ProbeTargets(links, holders);
-  ProbeFailures failures;
-  if (!ProbeAll(targets, deadline, signals, &links, &failures))
-    return fail(130);
-  const std::vector<Choice> choices =
-      ChooseAddresses(holders, failures, &links);
-  if (AnyProblem(links)) return fail(1);
-
-  StatusOr<InterfaceAddress> store_route = RouteTo(choices[0].address);
-  if (!store_route.ok()) {
-    links[0].problems.push_back("kolorun has no route to it: " +
-                                store_route.status().message());
-    return fail(1);
-  }
-  StatusOr<HostedStore> hosted = StartJobStore(store_route->address, *secret);
+  Network network;
+  if (int failed = FindNetwork(options, deadline, signals, &links, &network))
+    return fail(failed);
+  const std::vector<Choice>& choices = network.choices;
+  StatusOr<HostedStore> hosted =
+      StartJobStore(network.store_route.address, *secret);
   if (!hosted.ok()) {
     Say(hosted.status().ToString());
     StopAgents(&links);
     return 1;
   }
-  SayChoice(links, choices, *store_route, hosted->info);
+  SayChoice(links, choices, network.store_route, hosted->info);
 
   // The settings common to all hosts, then each host's own.
   EnvList common = ForwardedKoloSettings();

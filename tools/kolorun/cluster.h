@@ -26,6 +26,9 @@
 #ifndef KOLO_TOOLS_KOLORUN_CLUSTER_H_
 #define KOLO_TOOLS_KOLORUN_CLUSTER_H_
 
+#include <optional>
+#include <string>
+
 #include "options.h"
 #include "process.h"
 
@@ -34,6 +37,18 @@ namespace kolorun {
 
 // Runs the job on options.hosts; returns kolorun's exit status.
 int RunCluster(const LaunchOptions& options, SignalWatcher* signals);
+
+// The address a store for a job on options.hosts listens on, found as
+// RunCluster finds its own (an agent on every host, the preflight and the
+// probes under --start-timeout, then this machine's address on its route
+// to the first host's), so that a host's name need resolve only where its
+// remote shell takes it. For kolorun --elastic, whose workers then start
+// one at a time, each through an agent of its own; the agents started here
+// are stopped before it returns. Nullopt when the preflight failed (its
+// problems said, *exit_code 1) or kolorun was signalled (130).
+std::optional<std::string> FindStoreAddress(const LaunchOptions& options,
+                                            SignalWatcher* signals,
+                                            int* exit_code);
 
 }  // namespace kolorun
 }  // namespace kolo

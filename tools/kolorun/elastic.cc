@@ -17,6 +17,7 @@
 
 #include "agent_link.h"
 #include "child_watcher.h"
+#include "cluster.h"
 #include "job.h"
 #include "kolo_internal/config.h"
 #include "kolo_internal/elastic.h"
@@ -852,18 +853,19 @@ int RunElastic(const LaunchOptions& options, const std::string& program_path,
     Say((!self.ok() ? self.status() : secret.status()).message());
     return 1;
   }
-  // On loopback when every host is this one; otherwise on this machine's
-  // address on its route to the first other host.
+  // On loopback when every host is this one; otherwise where a static
+  // job's store would listen, found through agents on the hosts, as their
+  // names may resolve only there.
   std::string store_host = kStoreHost;
-  for (const HostSlots& host : options.hosts) {
-    if (IsLocalHost(host.name)) continue;
-    StatusOr<InterfaceAddress> route = RouteTo(host.name);
-    if (!route.ok()) {
-      Say("no route to host " + host.name + ": " + route.status().message());
-      return 1;
-    }
-    store_host = route->address;
-    break;
+  const bool every_host_local =
+      std::all_of(options.hosts.begin(), options.hosts.end(),
+                  [](const HostSlots& host) { return IsLocalHost(host.name); });
+  if (!every_host_local) {
+    int exit_code = 0;
+    std::optional<std::string> found =
+        FindStoreAddress(options, signals, &exit_code);
+    if (!found) return exit_code;
+    store_host = *found;
   }
   StatusOr<HostedStore> hosted = StartJobStore(store_host, *secret);
   if (!hosted.ok()) {

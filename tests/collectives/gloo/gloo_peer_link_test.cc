@@ -60,13 +60,6 @@ Frame MakeFrame(int32_t from, int32_t to, int64_t k, int64_t bytes) {
 
 LinkClock::time_point In(milliseconds wait) { return LinkClock::now() + wait; }
 
-// Skips the test when Gloo is not compiled in.
-#define SKIP_WITHOUT_GLOO(status)                                        \
-  if ((status).code() == StatusCode::kInvalidArgument &&                 \
-      (status).message().find("KOLO_WITH_GLOO") != std::string::npos) {  \
-    GTEST_SKIP() << "gloo is not in this build: " << (status).message(); \
-  }
-
 // Forms a link of `size` ranks as threads over one store, under a prefix
 // of the link's own as the factory expects.
 std::vector<StatusOr<std::unique_ptr<PeerLink>>> Form(int32_t size) {
@@ -91,7 +84,6 @@ std::vector<StatusOr<std::unique_ptr<PeerLink>>> Form(int32_t size) {
   Links links;                                            \
   {                                                       \
     auto formed = Form(size);                             \
-    SKIP_WITHOUT_GLOO(formed[0].status());                \
     for (auto& link : formed) {                           \
       ASSERT_TRUE(link.ok()) << link.status().ToString(); \
       links.push_back(std::move(*link));                  \

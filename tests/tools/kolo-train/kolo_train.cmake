@@ -22,7 +22,7 @@ if(TARGET kolo-train AND TARGET kolorun AND TARGET kolo_testing)
     KOLO_TEST_WITH_GLOO=$<BOOL:${KOLO_WITH_GLOO}>)
   add_dependencies(kolo_train_test kolorun kolo-train)
   gtest_discover_tests(kolo_train_test TEST_PREFIX kolo_train. DISCOVERY_TIMEOUT 60
-    PROPERTIES TIMEOUT 300)
+    PROPERTIES TIMEOUT 300 LABELS torch)
 endif()
 
 # What a person sees of kolo-train's progress under kolorun: in place in a
@@ -37,7 +37,7 @@ if(TARGET kolo-train AND TARGET kolorun AND TARGET kolo_testing)
     KOLO_TRAIN_PATH="$<TARGET_FILE:kolo-train>")
   add_dependencies(kolo_train_progress_test kolorun kolo-train)
   gtest_discover_tests(kolo_train_progress_test TEST_PREFIX kolo_train.
-    DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 180)
+    DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 180 LABELS torch)
 endif()
 
 # The checkpoint's header checks, against archives the test writes.
