@@ -189,60 +189,60 @@ TEST(ArenaTest, ASlotRangeThatWrapsIsRefused) {
   ASSERT_FALSE(snapshot.ok());
   EXPECT_EQ(snapshot.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(snapshot.status().message(), HasSubstr(path));
+}
 
-  // Overwrites, in the arena file at `path`, the first_slot or bucket_count
-  // of the series named `name` (found by its name's bytes), as a faulty or
-  // hostile process sharing the directory could.
-  void CorruptDescriptor(const std::string& path, const std::string& name,
-                         size_t field_offset, uint32_t value) {
-    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(file)),
-                      std::istreambuf_iterator<char>());
-    const size_t at = bytes.find(name + '\0');
-    ASSERT_NE(at, std::string::npos) << name << " not in " << path;
-    const size_t descriptor = at - offsetof(Descriptor, name);
-    file.seekp(static_cast<std::streamoff>(descriptor + field_offset));
-    file.write(reinterpret_cast<const char*>(&value), sizeof(value));
-  }
+// Overwrites, in the arena file at `path`, the first_slot or bucket_count
+// of the series named `name` (found by its name's bytes), as a faulty or
+// hostile process sharing the directory could.
+void CorruptDescriptor(const std::string& path, const std::string& name,
+                       size_t field_offset, uint32_t value) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(file)),
+                    std::istreambuf_iterator<char>());
+  const size_t at = bytes.find(name + '\0');
+  ASSERT_NE(at, std::string::npos) << name << " not in " << path;
+  const size_t descriptor = at - offsetof(Descriptor, name);
+  file.seekp(static_cast<std::streamoff>(descriptor + field_offset));
+  file.write(reinterpret_cast<const char*>(&value), sizeof(value));
+}
 
-  TEST(ArenaTest, CorruptSlotIndicesAreRefusedBeforeAnyRead) {
-    ScratchDir dir("kolo_arena_test");
-    ASSERT_FALSE(dir.path().empty());
-    const std::string path = dir.path() + "/rank-0.arena";
-    {
-      auto arena = Arena::CreateFile(path, "j", "h", 0);
-      ASSERT_TRUE(arena.ok()) << arena.status().ToString();
-      ASSERT_TRUE(
-          (*arena)
-              ->Register(MetricType::kCounter, "wraps_total", "", "", {})
-              .ok());
-      ASSERT_TRUE(
-          (*arena)
-              ->Register(MetricType::kHistogram, "past_end", "", "", {1.0, 2.0})
-              .ok());
-    }
-    ASSERT_TRUE(ReadArenaFile(path).ok());
-    // 0xffffffff + 1 slot wraps to 0 in 32 bits: it must still be refused.
-    CorruptDescriptor(path, "wraps_total", offsetof(Descriptor, first_slot),
-                      0xffffffffu);
-    auto wrapped = ReadArenaFile(path);
-    ASSERT_FALSE(wrapped.ok());
-    EXPECT_THAT(wrapped.status().message(), HasSubstr(path));
-    EXPECT_THAT(wrapped.status().message(),
-                HasSubstr("series 0 is malformed: first_slot 4294967295"));
-    CorruptDescriptor(path, "wraps_total", offsetof(Descriptor, first_slot), 0);
-    ASSERT_TRUE(ReadArenaFile(path).ok());
-    // A histogram whose last slots lie past the arena's end.
-    CorruptDescriptor(path, "past_end", offsetof(Descriptor, first_slot),
-                      kSlotCapacity - 2);
-    EXPECT_THAT(ReadArenaFile(path).status().message(),
-                HasSubstr("series 1 is malformed: first_slot 4094 + 4 slots"));
-    CorruptDescriptor(path, "past_end", offsetof(Descriptor, first_slot), 1);
-    CorruptDescriptor(path, "past_end", offsetof(Descriptor, bucket_count),
-                      0xfffffffeu);
-    EXPECT_THAT(ReadArenaFile(path).status().message(),
-                HasSubstr("series 1 is malformed: bucket_count 4294967294"));
+TEST(ArenaTest, CorruptSlotIndicesAreRefusedBeforeAnyRead) {
+  ScratchDir dir("kolo_arena_test");
+  ASSERT_FALSE(dir.path().empty());
+  const std::string path = dir.path() + "/rank-0.arena";
+  {
+    auto arena = Arena::CreateFile(path, "j", "h", 0);
+    ASSERT_TRUE(arena.ok()) << arena.status().ToString();
+    ASSERT_TRUE((*arena)
+                    ->Register(MetricType::kCounter, "wraps_total", "", "", {})
+                    .ok());
+    ASSERT_TRUE(
+        (*arena)
+            ->Register(MetricType::kHistogram, "past_end", "", "", {1.0, 2.0})
+            .ok());
   }
+  ASSERT_TRUE(ReadArenaFile(path).ok());
+  // 0xffffffff + 1 slot wraps to 0 in 32 bits: it must still be refused.
+  CorruptDescriptor(path, "wraps_total", offsetof(Descriptor, first_slot),
+                    0xffffffffu);
+  auto wrapped = ReadArenaFile(path);
+  ASSERT_FALSE(wrapped.ok());
+  EXPECT_THAT(wrapped.status().message(), HasSubstr(path));
+  EXPECT_THAT(wrapped.status().message(),
+              HasSubstr("series 0 is malformed: first_slot 4294967295"));
+  CorruptDescriptor(path, "wraps_total", offsetof(Descriptor, first_slot), 0);
+  ASSERT_TRUE(ReadArenaFile(path).ok());
+  // A histogram whose last slots lie past the arena's end.
+  CorruptDescriptor(path, "past_end", offsetof(Descriptor, first_slot),
+                    kSlotCapacity - 2);
+  EXPECT_THAT(ReadArenaFile(path).status().message(),
+              HasSubstr("series 1 is malformed: first_slot 4094 + 4 slots"));
+  CorruptDescriptor(path, "past_end", offsetof(Descriptor, first_slot), 1);
+  CorruptDescriptor(path, "past_end", offsetof(Descriptor, bucket_count),
+                    0xfffffffeu);
+  EXPECT_THAT(ReadArenaFile(path).status().message(),
+              HasSubstr("series 1 is malformed: bucket_count 4294967294"));
+}
 
 }  // namespace
 }  // namespace metrics
