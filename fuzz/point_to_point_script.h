@@ -112,6 +112,9 @@ inline std::vector<Status> RunPointToPointScript(const std::string& bytes) {
   options.rank = 0;
   options.size = 2;
   options.timeout = std::chrono::seconds(5);
+  // Below the fuzzer's malloc limit, so that the cap, not the allocator,
+  // answers a frame claiming more than a process should hold.
+  options.max_unexpected_bytes = int64_t{1} << 20;
   auto p2p =
       PointToPoint::Start(options,
                           std::make_unique<ScriptedPeer>(

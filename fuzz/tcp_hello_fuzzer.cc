@@ -27,6 +27,8 @@ kolo::StatusOr<std::unique_ptr<kolo::TcpMesh>> FormRank(int32_t rank,
   options.rank = rank;
   options.size = 2;
   options.timeout = std::chrono::seconds(5);
+  // The mesh admits ranks by proof of the job secret; strangers lack it.
+  options.job_secret = "fuzz-job-secret-of-32-characters";
   return kolo::TcpMesh::Connect(options, store);
 }
 
