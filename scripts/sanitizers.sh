@@ -50,6 +50,7 @@ export ASAN_OPTIONS="halt_on_error=1:exitcode=66:detect_leaks=1:detect_stack_use
 ASAN_OPTIONS+=":fast_unwind_on_malloc=0"
 export LSAN_OPTIONS="suppressions=$suppressions/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="halt_on_error=1:exitcode=67:print_stacktrace=1"
+UBSAN_OPTIONS+=":suppressions=$suppressions/ubsan.supp"
 export TSAN_OPTIONS="halt_on_error=1:exitcode=68:second_deadlock_stack=1"
 TSAN_OPTIONS+=":external_symbolizer_path=$symbolizer:suppressions=$suppressions/tsan.supp"
 

@@ -2,7 +2,7 @@
 // namespaces (testing/netns_cluster.h), the store served from one, 1,000
 // connect / send garbage / close cycles from the other. Whatever a peer
 // without the secret does, the server must end where it started: its
-// threads, descriptors and resident memory flat.
+// threads, descriptors and held memory flat.
 //
 // Needs root and `ip` for the namespaces (skipped otherwise; a failure
 // under CI=true). The server runs in this process, so the test measures
@@ -119,7 +119,7 @@ TEST(TcpStoreNetnsTest, AThousandGarbageConnectionsLeaveTheServerFlat) {
   int64_t connections = SumOfLines(warm_up.out);
   Settle(**server, connections, idle);
   const testing::ProcessResources before = testing::MeasureProcessResources();
-  const int64_t resident_before = testing::ResidentBytes();
+  const int64_t held_before = testing::HeldMemoryBytes();
 
   RunResult flood =
       (*cluster)->RunIn(attacker, Flood(store_host.address, port, 4, 250),
@@ -131,14 +131,13 @@ TEST(TcpStoreNetnsTest, AThousandGarbageConnectionsLeaveTheServerFlat) {
   Settle(**server, connections, before);
 
   const testing::ProcessResources after = testing::MeasureProcessResources();
-  const int64_t resident_after = testing::ResidentBytes();
+  const int64_t held_after = testing::HeldMemoryBytes();
   std::printf(
-      "after %lld connections from %s: %s -> %s, resident %lld -> "
+      "after %lld connections from %s: %s -> %s, memory held %lld -> "
       "%lld bytes; refused %lld, turned away %lld\n",
       static_cast<long long>(flooded), attacker.address.c_str(),
       before.ToString().c_str(), after.ToString().c_str(),
-      static_cast<long long>(resident_before),
-      static_cast<long long>(resident_after),
+      static_cast<long long>(held_before), static_cast<long long>(held_after),
       static_cast<long long>((*server)->rejected_connections()),
       static_cast<long long>((*server)->turned_away_connections()));
   EXPECT_EQ(after.threads, before.threads) << after.ToString();
@@ -147,8 +146,8 @@ TEST(TcpStoreNetnsTest, AThousandGarbageConnectionsLeaveTheServerFlat) {
   // buffer, a socket's bookkeeping) is 4 MiB or more over 1,000; what
   // malloc keeps in its free lists, or the counters of the refused hosts'
   // log, stays well below.
-  EXPECT_LT(resident_after - resident_before, int64_t{2} << 20)
-      << "resident " << resident_before << " -> " << resident_after << " bytes";
+  EXPECT_LT(held_after - held_before, int64_t{2} << 20)
+      << "memory held " << held_before << " -> " << held_after << " bytes";
   EXPECT_EQ(
       (*server)->rejected_connections() + (*server)->turned_away_connections(),
       connections);
