@@ -58,15 +58,22 @@ StatusOr<DataType> ToDataType(c10::ScalarType type) {
 
 TensorHandle::TensorHandle(Handle handle, ::torch::Tensor input,
                            ::torch::Tensor output,
-                           std::vector<int64_t> trailing_shape)
+                           std::vector<int64_t> trailing_shape,
+                           ::torch::Tensor destination)
     : handle_(std::move(handle)),
       input_(std::move(input)),
       output_(std::move(output)),
-      trailing_shape_(std::move(trailing_shape)) {}
+      trailing_shape_(std::move(trailing_shape)),
+      destination_(std::move(destination)) {}
 
 StatusOr<::torch::Tensor> TensorHandle::Wait(
     std::chrono::milliseconds timeout) const {
   KOLO_RETURN_IF_ERROR(handle_.Wait(timeout));
+  if (destination_.defined()) {
+    ::torch::NoGradGuard no_grad;
+    if (!destination_.is_same(output_)) destination_.copy_(output_);
+    return destination_;
+  }
   if (output_.defined()) return output_;
   // The runtime allocated the result: give it the input's row shape.
   const std::vector<char>& bytes = handle_.output();
@@ -82,7 +89,36 @@ StatusOr<::torch::Tensor> TensorHandle::Wait(
   return result;
 }
 
+std::vector<int64_t> TensorHandle::ReceivedRows() const {
+  int64_t row = 1;
+  for (int64_t d : trailing_shape_) row *= d;
+  std::vector<int64_t> rows;
+  for (int64_t count : handle_.output_counts())
+    rows.push_back(row == 0 ? 0 : count / row);
+  return rows;
+}
+
 namespace {
+
+// Checks that `output` can take the result of reducing `tensor` and
+// returns the contiguous buffer the runtime writes: `output` itself when it
+// is contiguous, else a scratch tensor copied into it on completion.
+StatusOr<::torch::Tensor> ReductionTarget(const std::string& name,
+                                          const ::torch::Tensor& tensor,
+                                          const ::torch::Tensor& output) {
+  if (!output.defined() || output.sizes() != tensor.sizes() ||
+      output.scalar_type() != tensor.scalar_type() ||
+      output.device() != tensor.device()) {
+    return InvalidArgument(
+        "tensor '" + name + "': the output must have the input's shape " +
+        c10::str(tensor.sizes()) + ", type and device" +
+        (output.defined() ? std::string(", not ") + c10::str(output.sizes()) +
+                                " " + c10::toString(output.scalar_type())
+                          : std::string(" (it is undefined)")));
+  }
+  if (output.is_contiguous()) return output;
+  return ::torch::empty(tensor.sizes(), tensor.options());
+}
 
 // The handle of a collective whose output the runtime allocates, rows of
 // `input`'s trailing shape.
@@ -105,6 +141,60 @@ StatusOr<TensorHandle> AllreduceAsync(const std::string& name,
   return TensorHandle(std::move(handle), input, output, {});
 }
 
+StatusOr<TensorHandle> AllreduceAsync(const std::string& name,
+                                      const ::torch::Tensor& tensor,
+                                      const ::torch::Tensor& output,
+                                      ReduceOp op) {
+  KOLO_ASSIGN_OR_RETURN(DataType type, CollectiveType(name, tensor));
+  KOLO_ASSIGN_OR_RETURN(::torch::Tensor target,
+                        ReductionTarget(name, tensor, output));
+  ::torch::Tensor input = tensor.contiguous();
+  KOLO_ASSIGN_OR_RETURN(
+      Handle handle, EnqueueAllreduce(name, input.data_ptr(), target.data_ptr(),
+                                      input.numel(), type, op));
+  return TensorHandle(std::move(handle), input, target, {}, output);
+}
+
+StatusOr<std::vector<TensorHandle>> GroupedAllreduceAsync(
+    const std::string& group_name, const std::vector<std::string>& names,
+    const std::vector<::torch::Tensor>& tensors,
+    const std::vector<::torch::Tensor>& outputs, ReduceOp op) {
+  if (names.size() != tensors.size() || outputs.size() != tensors.size()) {
+    return InvalidArgument(
+        "group '" + group_name + "': " + std::to_string(names.size()) +
+        " names, " + std::to_string(tensors.size()) + " tensors and " +
+        std::to_string(outputs.size()) + " outputs; they must be as many");
+  }
+  if (tensors.empty())
+    return InvalidArgument("group '" + group_name + "' has no tensors");
+  KOLO_ASSIGN_OR_RETURN(DataType type, CollectiveType(names[0], tensors[0]));
+  std::vector<AllreduceTensor> parts;
+  std::vector<::torch::Tensor> inputs, targets;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    KOLO_ASSIGN_OR_RETURN(DataType other, CollectiveType(names[i], tensors[i]));
+    if (other != type) {
+      return InvalidArgument("group '" + group_name + "': tensor '" + names[i] +
+                             "' is " + DataTypeName(other) +
+                             ", the group's first is " + DataTypeName(type));
+    }
+    KOLO_ASSIGN_OR_RETURN(::torch::Tensor target,
+                          ReductionTarget(names[i], tensors[i], outputs[i]));
+    ::torch::Tensor input = tensors[i].contiguous();
+    parts.push_back(
+        {names[i], input.data_ptr(), target.data_ptr(), input.numel()});
+    inputs.push_back(input);
+    targets.push_back(target);
+  }
+  KOLO_ASSIGN_OR_RETURN(std::vector<Handle> handles,
+                        EnqueueGroupedAllreduce(group_name, parts, type, op));
+  std::vector<TensorHandle> result;
+  for (size_t i = 0; i < handles.size(); ++i) {
+    result.emplace_back(std::move(handles[i]), inputs[i], targets[i],
+                        std::vector<int64_t>{}, outputs[i]);
+  }
+  return result;
+}
+
 StatusOr<TensorHandle> AllgatherAsync(const std::string& name,
                                       const ::torch::Tensor& tensor) {
   KOLO_ASSIGN_OR_RETURN(DataType type, CollectiveType(name, tensor));
@@ -123,6 +213,17 @@ StatusOr<TensorHandle> BroadcastAsync(const std::string& name,
       Handle handle,
       EnqueueBroadcast(name, buffer.data_ptr(), buffer.numel(), type, root));
   return TensorHandle(std::move(handle), buffer, buffer, {});
+}
+
+StatusOr<TensorHandle> BroadcastInPlaceAsync(const std::string& name,
+                                             const ::torch::Tensor& tensor,
+                                             int32_t root) {
+  KOLO_ASSIGN_OR_RETURN(DataType type, CollectiveType(name, tensor));
+  ::torch::Tensor buffer = tensor.contiguous();
+  KOLO_ASSIGN_OR_RETURN(
+      Handle handle,
+      EnqueueBroadcast(name, buffer.data_ptr(), buffer.numel(), type, root));
+  return TensorHandle(std::move(handle), buffer, buffer, {}, tensor);
 }
 
 StatusOr<TensorHandle> AlltoallAsync(const std::string& name,
@@ -313,7 +414,7 @@ StatusOr<double> AverageMetric(double value, const std::string& name) {
 
 // ------------------------------------------------------------ optimizer
 
-struct DistributedOptimizer::Parameter {
+struct GradientReducer::Parameter {
   std::string name;
   ::torch::Tensor tensor;
   unsigned hook = 0;        // removed with the optimizer
@@ -323,7 +424,7 @@ struct DistributedOptimizer::Parameter {
   bool collected = false;  // this step's gradient is in the bucket
 };
 
-struct DistributedOptimizer::Bucket {
+struct GradientReducer::Bucket {
   std::string name;  // the same on every rank
   std::vector<Parameter*> members;
   ::torch::Tensor gradients;  // float32, the members' gradients end to end
@@ -332,11 +433,10 @@ struct DistributedOptimizer::Bucket {
   bool enqueued = false;
 };
 
-DistributedOptimizer::DistributedOptimizer(
-    ::torch::optim::Optimizer& optimizer,
+GradientReducer::GradientReducer(
     const ::torch::OrderedDict<std::string, ::torch::Tensor>& named_parameters,
     DistributedOptimizerOptions options)
-    : optimizer_(optimizer), options_(options), alone_(Size() == 1) {
+    : options_(options), alone_(Size() == 1) {
   for (const auto& item : named_parameters) {
     if (!item.value().requires_grad()) continue;
     auto parameter = std::make_unique<Parameter>();
@@ -379,8 +479,8 @@ DistributedOptimizer::DistributedOptimizer(
   if (!bucket->members.empty()) close(std::move(bucket), elements);
 }
 
-DistributedOptimizer::~DistributedOptimizer() {
-  // The parameters outlive this optimizer (an elastic job builds a new one
+GradientReducer::~GradientReducer() {
+  // The parameters outlive this reducer (an elastic job builds a new one
   // for every round): their hooks must not call into it any more.
   for (auto& p : parameters_) p->tensor.remove_hook(p->hook);
   // Outstanding reductions read our buckets: let them finish.
@@ -389,8 +489,8 @@ DistributedOptimizer::~DistributedOptimizer() {
   }
 }
 
-void DistributedOptimizer::OnGradient(Parameter& parameter,
-                                      const ::torch::Tensor& grad) {
+void GradientReducer::OnGradient(Parameter& parameter,
+                                 const ::torch::Tensor& grad) {
   if (alone_) return;
   ++parameter.passes_seen;
   if (parameter.passes_seen < options_.backward_passes_per_step) return;
@@ -404,8 +504,8 @@ void DistributedOptimizer::OnGradient(Parameter& parameter,
   if (!status.ok() && hook_error_.ok()) hook_error_ = status;
 }
 
-Status DistributedOptimizer::Collect(Parameter& parameter,
-                                     const ::torch::Tensor& gradient_sum) {
+Status GradientReducer::Collect(Parameter& parameter,
+                                const ::torch::Tensor& gradient_sum) {
   Bucket& bucket = *parameter.bucket;
   bucket.gradients.narrow(0, parameter.offset, parameter.tensor.numel())
       .copy_(gradient_sum.reshape({-1}));
@@ -415,10 +515,10 @@ Status DistributedOptimizer::Collect(Parameter& parameter,
   return Enqueue(bucket);
 }
 
-Status DistributedOptimizer::Enqueue(Bucket& bucket) {
+Status GradientReducer::Enqueue(Bucket& bucket) {
   ::torch::Tensor wire = bucket.gradients;
   const double passes = options_.backward_passes_per_step;
-  if (passes > 1) wire.div_(passes);
+  if (passes > 1 && options_.average_backward_passes) wire.div_(passes);
   ReduceOp op = options_.op;
   if (op == ReduceOp::kAverage && options_.gradient_predivide_factor != 1.0) {
     wire.div_(options_.gradient_predivide_factor);
@@ -457,10 +557,7 @@ const OptimizerMetrics& GetOptimizerMetrics() {
   return *series;
 }
 
-Status DistributedOptimizer::Step() {
-  if (++passes_ < options_.backward_passes_per_step) return Status::Ok();
-  GetOptimizerMetrics().steps.Increment();
-  passes_ = 0;
+Status GradientReducer::Synchronize() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!hook_error_.ok()) {
@@ -470,17 +567,7 @@ Status DistributedOptimizer::Step() {
     }
   }
   if (alone_) {
-    // The average over one rank is the gradient itself; only the passes
-    // are averaged, as the reduction would.
-    if (options_.backward_passes_per_step > 1) {
-      ::torch::NoGradGuard no_grad;
-      for (auto& p : parameters_) {
-        if (p->tensor.grad().defined()) {
-          p->tensor.mutable_grad().div_(options_.backward_passes_per_step);
-        }
-      }
-    }
-    optimizer_.step();
+    AverageLocalPasses();
     return Status::Ok();
   }
   ::torch::NoGradGuard no_grad;
@@ -499,48 +586,60 @@ Status DistributedOptimizer::Step() {
                                 ? options_.gradient_predivide_factor / Size()
                                 : 1.0;
   Status first_error;
-  double step_wait = 0;
+  const double waited_before = wait_seconds_;
   for (auto& b : buckets_) {
-    const auto wait_start = std::chrono::steady_clock::now();
-    StatusOr<::torch::Tensor> reduced = b->handle.Wait();
-    const double waited = std::chrono::duration<double>(
-                              std::chrono::steady_clock::now() - wait_start)
-                              .count();
-    wait_seconds_ += waited;
-    step_wait += waited;
-    b->enqueued = false;
-    b->collected = 0;
-    if (!reduced.ok()) {
-      if (first_error.ok()) first_error = reduced.status();
-    }
-    for (Parameter* p : b->members) {
-      p->collected = false;
-      p->passes_seen = 0;
-      if (!reduced.ok()) continue;
-      ::torch::Tensor g = reduced->narrow(0, p->offset, p->tensor.numel())
-                              .view_as(p->tensor)
-                              .to(p->tensor.scalar_type());
-      if (post_scale != 1.0) g = g.mul(post_scale);
-      if (p->tensor.grad().defined()) {
-        p->tensor.mutable_grad().copy_(g);
-      } else {
-        p->tensor.mutable_grad() = g.clone();
-      }
-    }
+    Status status = Unpack(*b, post_scale);
+    if (!status.ok() && first_error.ok()) first_error = status;
   }
-  GetOptimizerMetrics().gradient_wait.Observe(step_wait);
+  GetOptimizerMetrics().gradient_wait.Observe(wait_seconds_ - waited_before);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     first_enqueue_ = last_enqueue_ = std::chrono::steady_clock::time_point();
   }
-  KOLO_RETURN_IF_ERROR(first_error);
-  optimizer_.step();
-  return Status::Ok();
+  return first_error;
 }
 
-void DistributedOptimizer::ZeroGrad() { optimizer_.zero_grad(); }
+Status GradientReducer::Unpack(Bucket& bucket, double post_scale) {
+  const auto wait_start = std::chrono::steady_clock::now();
+  StatusOr<::torch::Tensor> reduced = bucket.handle.Wait();
+  wait_seconds_ += std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - wait_start)
+                       .count();
+  bucket.enqueued = false;
+  bucket.collected = 0;
+  for (Parameter* p : bucket.members) {
+    p->collected = false;
+    p->passes_seen = 0;
+    if (!reduced.ok()) continue;
+    ::torch::Tensor g = reduced->narrow(0, p->offset, p->tensor.numel())
+                            .view_as(p->tensor)
+                            .to(p->tensor.scalar_type());
+    if (post_scale != 1.0) g = g.mul(post_scale);
+    if (p->tensor.grad().defined()) {
+      p->tensor.mutable_grad().copy_(g);
+    } else {
+      p->tensor.mutable_grad() = g.clone();
+    }
+  }
+  return reduced.status();
+}
 
-int64_t DistributedOptimizer::bucket_bytes() const {
+void GradientReducer::AverageLocalPasses() {
+  // The average over one rank is the gradient itself; only the passes
+  // are averaged, as the reduction would.
+  if (options_.backward_passes_per_step <= 1 ||
+      !options_.average_backward_passes) {
+    return;
+  }
+  ::torch::NoGradGuard no_grad;
+  for (auto& p : parameters_) {
+    if (p->tensor.grad().defined()) {
+      p->tensor.mutable_grad().div_(options_.backward_passes_per_step);
+    }
+  }
+}
+
+int64_t GradientReducer::bucket_bytes() const {
   int64_t bytes = 0;
   for (const auto& b : buckets_)
     bytes += static_cast<int64_t>(b->gradients.nbytes());
@@ -549,9 +648,28 @@ int64_t DistributedOptimizer::bucket_bytes() const {
 
 std::pair<std::chrono::steady_clock::time_point,
           std::chrono::steady_clock::time_point>
-DistributedOptimizer::last_enqueue_window() const {
+GradientReducer::last_enqueue_window() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return {first_enqueue_, last_enqueue_};
 }
+
+DistributedOptimizer::DistributedOptimizer(
+    ::torch::optim::Optimizer& optimizer,
+    const ::torch::OrderedDict<std::string, ::torch::Tensor>& named_parameters,
+    DistributedOptimizerOptions options)
+    : optimizer_(optimizer),
+      backward_passes_per_step_(options.backward_passes_per_step),
+      reducer_(named_parameters, options) {}
+
+Status DistributedOptimizer::Step() {
+  if (++passes_ < backward_passes_per_step_) return Status::Ok();
+  GetOptimizerMetrics().steps.Increment();
+  passes_ = 0;
+  KOLO_RETURN_IF_ERROR(reducer_.Synchronize());
+  optimizer_.step();
+  return Status::Ok();
+}
+
+void DistributedOptimizer::ZeroGrad() { optimizer_.zero_grad(); }
 
 }  // namespace kolo::torch
