@@ -1,0 +1,124 @@
+"""Horovod's DistributedOptimizer on kolo's GradientReducer.
+
+The reducer (include/kolo/torch.h) hooks every parameter from C++: each
+gradient is copied into its bucket the moment autograd produces it and a
+full bucket is allreduced at once, overlapping the rest of the backward
+pass, with no Python on the way. step() waits for the buckets, writes the
+reduced gradients into .grad and steps the wrapped optimizer's class.
+"""
+
+import contextlib
+import math
+import warnings
+
+import torch
+
+from kolo import _kolo
+from kolo.torch import mpi_ops
+from kolo.torch.compression import Compression
+from kolo.torch import process_sets
+
+# Gradients travel in buckets of about this many bytes unless num_groups
+# asks for a number of them.
+_BUCKET_BYTES = 1 << 20
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    def __init__(self, params, named_parameters, compression,
+                 backward_passes_per_step, op, gradient_predivide_factor,
+                 num_groups, bucket_bytes):
+        super(self.__class__, self).__init__(params)
+        named = self._named(named_parameters)
+        wire = getattr(compression, "wire", None)
+        if wire is None:
+            raise ValueError(f"DistributedOptimizer: compression {compression!r} "
+                             "is not one of Compression.none, fp16 or bf16")
+        if num_groups > 0:
+            total = sum(p.numel() for _, p in named if p.requires_grad) * 4
+            bucket_bytes = max(1, math.ceil(total / num_groups))
+        self.backward_passes_per_step = backward_passes_per_step
+        # Horovod sums the passes' gradients (its scripts scale the loss).
+        self._reducer = _kolo.GradientReducer(
+            named, op, wire, backward_passes_per_step, False,
+            gradient_predivide_factor, bucket_bytes)
+        self._synchronized = False
+        self._should_synchronize = True
+
+    def _named(self, named_parameters):
+        mine = [p for group in self.param_groups for p in group["params"]]
+        if named_parameters is None:
+            return [(f"allreduce.noname.{i}", p) for i, p in enumerate(mine)]
+        named = list(named_parameters)
+        if any(not isinstance(n, tuple) or len(n) != 2 for n in named):
+            raise ValueError("named_parameters should be a sequence of tuples "
+                             "(name, parameter), usually model.named_parameters()")
+        names = [n for n, _ in named]
+        if len(set(names)) != len(names):
+            repeated = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"parameter names in named_parameters must be "
+                             f"unique; repeated: {', '.join(repeated)}")
+        given = {id(p) for _, p in named}
+        missing = [i for i, p in enumerate(mine) if id(p) not in given]
+        if missing:
+            raise ValueError(f"named_parameters was specified, but {len(missing)} "
+                             "of the optimizer's parameters are not in it")
+        ours = {id(p) for p in mine}
+        return [(n, p) for n, p in named if id(p) in ours]
+
+    def synchronize(self):
+        """Waits for every gradient's reduction and writes them into .grad."""
+        self._reducer.synchronize()
+        self._synchronized = True
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """Inside it, step() does not synchronize (call synchronize() first,
+        e.g. to clip the reduced gradients)."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn("optimizer.step() called without "
+                              "optimizer.skip_synchronize() after "
+                              "optimizer.synchronize(); this synchronizes "
+                              "again")
+            self.synchronize()
+        self._synchronized = False
+        return super(self.__class__, self).step(closure)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None,
+                         compression=Compression.none,
+                         backward_passes_per_step=1, op=mpi_ops.Average,
+                         gradient_predivide_factor=1.0, num_groups=0,
+                         groups=None, sparse_as_dense=False,
+                         process_set=process_sets.global_process_set):
+    """Wraps ``optimizer`` (an instance) so that step() applies the gradients
+    reduced over every rank. Returns an object of a subclass of the
+    optimizer's class, as Horovod does."""
+    if op not in (mpi_ops.Average, mpi_ops.Sum):
+        if op == mpi_ops.Adasum:
+            raise NotImplementedError("kolo does not implement Adasum")
+        raise ValueError("DistributedOptimizer's op is Average or Sum")
+    if gradient_predivide_factor != 1.0 and op != mpi_ops.Average:
+        raise ValueError("gradient_predivide_factor needs op=Average")
+    if groups is not None:
+        raise NotImplementedError(
+            "DistributedOptimizer(groups=...): kolo groups gradients into "
+            "buckets by size; use num_groups")
+    if process_sets._resolve(process_set) is not None:
+        raise NotImplementedError(
+            "DistributedOptimizer on a process set other than the global one")
+    # Sparse gradients are reduced as dense ones whatever sparse_as_dense
+    # says: kolo has no sparse allreduce.
+    del sparse_as_dense
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               dict(_DistributedOptimizer.__dict__))
+    return cls(optimizer.param_groups, named_parameters, compression,
+               backward_passes_per_step, op, gradient_predivide_factor,
+               num_groups, _BUCKET_BYTES)
