@@ -151,9 +151,9 @@ struct DistributedOptimizerOptions {
   // With kAverage: divide by this before the sum and by size/this after it
   // (keeps float16 sums in range on many ranks).
   double gradient_predivide_factor = 1.0;
-  // Gradients travel in buckets of about this many bytes (float32), filled
-  // in the reverse of the parameters' order, roughly the order autograd
-  // produces them; a bucket is enqueued once all of its gradients are in.
+  // Gradients travel in buckets of about this many bytes, of the
+  // parameters' type, filled in the reverse of the parameters' order,
+  // roughly the order autograd produces them; a bucket is enqueued once all of its gradients are in.
   // One allreduce per bucket rather than per parameter keeps the runtime's
   // ticks, and the wake-ups that steal the compute core, few on small
   // models while larger models still overlap many buckets with backward
@@ -197,7 +197,7 @@ class GradientReducer {
   // total: the communication (and the waiting for slower ranks) that
   // backward did not hide.
   double wait_seconds() const { return wait_seconds_; }
-  // Bytes of the float32 buckets gradients travel in, held for the
+  // Bytes of the buckets gradients travel in, held for the
   // reducer's life (for memory benchmarks).
   int64_t bucket_bytes() const;
   // When the hooks enqueued gradients during the last backward pass, for

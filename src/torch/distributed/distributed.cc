@@ -452,24 +452,34 @@ GradientReducer::GradientReducer(
         });
     parameters_.push_back(std::move(parameter));
   }
-  // Autograd produces the last layers' gradients first.
+  // Autograd produces the last layers' gradients first. A bucket holds
+  // gradients of one type, which it travels in: float64 models keep their
+  // precision.
   auto close = [this](std::unique_ptr<Bucket> bucket, int64_t elements) {
     const std::string& first = bucket->members.front()->name;
     const std::string& last = bucket->members.back()->name;
     bucket->name =
         "kolo.grad." + first + (bucket->members.size() > 1 ? ".." + last : "");
-    bucket->gradients = ::torch::zeros({elements}, ::torch::kFloat32);
+    bucket->gradients = ::torch::zeros(
+        {elements}, bucket->members.front()->tensor.options().dtype());
     buckets_.push_back(std::move(bucket));
   };
   auto bucket = std::make_unique<Bucket>();
   int64_t elements = 0;
   for (auto it = parameters_.rbegin(); it != parameters_.rend(); ++it) {
     Parameter& p = **it;
+    if (!bucket->members.empty() &&
+        bucket->members.front()->tensor.scalar_type() !=
+            p.tensor.scalar_type()) {
+      close(std::move(bucket), elements);
+      bucket = std::make_unique<Bucket>();
+      elements = 0;
+    }
     p.bucket = bucket.get();
     p.offset = elements;
     bucket->members.push_back(&p);
     elements += p.tensor.numel();
-    if (elements * static_cast<int64_t>(sizeof(float)) >=
+    if (elements * static_cast<int64_t>(p.tensor.element_size()) >=
         options_.bucket_bytes) {
       close(std::move(bucket), elements);
       bucket = std::make_unique<Bucket>();
@@ -496,7 +506,10 @@ void GradientReducer::OnGradient(Parameter& parameter,
   if (parameter.passes_seen < options_.backward_passes_per_step) return;
   // The last pass of a step: what .grad will hold once autograd adds this
   // pass's gradient to what the earlier passes left there.
-  ::torch::Tensor sum = grad.detach();
+  // kolo has no sparse reduction: sparse gradients (embeddings) travel
+  // dense.
+  ::torch::Tensor sum =
+      grad.is_sparse() ? grad.detach().to_dense() : grad.detach();
   if (parameter.tensor.grad().defined())
     sum = sum + parameter.tensor.grad().detach();
   Status status = Collect(parameter, sum);
@@ -524,10 +537,12 @@ Status GradientReducer::Enqueue(Bucket& bucket) {
     wire.div_(options_.gradient_predivide_factor);
     op = ReduceOp::kSum;
   }
-  if (options_.compression == Compression::kFloat16)
+  if (wire.is_floating_point() && options_.compression == Compression::kFloat16)
     wire = wire.to(::torch::kFloat16);
-  if (options_.compression == Compression::kBFloat16)
+  if (wire.is_floating_point() &&
+      options_.compression == Compression::kBFloat16) {
     wire = wire.to(::torch::kBFloat16);
+  }
   KOLO_ASSIGN_OR_RETURN(bucket.handle, AllreduceAsync(bucket.name, wire, op));
   bucket.enqueued = true;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -578,6 +593,7 @@ Status GradientReducer::Synchronize() {
     ::torch::Tensor grad = p->tensor.grad().defined()
                                ? p->tensor.grad().detach()
                                : ::torch::zeros_like(p->tensor).detach();
+    if (grad.is_sparse()) grad = grad.to_dense();
     // Only the last pass was missing: .grad holds the k-pass sum already.
     KOLO_RETURN_IF_ERROR(Collect(*p, grad));
   }
@@ -615,7 +631,7 @@ Status GradientReducer::Unpack(Bucket& bucket, double post_scale) {
                             .view_as(p->tensor)
                             .to(p->tensor.scalar_type());
     if (post_scale != 1.0) g = g.mul(post_scale);
-    if (p->tensor.grad().defined()) {
+    if (p->tensor.grad().defined() && !p->tensor.grad().is_sparse()) {
       p->tensor.mutable_grad().copy_(g);
     } else {
       p->tensor.mutable_grad() = g.clone();

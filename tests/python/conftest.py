@@ -1,0 +1,24 @@
+"""Every rank of a kolorun job runs the same tests in the same order, so the
+collectives inside them meet. kolo.torch is initialised once per process.
+
+Run by ctest (tests/python/CMakeLists.txt) as
+    kolorun -np N python -m pytest tests/python
+with the build tree's package on PYTHONPATH.
+"""
+
+import pytest
+import torch
+
+import kolo.torch as hvd
+
+
+@pytest.fixture(scope="session", autouse=True)
+def world():
+    hvd.init()
+    torch.manual_seed(1234)
+    yield
+    hvd.shutdown()
+
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16,
+          torch.int8, torch.uint8, torch.int32, torch.int64]
