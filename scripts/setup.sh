@@ -63,11 +63,32 @@ if [ "$configuration" = default ]; then
   # torch's own CMake configuration, as PyTorch documents for LibTorch users.
   torch_prefix="$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
   options=(-DCMAKE_PREFIX_PATH="$torch_prefix" -DKOLO_WITH_GLOO=ON -DKOLO_WITH_MPI=ON
-    -DKOLO_BUILD_BENCH=ON)
+    -DKOLO_BUILD_BENCH=ON -DKOLO_BUILD_PYTHON=ON)
 else
   build=build-debian
   options=(-DKOLO_WITH_GLOO=OFF -DKOLO_WITH_MPI=OFF -DKOLO_BUILD_BENCH=OFF)
 fi
-cmake -S . -B "$build" "${common[@]}" "${options[@]}" -DKOLO_PYTHON="$python" \
+options+=(-DKOLO_PYTHON="$python")
+cmake -S . -B "$build" "${common[@]}" "${options[@]}" \
   > "$build-configure.log" 2>&1 || { cat "$build-configure.log"; exit 1; }
 cmake --build "$build" -- -j"$(nproc)"
+
+# The Python package into the project's environment, as a user installs it
+# (pip install .), from the build just made: scikit-build-core configures
+# build/ with the same options, finds nothing to rebuild and installs the
+# component `python` (pyproject.toml). Skipped when the installed copy is
+# this build's.
+if [ "$configuration" = default ]; then
+  extension="$(ls "$build"/python/kolo/_kolo.*.so)"
+  stamp="$PWD/.venv/kolo-package.sha256"
+  wanted="$(cat "$extension" "$build"/python/kolo/bin/kolorun \
+    $(find src/python/kolo -name '*.py' | sort) | sha256sum | cut -d' ' -f1)"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
+    cmake_args="$(IFS=';'; echo "${common[*]:2};${options[*]}")"
+    "$python" -m pip install --quiet --no-build-isolation --no-deps \
+      -C build-dir="$build" -C cmake.args="$cmake_args" \
+      -C cmake.define.KOLO_BUILD_TESTS=ON -C cmake.define.KOLO_BUILD_BENCH=ON . \
+      > "$build-pip.log" 2>&1 || { cat "$build-pip.log"; exit 1; }
+    echo "$wanted" > "$stamp"
+  fi
+fi
