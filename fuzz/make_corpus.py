@@ -10,6 +10,7 @@ the front of the input and integers and booleans from its back.
 
     fuzz/make_corpus.py            rewrites every corpus
 """
+import json
 import os
 import struct
 import sys
@@ -239,6 +240,64 @@ def dataset_header():
     }
 
 
+def zero_manifest():
+    """A manifest as ZeroOptimizer::Save writes one (nlohmann's dump(1),
+    keys sorted) for an Adam-trained two-layer MLP in two shards, and
+    edits of it that the parser must refuse."""
+
+    def parameter(name, shape, offset):
+        numel = 1
+        for dim in shape:
+            numel *= dim
+        return {"name": name, "shape": shape, "offset": offset, "numel": numel}
+
+    def manifest(**edits):
+        files = ["zero-step30-00000000deadbeef-shard%d-of2.pt" % r
+                 for r in range(2)]
+        m = {
+            "format": "kolo.zero-checkpoint", "version": 1, "shards": 2,
+            "world_size": 2, "stage": 2, "optimizer": "adam",
+            "state": ["exp_avg", "exp_avg_sq"], "optimizer_step": 30,
+            "steps_taken": 30,
+            "loss_scaler": {"scale": 65536.0, "iteration": 30,
+                            "last_overflow_iteration": -1,
+                            "hysteresis_left": 2, "clean_steps": 0,
+                            "skipped_steps": 0},
+            "buckets": [
+                {"elements": 170, "padded": 170, "slice": 85, "parameters": [
+                    parameter("fc2.bias", [10], 0),
+                    parameter("fc2.weight", [10, 16], 10)]},
+                {"elements": 144, "padded": 144, "slice": 72, "parameters": [
+                    parameter("fc1.bias", [16], 0),
+                    parameter("fc1.weight", [16, 8], 16)]},
+            ],
+            "files": files,
+        }
+        m.update(edits)
+        return json.dumps(m, indent=1, sort_keys=True).encode()
+
+    valid = json.loads(manifest())
+    past_end = json.loads(manifest())
+    past_end["buckets"][0]["parameters"][1]["offset"] = 11
+    uneven = json.loads(manifest())
+    uneven["buckets"][1]["slice"] = 71
+    huge_shape = json.loads(manifest())
+    huge_shape["buckets"][0]["parameters"][0]["shape"] = [1 << 32, 1 << 32]
+    return {
+        "valid": manifest(),
+        "one_shard": manifest(shards=1, files=valid["files"][:1], buckets=[
+            {"elements": 0, "padded": 0, "slice": 1, "parameters": []}]),
+        "offset_past_bucket": json.dumps(past_end).encode(),
+        "uneven_slices": json.dumps(uneven).encode(),
+        "huge_shape": json.dumps(huge_shape).encode(),
+        "file_outside": manifest(files=["../shard0.pt", "shard1.pt"]),
+        "files_not_shards": manifest(shards=3),
+        "wrong_format": manifest(format="kolo.checkpoint"),
+        "truncated": manifest()[:200],
+        "empty": b"",
+    }
+
+
 def write(target, seeds):
     folder = os.path.join(ROOT, target)
     os.makedirs(folder, exist_ok=True)
@@ -260,6 +319,7 @@ def main():
     write("point_to_point_frame_fuzzer", point_to_point_frame())
     write("tcp_hello_fuzzer", tcp_hello())
     write("dataset_header_fuzzer", dataset_header())
+    write("zero_manifest_fuzzer", zero_manifest())
     return 0
 
 
