@@ -15,16 +15,56 @@ Status BadManifest(const std::string& path, const std::string& what) {
   return InvalidArgument("checkpoint manifest " + path + ": " + what);
 }
 
+// An integer, as Save writes every count, offset and step. nlohmann's
+// get<int64_t>() would also take a float, with a static_cast that is
+// undefined behaviour when the float is out of range (1e300), and an
+// unsigned number past INT64_MAX, wrapped to a negative one.
+StatusOr<int64_t> ToInteger(const json& value, const std::string& path,
+                            const std::string& what,
+                            int64_t min = std::numeric_limits<int64_t>::min(),
+                            int64_t max = std::numeric_limits<int64_t>::max()) {
+  const bool is_int64 =
+      value.is_number_integer() &&
+      (!value.is_number_unsigned() ||
+       value.get<uint64_t>() <=
+           static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+  if (!is_int64 || value.get<int64_t>() < min || value.get<int64_t>() > max) {
+    return BadManifest(
+        path, what + " is " + value.dump() + "; it must be an integer from " +
+                  std::to_string(min) + " to " + std::to_string(max));
+  }
+  return value.get<int64_t>();
+}
+
+// The integer field `key` of `object`; throws json::exception when it is
+// missing.
+StatusOr<int64_t> ReadInteger(
+    const json& object, const char* key, const std::string& path,
+    const std::string& where = "",
+    int64_t min = std::numeric_limits<int64_t>::min(),
+    int64_t max = std::numeric_limits<int64_t>::max()) {
+  return ToInteger(object.at(key), path, where + key, min, max);
+}
+
 // The inverse of LossScalerJson; throws json::exception on a missing field.
-LossScaler::State ScalerFromJson(const json& s) {
+StatusOr<LossScaler::State> ScalerFromJson(const json& s,
+                                           const std::string& path) {
+  const std::string where = "loss_scaler.";
   LossScaler::State scaler;
   scaler.scale = s.at("scale").get<double>();
-  scaler.iteration = s.at("iteration").get<int64_t>();
-  scaler.last_overflow_iteration =
-      s.at("last_overflow_iteration").get<int64_t>();
-  scaler.hysteresis_left = s.at("hysteresis_left").get<int32_t>();
-  scaler.clean_steps = s.at("clean_steps").get<int64_t>();
-  scaler.skipped_steps = s.at("skipped_steps").get<int64_t>();
+  KOLO_ASSIGN_OR_RETURN(scaler.iteration,
+                        ReadInteger(s, "iteration", path, where));
+  KOLO_ASSIGN_OR_RETURN(scaler.last_overflow_iteration,
+                        ReadInteger(s, "last_overflow_iteration", path, where));
+  KOLO_ASSIGN_OR_RETURN(const int64_t hysteresis_left,
+                        ReadInteger(s, "hysteresis_left", path, where,
+                                    std::numeric_limits<int32_t>::min(),
+                                    std::numeric_limits<int32_t>::max()));
+  scaler.hysteresis_left = static_cast<int32_t>(hysteresis_left);
+  KOLO_ASSIGN_OR_RETURN(scaler.clean_steps,
+                        ReadInteger(s, "clean_steps", path, where));
+  KOLO_ASSIGN_OR_RETURN(scaler.skipped_steps,
+                        ReadInteger(s, "skipped_steps", path, where));
   return scaler;
 }
 
@@ -38,9 +78,20 @@ Status ReadPlace(const json& p, int64_t bucket, int64_t elements,
   const std::string where =
       "bucket " + std::to_string(bucket) + " parameter " + name + ": ";
   place.bucket = bucket;
-  place.offset = p.at("offset").get<int64_t>();
-  place.shape = p.at("shape").get<std::vector<int64_t>>();
-  const int64_t numel = p.at("numel").get<int64_t>();
+  KOLO_ASSIGN_OR_RETURN(place.offset, ReadInteger(p, "offset", path, where));
+  const json& shape = p.at("shape");
+  if (!shape.is_array())
+    return BadManifest(path,
+                       where + "shape " + shape.dump() + " is not an array");
+  for (size_t d = 0; d < shape.size(); ++d) {
+    // Negative dimensions are refused below, with the shape.
+    KOLO_ASSIGN_OR_RETURN(
+        const int64_t dim,
+        ToInteger(shape[d], path, where + "shape[" + std::to_string(d) + "]"));
+    place.shape.push_back(dim);
+  }
+  KOLO_ASSIGN_OR_RETURN(const int64_t numel,
+                        ReadInteger(p, "numel", path, where));
   int64_t product = 1;
   for (int64_t dim : place.shape) {
     if (dim < 0 || (dim > 0 && product > elements / dim)) {
@@ -74,9 +125,12 @@ Status ReadBuckets(const json& buckets, int64_t shards, const std::string& path,
   for (size_t i = 0; i < buckets.size(); ++i) {
     const json& b = buckets[i];
     const std::string bucket = "bucket " + std::to_string(i) + ": ";
-    const int64_t elements = b.at("elements").get<int64_t>();
-    const int64_t slice = b.at("slice").get<int64_t>();
-    const int64_t padded = b.at("padded").get<int64_t>();
+    KOLO_ASSIGN_OR_RETURN(const int64_t elements,
+                          ReadInteger(b, "elements", path, bucket));
+    KOLO_ASSIGN_OR_RETURN(const int64_t slice,
+                          ReadInteger(b, "slice", path, bucket));
+    KOLO_ASSIGN_OR_RETURN(const int64_t padded,
+                          ReadInteger(b, "padded", path, bucket));
     if (slice < 1) {
       return BadManifest(path, bucket + "slice is " + std::to_string(slice) +
                                    "; it must be at least 1");
@@ -152,7 +206,8 @@ StatusOr<ZeroManifest> ParseZeroManifest(const std::string& text,
     if (manifest.value("format", "") != kZeroManifestFormat)
       return BadManifest(path, "not a kolo ZeRO checkpoint (format is not " +
                                    std::string(kZeroManifestFormat) + ")");
-    if (manifest.value("version", 0) != kZeroManifestVersion)
+    // Compared as JSON: a float version is not cast to int first.
+    if (manifest.value("version", json()) != kZeroManifestVersion)
       return BadManifest(path, "version " + manifest["version"].dump() +
                                    " is not " +
                                    std::to_string(kZeroManifestVersion));
@@ -162,14 +217,18 @@ StatusOr<ZeroManifest> ParseZeroManifest(const std::string& text,
                                    " optimizer; this one is " + optimizer_kind);
     }
     out.files = manifest.at("files").get<std::vector<std::string>>();
-    const int64_t shards = manifest.at("shards").get<int64_t>();
+    KOLO_ASSIGN_OR_RETURN(const int64_t shards,
+                          ReadInteger(manifest, "shards", path));
     KOLO_RETURN_IF_ERROR(CheckFiles(out.files, shards, path));
     KOLO_RETURN_IF_ERROR(
         ReadBuckets(manifest.at("buckets"), shards, path, out));
     out.state_names = manifest.at("state").get<std::vector<std::string>>();
-    out.optimizer_step = manifest.at("optimizer_step").get<int64_t>();
-    out.steps_taken = manifest.at("steps_taken").get<int64_t>();
-    out.scaler = ScalerFromJson(manifest.at("loss_scaler"));
+    KOLO_ASSIGN_OR_RETURN(out.optimizer_step,
+                          ReadInteger(manifest, "optimizer_step", path));
+    KOLO_ASSIGN_OR_RETURN(out.steps_taken,
+                          ReadInteger(manifest, "steps_taken", path));
+    KOLO_ASSIGN_OR_RETURN(out.scaler,
+                          ScalerFromJson(manifest.at("loss_scaler"), path));
   } catch (const json::exception& e) {
     return BadManifest(path, e.what());
   }
