@@ -298,6 +298,61 @@ def zero_manifest():
     }
 
 
+def checkpoint_header():
+    """Each header field in kCheckpointHeaderKeys' order: from the back, a
+    byte picks missing (0), an integer (1; 8 more bytes from the back), a
+    string (2; from the front) or another kind (3; one more byte from the
+    back picks its name)."""
+    keys = ["epochs_done", "seed", "model_name", "dataset", "optimizer_name",
+            "history"]
+
+    def header(**fields):
+        front = b""
+        back = []  # in the order they are consumed, from the end inwards
+        for key in keys:
+            value = fields.get(key)
+            if value is None:
+                back.append(b"\x00")
+            elif isinstance(value, int):
+                back.append(b"\x01")
+                # ConsumeIntegral<int64_t>: INT64_MIN + the bytes, the last
+                # one most significant.
+                back.append(struct.pack("<Q", (value + (1 << 63)) % (1 << 64)))
+            elif isinstance(value, tuple):
+                back.append(b"\x03" + bytes([value[1]]))
+            else:
+                back.append(b"\x02")
+                front += provider_string(value.encode())
+        return front + b"".join(reversed(back))
+
+    # As kolo-train writes it after two epochs: the records of
+    # EpochRecord (setup.cc), dumped by nlohmann (sorted keys, compact).
+    record = ('{{"epoch":{},"images_per_second":41234.5,"lr":0.1,'
+              '"seconds":1.5,"test_accuracy":0.8421,"test_correct":8421,'
+              '"test_total":10000,"train_loss":0.4567}}')
+    run = dict(epochs_done=2, seed=42, model_name="mlp",
+               dataset="fashion-mnist", optimizer_name="sgd",
+               history="[" + record.format(1) + "," + record.format(2) + "]")
+
+    def edited(**edits):
+        fields = dict(run)
+        fields.update(edits)
+        return header(**fields)
+
+    return {
+        "saved": header(**run),
+        "fresh": edited(epochs_done=0, history="[]"),
+        "negative_epochs": edited(epochs_done=-3),
+        "seed_bits": edited(seed=-1),
+        "missing_dataset": edited(dataset=None),
+        "double_model": edited(model_name=("other", 0)),
+        "history_object": edited(history="{}"),
+        "history_numbers": edited(history="[1,2]"),
+        "history_truncated": edited(history="[" + record.format(1)[:40]),
+        "empty": b"",
+    }
+
+
 def write(target, seeds):
     folder = os.path.join(ROOT, target)
     os.makedirs(folder, exist_ok=True)
@@ -320,6 +375,7 @@ def main():
     write("tcp_hello_fuzzer", tcp_hello())
     write("dataset_header_fuzzer", dataset_header())
     write("zero_manifest_fuzzer", zero_manifest())
+    write("checkpoint_header_fuzzer", checkpoint_header())
     return 0
 
 
