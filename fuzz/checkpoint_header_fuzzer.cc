@@ -67,7 +67,9 @@ void CheckPromises(const kolo::train::CheckpointInfo& info) {
   Promise(info.epochs_done >= 0, "epochs_done at least 0");
   // What kolo-train does with a resumed history: parses it with
   // exceptions on (setup.cc) and, when no epoch is left to run, reports the
-  // last record's train_loss (trainer.cc). An exception ends the program.
+  // last record's train_loss (trainer.cc). An exception there would reach
+  // kolo-train's edge long after the header was accepted, naming neither
+  // the file nor the field; here it ends the run as a crash.
   const nlohmann::json history = nlohmann::json::parse(info.history_json);
   Promise(history.is_array(), "history a JSON array");
   if (!history.empty()) (void)history.back().value("train_loss", 0.0);

@@ -53,6 +53,33 @@ HeaderValue String(const std::string& text) {
   return value;
 }
 
+// A resumed run's history is an array of epoch records. kolo-train
+// parses it with exceptions on and reports the last record's train_loss
+// when no epoch is left to run (trainer.cc); a record that is not an
+// object, or a train_loss that is not a number, would throw there, at the
+// run's end, with a message that names neither the file nor the field.
+Status CheckHistory(const std::string& text, const std::string& path) {
+  const nlohmann::json history =
+      nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (history.is_discarded() || !history.is_array())
+    return BadField(path, kHistoryKey, "is not a JSON array");
+  for (size_t i = 0; i < history.size(); ++i) {
+    const nlohmann::json& record = history[i];
+    const std::string where = "record " + std::to_string(i) + " ";
+    if (!record.is_object()) {
+      return BadField(path, kHistoryKey,
+                      where + "is a " + record.type_name() + ", not an object");
+    }
+    auto loss = record.find("train_loss");
+    if (loss != record.end() && !loss->is_number()) {
+      return BadField(path, kHistoryKey,
+                      where + "has a train_loss that is a " +
+                          std::string(loss->type_name()) + ", not a number");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 HeaderFields ToHeaderFields(const CheckpointInfo& info) {
@@ -83,11 +110,7 @@ StatusOr<CheckpointInfo> ParseCheckpointHeader(const HeaderFields& fields,
                         ReadString(fields, path, kOptimizerNameKey));
   KOLO_ASSIGN_OR_RETURN(info.history_json,
                         ReadString(fields, path, kHistoryKey));
-  const nlohmann::json history =
-      nlohmann::json::parse(info.history_json, nullptr,
-                            /*allow_exceptions=*/false);
-  if (history.is_discarded() || !history.is_array())
-    return BadField(path, kHistoryKey, "is not a JSON array");
+  KOLO_RETURN_IF_ERROR(CheckHistory(info.history_json, path));
   return info;
 }
 

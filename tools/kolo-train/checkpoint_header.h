@@ -62,7 +62,8 @@ HeaderFields ToHeaderFields(const CheckpointInfo& info);
 
 // The run that the checkpoint at `path` describes. kInvalidArgument, naming
 // `path` and the field, when a field is missing or of another kind, when
-// epochs_done is negative, or when history is not a JSON array.
+// epochs_done is negative, or when history is not a JSON array of objects
+// (epoch records) whose train_loss, where there is one, is a number.
 StatusOr<CheckpointInfo> ParseCheckpointHeader(const HeaderFields& fields,
                                                const std::string& path);
 
