@@ -1,7 +1,8 @@
-// zero_manifest.h's parsing: every field is read with nlohmann::json's
-// checked accessors (a missing or mistyped field throws json::exception,
-// turned into kInvalidArgument at the top) and every number the loader
-// will index with is checked against the others before it is kept.
+// zero_manifest.h's parsing: integers are read by ToInteger, every other
+// field with nlohmann::json's checked accessors (a missing or mistyped
+// field throws json::exception, turned into kInvalidArgument at the top),
+// and every number the loader will index with is checked against the
+// others before it is kept.
 #include "torch/zero/zero_manifest.h"
 
 #include <limits>
@@ -140,7 +141,7 @@ Status ReadBuckets(const json& buckets, int64_t shards, const std::string& path,
                                    std::to_string(elements) +
                                    "; it must be at least 0");
     }
-    // shards >= 1 (ParseManifest): the product is checked before it is made.
+    // shards >= 1 (CheckFiles): the product is checked before it is made.
     if (slice > std::numeric_limits<int64_t>::max() / shards ||
         slice * shards != padded || padded < elements) {
       return BadManifest(path, bucket + std::to_string(elements) +
