@@ -10,6 +10,7 @@ the front of the input and integers and booleans from its back.
 
     fuzz/make_corpus.py            rewrites every corpus
 """
+import json
 import os
 import struct
 import sys
@@ -239,6 +240,119 @@ def dataset_header():
     }
 
 
+def zero_manifest():
+    """A manifest as ZeroOptimizer::Save writes one (nlohmann's dump(1),
+    keys sorted) for an Adam-trained two-layer MLP in two shards, and
+    edits of it that the parser must refuse."""
+
+    def parameter(name, shape, offset):
+        numel = 1
+        for dim in shape:
+            numel *= dim
+        return {"name": name, "shape": shape, "offset": offset, "numel": numel}
+
+    def manifest(**edits):
+        files = ["zero-step30-00000000deadbeef-shard%d-of2.pt" % r
+                 for r in range(2)]
+        m = {
+            "format": "kolo.zero-checkpoint", "version": 1, "shards": 2,
+            "world_size": 2, "stage": 2, "optimizer": "adam",
+            "state": ["exp_avg", "exp_avg_sq"], "optimizer_step": 30,
+            "steps_taken": 30,
+            "loss_scaler": {"scale": 65536.0, "iteration": 30,
+                            "last_overflow_iteration": -1,
+                            "hysteresis_left": 2, "clean_steps": 0,
+                            "skipped_steps": 0},
+            "buckets": [
+                {"elements": 170, "padded": 170, "slice": 85, "parameters": [
+                    parameter("fc2.bias", [10], 0),
+                    parameter("fc2.weight", [10, 16], 10)]},
+                {"elements": 144, "padded": 144, "slice": 72, "parameters": [
+                    parameter("fc1.bias", [16], 0),
+                    parameter("fc1.weight", [16, 8], 16)]},
+            ],
+            "files": files,
+        }
+        m.update(edits)
+        return json.dumps(m, indent=1, sort_keys=True).encode()
+
+    valid = json.loads(manifest())
+    past_end = json.loads(manifest())
+    past_end["buckets"][0]["parameters"][1]["offset"] = 11
+    uneven = json.loads(manifest())
+    uneven["buckets"][1]["slice"] = 71
+    huge_shape = json.loads(manifest())
+    huge_shape["buckets"][0]["parameters"][0]["shape"] = [1 << 32, 1 << 32]
+    return {
+        "valid": manifest(),
+        "one_shard": manifest(shards=1, files=valid["files"][:1], buckets=[
+            {"elements": 0, "padded": 0, "slice": 1, "parameters": []}]),
+        "offset_past_bucket": json.dumps(past_end).encode(),
+        "uneven_slices": json.dumps(uneven).encode(),
+        "huge_shape": json.dumps(huge_shape).encode(),
+        "file_outside": manifest(files=["../shard0.pt", "shard1.pt"]),
+        "files_not_shards": manifest(shards=3),
+        "wrong_format": manifest(format="kolo.checkpoint"),
+        "truncated": manifest()[:200],
+        "empty": b"",
+    }
+
+
+def checkpoint_header():
+    """Each header field in kCheckpointHeaderKeys' order: from the back, a
+    byte picks missing (0), an integer (1; 8 more bytes from the back), a
+    string (2; from the front) or another kind (3; one more byte from the
+    back picks its name)."""
+    keys = ["epochs_done", "seed", "model_name", "dataset", "optimizer_name",
+            "history"]
+
+    def header(**fields):
+        front = b""
+        back = []  # in the order they are consumed, from the end inwards
+        for key in keys:
+            value = fields.get(key)
+            if value is None:
+                back.append(b"\x00")
+            elif isinstance(value, int):
+                back.append(b"\x01")
+                # ConsumeIntegral<int64_t>: INT64_MIN + the bytes, the last
+                # one most significant.
+                back.append(struct.pack("<Q", (value + (1 << 63)) % (1 << 64)))
+            elif isinstance(value, tuple):
+                back.append(b"\x03" + bytes([value[1]]))
+            else:
+                back.append(b"\x02")
+                front += provider_string(value.encode())
+        return front + b"".join(reversed(back))
+
+    # As kolo-train writes it after two epochs: the records of
+    # EpochRecord (setup.cc), dumped by nlohmann (sorted keys, compact).
+    record = ('{{"epoch":{},"images_per_second":41234.5,"lr":0.1,'
+              '"seconds":1.5,"test_accuracy":0.8421,"test_correct":8421,'
+              '"test_total":10000,"train_loss":0.4567}}')
+    run = dict(epochs_done=2, seed=42, model_name="mlp",
+               dataset="fashion-mnist", optimizer_name="sgd",
+               history="[" + record.format(1) + "," + record.format(2) + "]")
+
+    def edited(**edits):
+        fields = dict(run)
+        fields.update(edits)
+        return header(**fields)
+
+    return {
+        "saved": header(**run),
+        "fresh": edited(epochs_done=0, history="[]"),
+        "negative_epochs": edited(epochs_done=-3),
+        "seed_bits": edited(seed=-1),
+        "missing_dataset": edited(dataset=None),
+        "double_model": edited(model_name=("other", 0)),
+        "history_object": edited(history="{}"),
+        "history_numbers": edited(history="[1,2]"),
+        "history_truncated": edited(history="[" + record.format(1)[:40]),
+        "empty": b"",
+    }
+
+
 def write(target, seeds):
     folder = os.path.join(ROOT, target)
     os.makedirs(folder, exist_ok=True)
@@ -260,6 +374,8 @@ def main():
     write("point_to_point_frame_fuzzer", point_to_point_frame())
     write("tcp_hello_fuzzer", tcp_hello())
     write("dataset_header_fuzzer", dataset_header())
+    write("zero_manifest_fuzzer", zero_manifest())
+    write("checkpoint_header_fuzzer", checkpoint_header())
     return 0
 
 

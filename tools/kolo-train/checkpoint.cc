@@ -4,7 +4,6 @@
 
 #include <exception>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "kolo_internal/files.h"
@@ -12,73 +11,33 @@
 namespace kolo::train {
 namespace {
 
-// Keys of the archive.
+// Keys of the archive besides the header's.
 constexpr char kModelKey[] = "model";
 constexpr char kOptimizerKey[] = "optimizer";
-constexpr char kEpochsDoneKey[] = "epochs_done";
-constexpr char kSeedKey[] = "seed";
-constexpr char kModelNameKey[] = "model_name";
-constexpr char kDatasetKey[] = "dataset";
-constexpr char kOptimizerNameKey[] = "optimizer_name";
-constexpr char kHistoryKey[] = "history";
 
-Status BadField(const std::string& path, const char* key,
-                const std::string& what) {
-  return InvalidArgument(
-      fmt::format("checkpoint {}: header field {} {}", path, key, what));
+// ToHeaderFields makes integers and strings only.
+c10::IValue ToIValue(const HeaderValue& value) {
+  if (value.kind == kIntKind) return c10::IValue(value.integer);
+  return c10::IValue(value.text);
 }
 
-// A header field: present and of its type, or an error naming the file
-// and the field.
-StatusOr<c10::IValue> ReadField(::torch::serialize::InputArchive& archive,
-                                const std::string& path, const char* key) {
-  c10::IValue value;
-  if (!archive.try_read(key, value)) return BadField(path, key, "is missing");
+HeaderValue FromIValue(const c10::IValue& ivalue) {
+  HeaderValue value;
+  value.kind = ivalue.tagKind();
+  if (ivalue.isInt()) value.integer = ivalue.toInt();
+  if (ivalue.isString()) value.text = ivalue.toStringRef();
   return value;
 }
 
-StatusOr<std::string> ReadString(::torch::serialize::InputArchive& archive,
-                                 const std::string& path, const char* key) {
-  KOLO_ASSIGN_OR_RETURN(c10::IValue value, ReadField(archive, path, key));
-  if (!value.isString())
-    return BadField(path, key, "is a " + value.tagKind() + ", not a string");
-  return value.toStringRef();
-}
-
-StatusOr<int64_t> ReadInt(::torch::serialize::InputArchive& archive,
-                          const std::string& path, const char* key) {
-  KOLO_ASSIGN_OR_RETURN(c10::IValue value, ReadField(archive, path, key));
-  if (!value.isInt())
-    return BadField(path, key, "is a " + value.tagKind() + ", not an integer");
-  return value.toInt();
-}
-
-// Reads and checks the fields that describe the run (all but the model's
-// and the optimizer's state).
-StatusOr<CheckpointInfo> ReadHeader(::torch::serialize::InputArchive& archive,
-                                    const std::string& path) {
-  CheckpointInfo info;
-  KOLO_ASSIGN_OR_RETURN(info.epochs_done,
-                        ReadInt(archive, path, kEpochsDoneKey));
-  if (info.epochs_done < 0) {
-    return BadField(
-        path, kEpochsDoneKey,
-        "is " + std::to_string(info.epochs_done) + "; it must be at least 0");
+// The header's fields that `archive` holds; ParseCheckpointHeader checks
+// them.
+HeaderFields ReadHeaderFields(::torch::serialize::InputArchive& archive) {
+  HeaderFields fields;
+  for (const char* key : kCheckpointHeaderKeys) {
+    c10::IValue value;
+    if (archive.try_read(key, value)) fields[key] = FromIValue(value);
   }
-  KOLO_ASSIGN_OR_RETURN(const int64_t seed, ReadInt(archive, path, kSeedKey));
-  info.seed = static_cast<uint64_t>(seed);
-  KOLO_ASSIGN_OR_RETURN(info.model, ReadString(archive, path, kModelNameKey));
-  KOLO_ASSIGN_OR_RETURN(info.dataset, ReadString(archive, path, kDatasetKey));
-  KOLO_ASSIGN_OR_RETURN(info.optimizer,
-                        ReadString(archive, path, kOptimizerNameKey));
-  KOLO_ASSIGN_OR_RETURN(info.history_json,
-                        ReadString(archive, path, kHistoryKey));
-  const nlohmann::json history =
-      nlohmann::json::parse(info.history_json, nullptr,
-                            /*allow_exceptions=*/false);
-  if (history.is_discarded() || !history.is_array())
-    return BadField(path, kHistoryKey, "is not a JSON array");
-  return info;
+  return fields;
 }
 
 }  // namespace
@@ -108,13 +67,9 @@ Status SaveCheckpoint(const std::string& dir, ::torch::nn::Module& model,
     ::torch::serialize::OutputArchive optimizer_archive;
     optimizer.save(optimizer_archive);
     archive.write(kOptimizerKey, optimizer_archive);
-    archive.write(kEpochsDoneKey, c10::IValue(info.epochs_done));
-    // IValue holds signed integers; the seed's bits travel unchanged.
-    archive.write(kSeedKey, c10::IValue(static_cast<int64_t>(info.seed)));
-    archive.write(kModelNameKey, c10::IValue(info.model));
-    archive.write(kDatasetKey, c10::IValue(info.dataset));
-    archive.write(kOptimizerNameKey, c10::IValue(info.optimizer));
-    archive.write(kHistoryKey, c10::IValue(info.history_json));
+    const HeaderFields header = ToHeaderFields(info);
+    for (const char* key : kCheckpointHeaderKeys)
+      archive.write(key, ToIValue(header.at(key)));
     archive.save_to(bytes);
   } catch (const std::exception& e) {
     return Internal(
@@ -136,7 +91,8 @@ StatusOr<CheckpointInfo> LoadCheckpoint(const std::string& dir,
   try {
     ::torch::serialize::InputArchive archive;
     archive.load_from(path);
-    KOLO_ASSIGN_OR_RETURN(info, ReadHeader(archive, path));
+    KOLO_ASSIGN_OR_RETURN(
+        info, ParseCheckpointHeader(ReadHeaderFields(archive), path));
     auto differs = [&](const char* flag, const std::string& found,
                        const std::string& wanted) -> StatusOr<CheckpointInfo> {
       return InvalidArgument(fmt::format(

@@ -26,20 +26,10 @@
 #include <cstdint>
 #include <string>
 
+#include "checkpoint_header.h"
 #include "kolo/status.h"
 
 namespace kolo::train {
-
-struct CheckpointInfo {
-  int64_t epochs_done = 0;
-  uint64_t seed = 0;
-  std::string model;
-  std::string dataset;
-  std::string optimizer;
-  // The per-epoch records of the run so far (a JSON array), so that a resumed
-  // run reports the whole history.
-  std::string history_json = "[]";
-};
 
 std::string CheckpointPath(const std::string& dir);
 
@@ -50,9 +40,9 @@ Status SaveCheckpoint(const std::string& dir, ::torch::nn::Module& model,
 
 // Reads <dir>/checkpoint.pt into `model` and `optimizer` (built with the
 // same flags, so their shapes match). kNotFound when there is no checkpoint;
-// kInvalidArgument, naming the file, when it cannot be read, when a header
-// field (epochs_done, seed, the names, history) is missing, mistyped or out
-// of range (naming the field), or when it was written with another model,
+// kInvalidArgument, naming the file, when it cannot be read, when its header
+// is refused (ParseCheckpointHeader, naming the field), or when it was
+// written with another model,
 // dataset, optimizer or seed than `expected` names (all checked before any
 // tensor is read).
 StatusOr<CheckpointInfo> LoadCheckpoint(const std::string& dir,

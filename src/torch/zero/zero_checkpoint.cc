@@ -3,12 +3,11 @@
 //
 // A shard file is a LibTorch archive holding, for every bucket i, the
 // rank's slice of the master weights ("b<i>.master") and of each optimizer
-// state tensor ("b<i>.exp_avg", ...). The manifest (JSON) holds what is
-// needed to find any element of any parameter in those files.
+// state tensor ("b<i>.exp_avg", ...). The manifest (JSON, zero_manifest.h)
+// holds what is needed to find any element of any parameter in those files.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -20,6 +19,7 @@
 #include "kolo/torch_zero.h"
 #include "torch/distributed/optimizer_state.h"
 #include "torch/zero/zero_internal.h"
+#include "torch/zero/zero_manifest.h"
 
 namespace kolo::torch {
 namespace {
@@ -28,13 +28,9 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 constexpr char kManifestName[] = "zero_manifest.json";
-constexpr char kFormat[] = "kolo.zero-checkpoint";
-constexpr int kVersion = 1;
 // Shard files of every save start with it; those no manifest names are
 // removed once a new manifest is committed.
 constexpr char kShardPrefix[] = "zero-step";
-// More shards than this is a corrupt manifest, not a cluster.
-constexpr int64_t kMaxShards = int64_t{1} << 20;
 
 // A save's shard files carry its id as well as its step, so that a save
 // never overwrites a file the current manifest names (two saves at one
@@ -78,22 +74,6 @@ Status AgreeAcrossRanks(const Status& status, const std::string& what) {
   return Status::Ok();
 }
 
-json ScalerJson(const LossScaler::State& s) {
-  return {{"scale", s.scale},
-          {"iteration", s.iteration},
-          {"last_overflow_iteration", s.last_overflow_iteration},
-          {"hysteresis_left", s.hysteresis_left},
-          {"clean_steps", s.clean_steps},
-          {"skipped_steps", s.skipped_steps}};
-}
-
-// Where one parameter's elements are in a checkpoint.
-struct OldPlace {
-  int64_t bucket = 0;
-  int64_t offset = 0;  // in its bucket
-  std::vector<int64_t> shape;
-};
-
 // The shard files of a checkpoint, read on first use and checked against
 // the manifest's slice sizes.
 class ShardReader {
@@ -106,7 +86,7 @@ class ShardReader {
 
   StatusOr<::torch::Tensor> Slice(int32_t shard, int64_t bucket,
                                   const std::string& what) {
-    // ParseManifest makes these hold; a bug must not read past the lists.
+    // ParseZeroManifest makes these hold; a bug must not read past the lists.
     if (shard < 0 || static_cast<size_t>(shard) >= files_.size() ||
         bucket < 0 || static_cast<size_t>(bucket) >= slices_.size()) {
       return Internal("checkpoint in " + dir_ + ": shard " +
@@ -154,7 +134,7 @@ class ShardReader {
 
   // Fills `into` with elements [begin, begin + into.numel()) of the
   // parameter at `old`, run by run, from the old slices that hold them.
-  Status ReadParameter(const OldPlace& old, const std::string& what,
+  Status ReadParameter(const ManifestPlace& old, const std::string& what,
                        int64_t begin, ::torch::Tensor into) {
     const int64_t old_slice = slices_[old.bucket];
     for (int64_t done = 0; done < into.numel();) {
@@ -178,203 +158,6 @@ class ShardReader {
   std::map<int32_t, ::torch::serialize::InputArchive> archives_;
   std::map<int32_t, std::map<std::string, ::torch::Tensor>> cache_;
 };
-
-// What a checkpoint's manifest says, as Load needs it.
-struct Manifest {
-  std::map<std::string, OldPlace> places;  // by parameter name
-  std::vector<int64_t> slices;             // per bucket
-  std::vector<std::string> files;          // per shard
-  std::vector<std::string> state_names;    // the optimizer's state tensors
-  int64_t optimizer_step = 0;
-  LossScaler::State scaler;
-  int64_t steps_taken = 0;
-};
-
-Status BadManifest(const std::string& path, const std::string& what) {
-  return InvalidArgument("checkpoint manifest " + path + ": " + what);
-}
-
-// The inverse of ScalerJson; throws json::exception on a missing field.
-LossScaler::State ScalerFromJson(const json& s) {
-  LossScaler::State scaler;
-  scaler.scale = s.at("scale").get<double>();
-  scaler.iteration = s.at("iteration").get<int64_t>();
-  scaler.last_overflow_iteration =
-      s.at("last_overflow_iteration").get<int64_t>();
-  scaler.hysteresis_left = s.at("hysteresis_left").get<int32_t>();
-  scaler.clean_steps = s.at("clean_steps").get<int64_t>();
-  scaler.skipped_steps = s.at("skipped_steps").get<int64_t>();
-  return scaler;
-}
-
-// Reads bucket `bucket`'s parameter `p` into `place`, checking its numel
-// against its shape and that it lies inside the bucket's `elements`;
-// throws json::exception on a missing or mistyped field.
-Status ReadPlace(const json& p, int64_t bucket, int64_t elements,
-                 const std::string& path, std::string& name, OldPlace& place) {
-  name = p.at("name").get<std::string>();
-  const std::string where =
-      "bucket " + std::to_string(bucket) + " parameter " + name + ": ";
-  place.bucket = bucket;
-  place.offset = p.at("offset").get<int64_t>();
-  place.shape = p.at("shape").get<std::vector<int64_t>>();
-  const int64_t numel = p.at("numel").get<int64_t>();
-  int64_t product = 1;
-  for (int64_t dim : place.shape) {
-    if (dim < 0 || (dim > 0 && product > elements / dim)) {
-      return BadManifest(path, where + "shape " + json(place.shape).dump() +
-                                   " does not fit in the bucket's " +
-                                   std::to_string(elements) + " elements");
-    }
-    product *= dim;
-  }
-  if (numel != product) {
-    return BadManifest(path, where + "numel " + std::to_string(numel) +
-                                 " is not the product of its shape " +
-                                 json(place.shape).dump() + " (" +
-                                 std::to_string(product) + ")");
-  }
-  // Written so that no sum can overflow: 0 <= numel <= elements here.
-  if (place.offset < 0 || place.offset > elements - numel) {
-    return BadManifest(path, where + "offset " + std::to_string(place.offset) +
-                                 " + numel " + std::to_string(numel) +
-                                 " lies outside the bucket's " +
-                                 std::to_string(elements) + " elements");
-  }
-  return Status::Ok();
-}
-
-// Reads the manifest's buckets into `out`'s slices and places, checking
-// that the `shards` slices of each cover it and that its parameters lie
-// inside it; throws json::exception on a missing or mistyped field.
-Status ReadBuckets(const json& buckets, int64_t shards, const std::string& path,
-                   Manifest& out) {
-  for (size_t i = 0; i < buckets.size(); ++i) {
-    const json& b = buckets[i];
-    const std::string bucket = "bucket " + std::to_string(i) + ": ";
-    const int64_t elements = b.at("elements").get<int64_t>();
-    const int64_t slice = b.at("slice").get<int64_t>();
-    const int64_t padded = b.at("padded").get<int64_t>();
-    if (slice < 1) {
-      return BadManifest(path, bucket + "slice is " + std::to_string(slice) +
-                                   "; it must be at least 1");
-    }
-    if (elements < 0) {
-      return BadManifest(path, bucket + "elements is " +
-                                   std::to_string(elements) +
-                                   "; it must be at least 0");
-    }
-    // shards >= 1 (ParseManifest): the product is checked before it is made.
-    if (slice > std::numeric_limits<int64_t>::max() / shards ||
-        slice * shards != padded || padded < elements) {
-      return BadManifest(path, bucket + std::to_string(elements) +
-                                   " elements in " + std::to_string(shards) +
-                                   " slices of " + std::to_string(slice) +
-                                   " (padded " + std::to_string(padded) +
-                                   "), which do not cover it evenly");
-    }
-    out.slices.push_back(slice);
-    for (const json& p : b.at("parameters")) {
-      std::string name;
-      OldPlace place;
-      KOLO_RETURN_IF_ERROR(
-          ReadPlace(p, static_cast<int64_t>(i), elements, path, name, place));
-      if (!out.places.emplace(name, place).second)
-        return BadManifest(path, "parameter " + name + " appears twice");
-    }
-  }
-  return Status::Ok();
-}
-
-// Shard files are plain names inside the checkpoint's directory.
-Status CheckFiles(const std::vector<std::string>& files, int64_t shards,
-                  const std::string& path) {
-  if (shards < 1 || shards > kMaxShards) {
-    return BadManifest(path, "shards is " + std::to_string(shards) +
-                                 "; it must be 1 to " +
-                                 std::to_string(kMaxShards));
-  }
-  if (static_cast<int64_t>(files.size()) != shards)
-    return BadManifest(path, std::to_string(files.size()) + " files for " +
-                                 std::to_string(shards) + " shards");
-  for (size_t i = 0; i < files.size(); ++i) {
-    const std::string& file = files[i];
-    if (file.empty() || file == "." || file == ".." ||
-        file.find('/') != std::string::npos) {
-      return BadManifest(path, "files[" + std::to_string(i) + "] '" + file +
-                                   "' is not a file name in the checkpoint's "
-                                   "directory");
-    }
-  }
-  return Status::Ok();
-}
-
-// Parses the manifest at `path` (its contents are `text`) and checks that
-// a `optimizer_kind` optimizer wrote it.
-StatusOr<Manifest> ParseManifest(const std::string& text,
-                                 const std::string& optimizer_kind,
-                                 const std::string& path) {
-  Manifest out;
-  try {
-    json manifest = json::parse(text);
-    if (manifest.value("format", "") != kFormat)
-      return BadManifest(path, "not a kolo ZeRO checkpoint (format is not " +
-                                   std::string(kFormat) + ")");
-    if (manifest.value("version", 0) != kVersion)
-      return BadManifest(path, "version " + manifest["version"].dump() +
-                                   " is not " + std::to_string(kVersion));
-    const std::string kind = manifest.at("optimizer").get<std::string>();
-    if (kind != optimizer_kind) {
-      return BadManifest(path, "written by a " + kind +
-                                   " optimizer; this one is " + optimizer_kind);
-    }
-    out.files = manifest.at("files").get<std::vector<std::string>>();
-    const int64_t shards = manifest.at("shards").get<int64_t>();
-    KOLO_RETURN_IF_ERROR(CheckFiles(out.files, shards, path));
-    KOLO_RETURN_IF_ERROR(
-        ReadBuckets(manifest.at("buckets"), shards, path, out));
-    out.state_names = manifest.at("state").get<std::vector<std::string>>();
-    out.optimizer_step = manifest.at("optimizer_step").get<int64_t>();
-    out.steps_taken = manifest.at("steps_taken").get<int64_t>();
-    out.scaler = ScalerFromJson(manifest.at("loss_scaler"));
-  } catch (const json::exception& e) {
-    return BadManifest(path, e.what());
-  }
-  return out;
-}
-
-// A parameter of the model a checkpoint is loaded into.
-struct ModelParameter {
-  std::string name;
-  std::vector<int64_t> shape;
-};
-
-// The model must be the one the checkpoint holds, parameter by parameter.
-Status CheckSameModel(const std::map<std::string, OldPlace>& places,
-                      const std::vector<ModelParameter>& model,
-                      const std::string& path) {
-  if (places.size() != model.size()) {
-    for (const auto& [name, place] : places) {
-      bool found = false;
-      for (const ModelParameter& p : model) found = found || p.name == name;
-      if (!found)
-        return BadManifest(path, "parameter " + name + " is not in this model");
-    }
-  }
-  for (const ModelParameter& p : model) {
-    auto it = places.find(p.name);
-    if (it == places.end())
-      return BadManifest(path,
-                         "has no parameter " + p.name + " (this model has it)");
-    if (it->second.shape != p.shape) {
-      return BadManifest(path, "parameter " + p.name + " has shape " +
-                                   json(it->second.shape).dump() +
-                                   "; in this model it is " +
-                                   json(p.shape).dump());
-    }
-  }
-  return Status::Ok();
-}
 
 // Removes the shard files in `dir` other than `named` (the committed
 // manifest's), and the hidden temporary files a crashed write left.
@@ -453,8 +236,8 @@ Status ZeroOptimizer::Save(const std::string& dir) {
       for (const auto& named : first.tensors) state.push_back(named.first);
       optimizer_step = first.step;
     }
-    json manifest = {{"format", kFormat},
-                     {"version", kVersion},
+    json manifest = {{"format", kZeroManifestFormat},
+                     {"version", kZeroManifestVersion},
                      {"shards", shard_count_},
                      {"world_size", Size()},
                      {"stage", options_.stage},
@@ -462,7 +245,7 @@ Status ZeroOptimizer::Save(const std::string& dir) {
                      {"state", state},
                      {"optimizer_step", optimizer_step},
                      {"steps_taken", steps_taken_},
-                     {"loss_scaler", ScalerJson(loss_scaler_.state())},
+                     {"loss_scaler", LossScalerJson(loss_scaler_.state())},
                      {"buckets", buckets},
                      {"files", files}};
     manifest_written = WriteFileAtomically(
@@ -484,12 +267,12 @@ Status ZeroOptimizer::Load(const std::string& dir) {
     return text.status();
   }
   KOLO_ASSIGN_OR_RETURN(
-      const Manifest manifest,
-      ParseManifest(*text, OptimizerKind(*optimizer_), manifest_path));
+      const ZeroManifest manifest,
+      ParseZeroManifest(*text, OptimizerKind(*optimizer_), manifest_path));
   std::vector<ModelParameter> model;
   for (auto& p : parameters_)
     model.push_back({p->name, p->tensor.sizes().vec()});
-  KOLO_RETURN_IF_ERROR(CheckSameModel(manifest.places, model, manifest_path));
+  KOLO_RETURN_IF_ERROR(CheckSameModel(manifest, model, manifest_path));
 
   // Each rank fills the elements it owns, parameter by parameter, from the
   // old slices that hold them.

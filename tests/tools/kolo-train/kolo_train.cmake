@@ -51,3 +51,22 @@ if(TARGET kolo_train_lib AND TARGET kolo_testing)
   gtest_discover_tests(kolo_train_checkpoint_test TEST_PREFIX kolo_train.
     DISCOVERY_TIMEOUT 120 PROPERTIES TIMEOUT 120)
 endif()
+
+# The checkpoint header's checks as fields: checkpoint_header.cc alone,
+# which needs no LibTorch, so this test is built with or without it.
+if(TARGET kolo_core)
+  if(NOT TARGET GTest::gtest_main)
+    find_package(GTest REQUIRED)
+  endif()
+  find_package(nlohmann_json REQUIRED)
+  include(GoogleTest)
+  add_executable(kolo_train_checkpoint_header_test
+    ${CMAKE_CURRENT_LIST_DIR}/checkpoint_header_test.cc
+    ${PROJECT_SOURCE_DIR}/tools/kolo-train/checkpoint_header.cc)
+  target_include_directories(kolo_train_checkpoint_header_test PRIVATE
+    ${PROJECT_SOURCE_DIR}/tools/kolo-train)
+  target_link_libraries(kolo_train_checkpoint_header_test PRIVATE kolo_core
+    nlohmann_json::nlohmann_json GTest::gmock GTest::gtest_main)
+  gtest_discover_tests(kolo_train_checkpoint_header_test TEST_PREFIX kolo_train.
+    DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 60)
+endif()
