@@ -282,6 +282,7 @@ def allreduce_async(tensor, average=None, name=None, op=None,
                     prescale_factor=1.0, postscale_factor=1.0,
                     process_set=None):
     """Starts an allreduce of ``tensor`` into a new tensor; returns a handle."""
+    _check_tensor(tensor, "allreduce")
     op = _op(average, op)
     output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
     return _allreduce_async(tensor, output, name, op, prescale_factor,
@@ -361,6 +362,8 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None,
     """Starts an allreduce of every tensor of ``tensors`` as one fused
     operation; returns a handle whose result is the list of outputs."""
     op = _op(average, op)
+    for t in tensors:
+        _check_tensor(t, "grouped_allreduce")
     outputs = [torch.empty_like(t, memory_format=torch.contiguous_format)
                for t in tensors]
     return _group_handle(_grouped_allreduce_async(
