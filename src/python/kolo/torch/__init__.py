@@ -36,5 +36,6 @@ from kolo.torch.mpi_ops import (Adasum, Average, HorovodInternalError,
                                 size, start_timeline, stop_timeline,
                                 synchronize)
 from kolo.torch.optimizer import DistributedOptimizer
+from kolo.torch.sync_batch_norm import SyncBatchNorm
 from kolo.torch.process_sets import (ProcessSet, add_process_set,
                                      global_process_set, remove_process_set)
