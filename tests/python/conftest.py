@@ -22,9 +22,6 @@ def world():
     hvd.shutdown()
 
 
-DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16,
-          torch.int8, torch.uint8, torch.int32, torch.int64]
-
 
 def pytest_runtest_logreport(report):
     """Under CI=true a skipped test is a failure, as kolo's C++ tests'

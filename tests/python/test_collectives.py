@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import kolo.torch as hvd
-from conftest import DTYPES
+from dtypes import DTYPES
 
 
 def ramp(dtype, shape=(3, 5), rank=None):
@@ -200,3 +200,24 @@ def test_barrier_and_world_queries():
     assert hvd.is_initialized() and hvd.is_homogeneous()
     assert hvd.mpi_built() and hvd.gloo_built()
     assert not hvd.rocm_built() and not hvd.ccl_built() and not hvd.ddl_built()
+
+
+def test_a_handle_keeps_its_tensors_alive():
+    import gc
+    handles = [hvd.allreduce_async(torch.full((4096,), float(hvd.rank() + i)),
+                                   op=hvd.Sum, name=f"alive.{i}")
+               for i in range(4)]
+    gc.collect()  # the inputs have no other reference
+    n = hvd.size()
+    for i, handle in enumerate(handles):
+        expected = float(sum(r + i for r in range(n)))
+        assert torch.equal(hvd.synchronize(handle), torch.full((4096,), expected))
+
+
+def test_join_lets_ranks_with_more_data_carry_on():
+    # Rank r has r + 1 batches; a joined rank contributes zeros, and an
+    # average divides by the ranks that contributed.
+    for step in range(hvd.rank() + 1):
+        reduced = hvd.allreduce(torch.ones(3), name=f"uneven.{step}")
+        assert torch.equal(reduced, torch.ones(3))
+    assert hvd.join() == hvd.size() - 1

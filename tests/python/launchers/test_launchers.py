@@ -115,3 +115,13 @@ def test_a_dead_rank_is_named_within_the_timeout():
     code, out = run([KOLORUN, "-np", "2", "--timeout", "5", PYTHON, script])
     assert code == 0, out
     assert "raised: " in out and "rank 1" in out, out
+
+
+def test_ctrl_c_interrupts_a_wait():
+    """Rank 0 waits for a collective rank 1 never starts; SIGINT to rank 0
+    raises KeyboardInterrupt out of the wait (the GIL is released and the
+    wait checks for signals)."""
+    script = os.path.join(HERE, "interrupted.py")
+    code, out = run([KOLORUN, "-np", "2", "--timeout", "60", PYTHON, script])
+    assert code == 0, out
+    assert "interrupted after" in out, out
