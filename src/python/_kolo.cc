@@ -177,6 +177,25 @@ void BindCollectives(py::module_& m) {
           }
           return handles;
         });
+  // Horovod's unnamed synchronous calls meet by call order, as kolo.h's
+  // synchronous collectives do, which take the runtime's direct path while
+  // every rank is idle (runtime/direct_path.h): a few microseconds instead
+  // of a hand-off to the runtime's thread and back. Contiguous CPU tensors.
+  m.def("allreduce_now", [](const ::torch::Tensor& tensor,
+                            const ::torch::Tensor& output, int op) {
+    const DataType type = Value(torch::ToDataType(tensor.scalar_type()));
+    const ReduceOp reduce = ToReduceOp(op);
+    const void* send = tensor.data_ptr();
+    void* recv = output.data_ptr();
+    const int64_t count = tensor.numel();
+    Check(Released([&] { return Allreduce(send, recv, count, type, reduce); }));
+  });
+  m.def("broadcast_now", [](const ::torch::Tensor& tensor, int32_t root) {
+    const DataType type = Value(torch::ToDataType(tensor.scalar_type()));
+    void* data = tensor.data_ptr();
+    const int64_t count = tensor.numel();
+    Check(Released([&] { return Broadcast(data, data, count, type, root); }));
+  });
   m.def("allgather_async",
         [](const std::string& name, const ::torch::Tensor& tensor) {
           return PyHandle(Value(torch::AllgatherAsync(name, tensor)));

@@ -17,6 +17,7 @@ import threading
 import torch
 
 from kolo import _kolo
+from kolo.torch import process_sets as _sets
 from kolo.torch.compression import Compression
 
 InternalError = _kolo.InternalError
@@ -82,12 +83,10 @@ def init(comm=None, process_sets=None):
             return
         _torchrun_rendezvous()
         _kolo.init()
-    from kolo.torch import process_sets as _sets
     _sets._setup(process_sets)
 
 
 def shutdown():
-    from kolo.torch import process_sets as _sets
     _sets._teardown()
     _handles.clear()
     _kolo.shutdown()
@@ -259,11 +258,37 @@ def _postscale(factor):
 
 
 def _process_set(process_set):
-    from kolo.torch import process_sets as _sets
     return _sets._resolve(process_set)
 
 
 # ---------------------------------------------------------------- allreduce
+
+def _direct(tensor, output, name, process_set):
+    """Whether an unnamed synchronous call can take kolo.h's synchronous
+    collectives (their direct path): CPU tensors, contiguous, on the whole
+    world, of a type kolo moves."""
+    return (name is None
+            and (process_set is None or process_set is _sets.global_process_set)
+            and tensor.dtype in _DIRECT_TYPES and not tensor.is_cuda
+            and tensor.is_contiguous() and output.is_contiguous())
+
+
+_DIRECT_TYPES = {torch.float32, torch.float64, torch.float16, torch.bfloat16,
+                 torch.int8, torch.uint8, torch.int32, torch.int64}
+
+
+def _allreduce_now(tensor, output, name, op, prescale_factor,
+                   postscale_factor, process_set):
+    """A synchronous allreduce: by call order when unnamed (kolo.h's
+    synchronous path), else a named operation waited for."""
+    _check_tensor(tensor, "allreduce")
+    if not _direct(tensor, output, name, process_set):
+        return synchronize(_allreduce_async(tensor, output, name, op,
+                                            prescale_factor, postscale_factor,
+                                            process_set))
+    _kolo.allreduce_now(_scaled(tensor, prescale_factor), output, op)
+    return _postscale(postscale_factor)(output)
+
 
 def _allreduce_async(tensor, output, name, op, prescale_factor,
                      postscale_factor, process_set):
@@ -300,9 +325,8 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=None):
-    return synchronize(allreduce_async_(tensor, average, name, op,
-                                        prescale_factor, postscale_factor,
-                                        process_set))
+    return _allreduce_now(tensor, tensor, name, _op(average, op),
+                          prescale_factor, postscale_factor, process_set)
 
 
 class _Allreduce(torch.autograd.Function):
@@ -314,9 +338,10 @@ class _Allreduce(torch.autograd.Function):
         ctx.op = op
         ctx.scales = (prescale_factor, postscale_factor)
         ctx.process_set = process_set
-        return synchronize(allreduce_async(tensor, None, name, op,
-                                           prescale_factor, postscale_factor,
-                                           process_set))
+        _check_tensor(tensor, "allreduce")
+        output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
+        return _allreduce_now(tensor, output, name, op, prescale_factor,
+                              postscale_factor, process_set)
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -332,10 +357,20 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none,
               process_set=None):
     """The reduction of ``tensor`` over the ranks, as a new tensor; autograd
     passes gradients through it (allreduced with the same op)."""
+    _check_tensor(tensor, "allreduce")
     op = _op(average, op)
     compressed, context = compression.compress(tensor)
-    reduced = _Allreduce.apply(compressed, name, op, prescale_factor,
-                               postscale_factor, process_set)
+    if compressed.requires_grad and torch.is_grad_enabled():
+        reduced = _Allreduce.apply(compressed, name, op, prescale_factor,
+                                   postscale_factor, process_set)
+    else:
+        # No graph to record: autograd's Function costs more than a small
+        # allreduce itself.
+        _check_tensor(compressed, "allreduce")
+        reduced = _allreduce_now(
+            compressed,
+            torch.empty_like(compressed, memory_format=torch.contiguous_format),
+            name, op, prescale_factor, postscale_factor, process_set)
     return compression.decompress(reduced, context)
 
 
@@ -479,6 +514,10 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=None):
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=None):
+    _check_tensor(tensor, "broadcast")
+    if _direct(tensor, tensor, name, process_set):
+        _kolo.broadcast_now(tensor, root_rank)
+        return tensor
     return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 
