@@ -184,6 +184,19 @@ StatusOr<int32_t> Join() {
   return runtime->Join();
 }
 
+Status StartTimeline(const std::string& path) {
+  if (path.empty()) return InvalidArgument("StartTimeline: the path is empty");
+  Runtime* runtime = Process::Get().runtime();
+  if (runtime == nullptr) return NotInitialized();
+  return runtime->SetTimeline(path);
+}
+
+Status StopTimeline() {
+  Runtime* runtime = Process::Get().runtime();
+  if (runtime == nullptr) return NotInitialized();
+  return runtime->SetTimeline("");
+}
+
 RuntimeStats GetRuntimeStats() {
   Runtime* runtime = Process::Get().runtime();
   return runtime == nullptr ? RuntimeStats{} : runtime->stats();

@@ -9,7 +9,7 @@ of its own folder and of folders ranked below it, never above:
 
   common < net < metrics < store < transport < cuda < collectives
     < runtime < elastic < (src/*.cc, *.h: process, api) < training < torch
-    < internal
+    < python < internal
 
 A folder under src/ that is not in LAYERS fails the check: a new folder
 must be given its place. tools/ include the public kolo/ headers, the
@@ -35,7 +35,7 @@ import sys
 # Lowest first; see the docstring. "" is the root of src/ (process.cc ...).
 LAYERS = [
     "common", "net", "metrics", "store", "transport", "cuda", "collectives",
-    "runtime", "elastic", "", "training", "torch", "internal",
+    "runtime", "elastic", "", "training", "torch", "python", "internal",
 ]
 RANK = {name: rank for rank, name in enumerate(LAYERS)}
 SOURCE_SUFFIXES = (".h", ".cc")

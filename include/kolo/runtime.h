@@ -118,6 +118,13 @@ StatusOr<Handle> EnqueueReducescatter(const std::string& name, const void* send,
 // Blocks until every rank has joined; returns the rank that joined last.
 StatusOr<int32_t> Join();
 
+// Starts a Chrome-trace timeline of the runtime at `path` (rank 0 writes
+// it, a new file, as KOLO_TIMELINE does from Init), or replaces the one
+// being written; StopTimeline closes it. Every rank calls them. Errors name
+// the path; both return once the runtime has taken the change.
+Status StartTimeline(const std::string& path);
+Status StopTimeline();
+
 // What the runtime has done so far in this process.
 struct RuntimeStats {
   int64_t operations = 0;     // completed operations (tensors)

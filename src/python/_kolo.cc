@@ -152,6 +152,11 @@ void BindWorld(py::module_& m) {
   m.def("runtime_stats", &RuntimeStatsDict);
   m.def("barrier", [] { Check(Released([] { return Barrier(); })); });
   m.def("join", [] { return Value(Released([] { return Join(); })); });
+  m.def("start_timeline", [](const std::string& path) {
+    Check(Released([&] { return StartTimeline(path); }));
+  });
+  m.def("stop_timeline",
+        [] { Check(Released([] { return StopTimeline(); })); });
 }
 
 void BindCollectives(py::module_& m) {

@@ -41,6 +41,10 @@ class Executor {
   Executor(const WorldInfo& world, Backend* backend, Timeline* timeline,
            RuntimeStats* stats, const RuntimeMetrics* metrics = nullptr);
 
+  // The timeline from now on (null: none); the runtime's thread swaps it
+  // between batches.
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
+
   // Runs `operations` (one batch, all ready on every rank); locals[i] is
   // this rank's side of operations[i], null when this rank has joined.
   // An error means the engine failed and the job cannot go on.
@@ -59,7 +63,7 @@ class Executor {
 
   const WorldInfo world_;
   Backend* const backend_;
-  Timeline* const timeline_;
+  Timeline* timeline_;
   RuntimeStats* const stats_;
   const RuntimeMetrics* const metrics_;
   std::vector<char> fusion_buffer_;

@@ -68,6 +68,7 @@ Runtime::Runtime(const RuntimeOptions& options,
       backend_(std::move(backend)),
       store_(std::move(store)),
       timeline_(std::move(timeline)),
+      timeline_active_(!options.timeline_path.empty()),
       direct_(std::move(direct)),
       spin_style_(RanksOutnumberCores(options.world.local_size)
                       ? SpinStyle::kYieldEveryWait
@@ -178,6 +179,30 @@ void Runtime::WaiterArrived() {
   wake_.NotifyAll();
 }
 
+Status Runtime::SetTimeline(const std::string& path) {
+  std::unique_ptr<Timeline> timeline;
+  if (!path.empty() && options_.world.rank == 0) {
+    KOLO_ASSIGN_OR_RETURN(timeline, Timeline::Open(path, options_.world.rank));
+  }
+  {
+    MutexLock lock(&mutex_);
+    if (!sticky_error_.ok()) return sticky_error_;
+    if (stopped_ || shutdown_requested_)
+      return FailedPrecondition("kolo has shut down");
+    incoming_timeline_ = std::move(timeline);
+    incoming_timeline_active_ = !path.empty();
+    timeline_change_ = true;
+  }
+  // A lease keeps the runtime's thread from ticking: end it, as new work
+  // does.
+  if (direct_) direct_->Close();
+  wake_.NotifyAll();
+  MutexLock lock(&mutex_);
+  while (timeline_change_ && !stopped_) timeline_taken_.Wait(&mutex_);
+  if (timeline_change_) return FailedPrecondition("kolo has shut down");
+  return Status::Ok();
+}
+
 Status Runtime::Shutdown() {
   {
     MutexLock lock(&doorbell_->mutex);
@@ -239,7 +264,8 @@ bool Runtime::LeaseIdleTime() {
   bool work;
   {
     MutexLock lock(&mutex_);
-    work = !queue_.empty() || join_requested_ || shutdown_requested_;
+    work = !queue_.empty() || join_requested_ || shutdown_requested_ ||
+           timeline_change_;
   }
   // After Open: work enqueued before it is seen here, work after it closes
   // the lease in Enqueue.
@@ -272,7 +298,8 @@ void Runtime::WaitForWork(bool busy, Clock::time_point last_tick) {
   MutexLock lock(&mutex_);
   if (!arrived) {
     const Clock::time_point deadline = last_tick + kIdleTick;
-    while (queue_.empty() && !join_requested_ && !shutdown_requested_) {
+    while (queue_.empty() && !join_requested_ && !shutdown_requested_ &&
+           !timeline_change_) {
       if (!wake_.WaitUntil(&mutex_, deadline)) break;
     }
   }
@@ -308,6 +335,7 @@ bool Runtime::Tick() {
 
 CycleReport Runtime::Drain(SteadyTime start) {
   CycleReport mine;
+  std::unique_ptr<Timeline> retired;
   {
     MutexLock lock(&mutex_);
     work_queued_.store(false, std::memory_order_relaxed);
@@ -320,10 +348,20 @@ CycleReport Runtime::Drain(SteadyTime start) {
     }
     mine.joined = join_requested_;
     mine.shutting_down = shutdown_requested_;
+    if (timeline_change_) {
+      // The old timeline is flushed and closed when `retired` goes, after
+      // the lock.
+      retired = std::move(timeline_);
+      timeline_ = std::move(incoming_timeline_);
+      timeline_active_ = incoming_timeline_active_;
+      executor_.set_timeline(timeline_.get());
+      timeline_change_ = false;
+      timeline_taken_.NotifyAll();
+    }
   }
   mine.stalled = stall_inspector_.stalled();
-  mine.direct_ready = direct_ && options_.timeline_path.empty() &&
-                      !mine.joined && !mine.shutting_down && !mine.stalled;
+  mine.direct_ready = direct_ && !timeline_active_ && !mine.joined &&
+                      !mine.shutting_down && !mine.stalled;
   if (mine.shutting_down && shutdown_since_ == SteadyTime())
     shutdown_since_ = start;
   return mine;
@@ -517,6 +555,7 @@ void Runtime::FailEverything(const Status& error) {
   // Peers waiting in a lease for this rank go back to their runtimes.
   if (direct_) direct_->Close();
   joined_all_.NotifyAll();
+  timeline_taken_.NotifyAll();
   const Status reason =
       error.ok() ? Aborted("kolo shut down before the operation ran") : error;
   for (auto& op : queued) op->handle->Complete(reason);

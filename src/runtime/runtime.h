@@ -134,6 +134,12 @@ class Runtime {
   // A caller started waiting on an unfinished operation: end the pacing
   // wait now.
   void WaiterArrived() KOLO_EXCLUDES(mutex_);
+  // Starts a timeline at `path` (rank 0 writes it, a new file) or, with an
+  // empty path, closes the one being written. Every rank calls it: while a
+  // timeline runs no rank leases the direct path, whose calls it cannot
+  // see. Returns once the runtime's thread has taken the change (at its
+  // next tick).
+  Status SetTimeline(const std::string& path) KOLO_EXCLUDES(mutex_);
 
   RuntimeStats stats() const KOLO_EXCLUDES(mutex_);
   const WorldInfo& world() const { return options_.world; }
@@ -200,7 +206,8 @@ class Runtime {
   const RuntimeOptions options_;
   std::unique_ptr<Backend> backend_;
   std::shared_ptr<Store> store_;
-  std::unique_ptr<Timeline> timeline_;
+  std::unique_ptr<Timeline> timeline_;  // the background thread's
+  bool timeline_active_;                // the background thread's
   const std::unique_ptr<DirectPath> direct_;
   const SpinStyle spin_style_;  // for the idle wait and the handles' waits
 
@@ -224,6 +231,12 @@ class Runtime {
   std::optional<int32_t> last_joined_ KOLO_GUARDED_BY(mutex_);
   bool shutdown_requested_ KOLO_GUARDED_BY(mutex_) = false;
   bool stopped_ KOLO_GUARDED_BY(mutex_) = false;
+  // A SetTimeline the background thread has yet to take: the timeline
+  // (null to stop, or on ranks other than 0) and whether one runs after.
+  bool timeline_change_ KOLO_GUARDED_BY(mutex_) = false;
+  std::unique_ptr<Timeline> incoming_timeline_ KOLO_GUARDED_BY(mutex_);
+  bool incoming_timeline_active_ KOLO_GUARDED_BY(mutex_) = false;
+  CondVar timeline_taken_;  // SetTimeline's waiter
   Status sticky_error_ KOLO_GUARDED_BY(mutex_);
   RuntimeStats stats_ KOLO_GUARDED_BY(mutex_);
 

@@ -221,3 +221,21 @@ def test_join_lets_ranks_with_more_data_carry_on():
         reduced = hvd.allreduce(torch.ones(3), name=f"uneven.{step}")
         assert torch.equal(reduced, torch.ones(3))
     assert hvd.join() == hvd.size() - 1
+
+
+def test_a_timeline_started_and_stopped_at_run_time(tmp_path):
+    import json
+    path = hvd.broadcast_object(str(tmp_path / "timeline.json"), root_rank=0)
+    hvd.start_timeline(path)
+    for step in range(3):
+        hvd.allreduce(torch.ones(8), name="traced")
+    hvd.stop_timeline()
+    hvd.allreduce(torch.ones(8), name="after.the.timeline")
+    if hvd.rank() == 0:
+        with open(path) as f:
+            events = json.load(f)
+        names = json.dumps(events)
+        assert "allreduce.traced" in names
+        assert "after.the.timeline" not in names
+    with pytest.raises(ValueError, match="path is empty"):
+        hvd.start_timeline("")

@@ -160,18 +160,17 @@ def mpi_threads_supported():
 
 
 def start_timeline(file_path, mark_cycles=False):
-    """kolo writes its timeline from the start of a job: set KOLO_TIMELINE
-    before init()."""
-    raise NotImplementedError(
-        "kolo writes a timeline for the whole job: set KOLO_TIMELINE="
-        f"{file_path} before hvd.init() (start_timeline at run time is not "
-        "supported)")
+    """Starts writing a Chrome-trace timeline of kolo's runtime to
+    ``file_path`` (rank 0 writes it; every rank calls this). kolo marks its
+    negotiation cycles always; ``mark_cycles`` is accepted for Horovod's
+    sake."""
+    del mark_cycles
+    _kolo.start_timeline(str(file_path))
 
 
 def stop_timeline():
-    raise NotImplementedError(
-        "kolo's timeline ends with the job (KOLO_TIMELINE); it cannot be "
-        "stopped at run time")
+    """Closes the timeline start_timeline began."""
+    _kolo.stop_timeline()
 
 
 # ------------------------------------------------------------------ handles
