@@ -22,6 +22,10 @@ def world():
     hvd.shutdown()
 
 
+# Tests that start jobs themselves, under one interpreter (CMakeLists.txt),
+# not on every rank of this suite's job.
+collect_ignore = ["launchers", "elastic"]
+
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16,
           torch.int8, torch.uint8, torch.int32, torch.int64]
 
