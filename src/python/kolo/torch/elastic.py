@@ -186,8 +186,9 @@ def run(func):
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
         if not _kolo.is_elastic_worker():
+            # One world, already joined: its optimizers and names stand.
             state.sync()
-            state._prepare_world()
+            state._reset_samplers()
             return func(state, *args, **kwargs)
         returned = []
 
