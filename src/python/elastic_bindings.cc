@@ -117,13 +117,24 @@ class PyElasticState {
   // With the GIL. What the core should do about a Python exception (see
   // the top of the file); one it cannot act on is kept for Call to raise.
   Status FromPython(py::error_already_set& e) {
-    const std::string what = e.what();
-    if (e.matches(membership_changed_)) return MembershipChanged(what);
+    // The exception's own message: e.what() adds the Python traceback,
+    // which the core would log at every reset.
+    const std::string message = py::str(e.value()).cast<std::string>();
+    if (e.matches(membership_changed_)) return MembershipChanged(message);
     if (e.matches(internal_error_)) {
       py::object code = py::getattr(e.value(), "code", py::none());
-      if (code.is_none()) return Aborted(what);
-      return Status(static_cast<StatusCode>(code.cast<int>()), what);
+      if (code.is_none()) return Aborted("HorovodInternalError: " + message);
+      // Back to the Status it was made from (StatusError's message is
+      // Status::ToString(), which starts with the code's name).
+      const auto status_code = static_cast<StatusCode>(code.cast<int>());
+      const std::string prefix =
+          std::string(StatusCodeName(status_code)) + ": ";
+      return Status(status_code, message.rfind(prefix, 0) == 0
+                                     ? message.substr(prefix.size())
+                                     : message);
     }
+    const std::string what =
+        py::str(e.type().attr("__name__")).cast<std::string>() + ": " + message;
     if (!raised_) raised_.emplace(std::move(e));
     return Internal("a Python exception: " + what);
   }
