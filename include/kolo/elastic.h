@@ -41,7 +41,9 @@
 // the loss of every worker writes its own checkpoint to disk as well.
 //
 // Thread-safety: one training thread calls Run, Commit and the rest. Run
-// starts one heartbeat thread (src/elastic/worker.h) for its lifetime.
+// starts one heartbeat thread (src/elastic/worker.h), which beats until
+// Run fails or, after a success, until the process exits: the driver ends
+// the job when a member exits, and takes one that stops beating for frozen.
 #ifndef KOLO_ELASTIC_H_
 #define KOLO_ELASTIC_H_
 
@@ -91,6 +93,10 @@ class State {
   // one is being removed (the training function returns it to Run), or the
   // error of the agreement's collective.
   Status Commit();
+  // Commit's second half alone: asks the job whether its membership is
+  // about to change, without saving (Horovod's check_host_updates). The
+  // same collective and results as Commit.
+  Status CheckMembership();
   // Saves every field in memory without asking anything (no collective).
   Status Save();
   // Puts the last saved values back.

@@ -25,6 +25,15 @@ Membership& CurrentMembership() {
   return membership;
 }
 
+// After a successful Run the process may still work for a while (a Python
+// interpreter tearing down, a program writing its results) before it
+// exits, which is what ends the job; until then its heartbeat must go on,
+// or the driver takes it for frozen and kills it.
+void KeepBeatingUntilExit(std::unique_ptr<ElasticWorker> worker) {
+  static std::unique_ptr<ElasticWorker> finished;
+  finished = std::move(worker);
+}
+
 // A collective failed because the world broke under it: the survivors can
 // carry on in a new round. Any other error is the program's own.
 bool WorldBroke(const Status& status) {
@@ -137,6 +146,10 @@ Status State::Restore() {
 Status State::Commit() {
   KOLO_RETURN_IF_ERROR(Save());
   ++commits_;
+  return CheckMembership();
+}
+
+Status State::CheckMembership() {
   Membership& membership = CurrentMembership();
   if (membership.worker == nullptr) return Status::Ok();
   // Every rank reads the news, and the ranks agree on it in one collective:
@@ -297,7 +310,10 @@ Status Run(State& state, const std::function<Status()>& train) {
     joined_before = true;
 
     Status trained = train();
-    if (trained.ok()) return Shutdown();
+    if (trained.ok()) {
+      KeepBeatingUntilExit(std::move(worker));
+      return Shutdown();
+    }
     if (trained.code() == StatusCode::kMembershipChanged) {
       KOLO_LOG(INFO) << me << " (rank " << next.rank << " of " << next.size
                      << ") leaves round " << round << ": " << trained.message();

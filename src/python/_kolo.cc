@@ -9,7 +9,9 @@
 // not ok becomes an exception: ValueError for a bad call (invalid argument,
 // not initialized, as Horovod raises), MembershipChanged when an elastic
 // job's workers change, InternalError (a RuntimeError) for everything the
-// job did wrong (a dead or mismatched rank, a timeout).
+// job did wrong (a dead or mismatched rank, a timeout); its `code` is the
+// StatusCode's number, which kolo.torch.elastic reads to tell a lost peer
+// from a bug.
 #include <torch/extension.h>
 
 #include <chrono>
@@ -24,32 +26,13 @@
 #include "kolo/runtime.h"
 #include "kolo/status.h"
 #include "kolo/torch.h"
+#include "python/elastic_bindings.h"
+#include "python/status_error.h"
 
 namespace py = pybind11;
 
 namespace kolo::python {
 namespace {
-
-// A kolo::Status on its way to Python (translated in PYBIND11_MODULE).
-class StatusError : public std::runtime_error {
- public:
-  explicit StatusError(const Status& status)
-      : std::runtime_error(status.ToString()), code_(status.code()) {}
-  StatusCode code() const { return code_; }
-
- private:
-  StatusCode code_;
-};
-
-void Check(const Status& status) {
-  if (!status.ok()) throw StatusError(status);
-}
-
-template <typename T>
-T Value(StatusOr<T> result) {
-  Check(result.status());
-  return std::move(*result);
-}
 
 // How long one slice of a wait lasts before Python's signals are checked.
 constexpr std::chrono::milliseconds kWaitSlice(100);
@@ -359,7 +342,11 @@ PYBIND11_MODULE(_kolo, m) {
         case kolo::StatusCode::kMembershipChanged:
           PyErr_SetString(membership_changed.ptr(), e.what());
           return;
-        default: PyErr_SetString(internal_error.ptr(), e.what());
+        default: {
+          py::object error = py::handle(internal_error.ptr())(e.what());
+          error.attr("code") = static_cast<int>(e.code());
+          PyErr_SetObject(internal_error.ptr(), error.ptr());
+        }
       }
     }
   });
@@ -367,4 +354,5 @@ PYBIND11_MODULE(_kolo, m) {
   kolo::python::BindCollectives(m);
   kolo::python::BindGroups(m);
   kolo::python::BindReducer(m);
+  kolo::python::BindElastic(m);
 }

@@ -22,6 +22,10 @@ def world():
     hvd.shutdown()
 
 
+# Tests that start jobs themselves, under one interpreter (CMakeLists.txt),
+# not on every rank of this suite's job.
+collect_ignore = ["launchers", "elastic"]
+
 
 def pytest_runtest_logreport(report):
     """Under CI=true a skipped test is a failure, as kolo's C++ tests'

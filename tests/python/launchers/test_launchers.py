@@ -7,7 +7,6 @@ Not under kolorun itself: ctest runs this file with one interpreter
 """
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +14,9 @@ import sys
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import launched  # noqa: E402  (tests/python/launched.py)
+
 WORKER = os.path.join(HERE, "worker.py")
 PYTHON = os.environ.get("KOLO_TEST_PYTHON", sys.executable)
 KOLORUN = os.environ.get("KOLO_TEST_KOLORUN", "kolorun")
@@ -22,18 +24,7 @@ TIMEOUT = 120
 
 
 def run(command, env=None, timeout=TIMEOUT):
-    """Runs a launcher in a session of its own, so that a timeout kills every
-    process it started."""
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True)
-    try:
-        out, _ = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        out, _ = process.communicate()
-        pytest.fail(f"{command[0]} did not finish in {timeout} s:\n{out}")
-    return process.returncode, out
+    return launched.run(command, env=env, timeout=timeout)
 
 
 def assert_ranks_ok(code, out, size):

@@ -18,7 +18,7 @@ from kolo.torch.functions import (allgather_object, broadcast_object,
                                   broadcast_optimizer_state,
                                   broadcast_parameters)
 from kolo.torch.mpi_ops import (Adasum, Average, HorovodInternalError,
-                                InternalError, Max, Min, Product, Sum,
+                                HostsUpdatedInterrupt, InternalError, Max, Min, Product, Sum,
                                 allgather, allgather_async, allreduce,
                                 allreduce_, allreduce_async, allreduce_async_,
                                 alltoall, alltoall_async, barrier, broadcast,
@@ -39,3 +39,4 @@ from kolo.torch.optimizer import DistributedOptimizer
 from kolo.torch.sync_batch_norm import SyncBatchNorm
 from kolo.torch.process_sets import (ProcessSet, add_process_set,
                                      global_process_set, remove_process_set)
+from kolo.torch import elastic

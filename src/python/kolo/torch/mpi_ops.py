@@ -21,8 +21,10 @@ from kolo.torch import process_sets as _sets
 from kolo.torch.compression import Compression
 
 InternalError = _kolo.InternalError
-# Horovod's names for what a failed collective raises.
+# Horovod's names for what a failed collective raises, and for what an
+# elastic job's commit raises when its workers are about to change.
 HorovodInternalError = InternalError
+HostsUpdatedInterrupt = _kolo.MembershipChanged
 
 # Reduction ops, with Horovod's names and values kolo's ReduceOp takes.
 Sum = 0
@@ -79,7 +81,9 @@ def init(comm=None, process_sets=None):
         raise ValueError("kolo.torch.init: comm is not supported; launch the "
                          "ranks that should train together")
     with _lock:
-        if _kolo.is_initialized():
+        # In an elastic job each round's world is joined by
+        # kolo.torch.elastic.run, which knows the round.
+        if _kolo.is_initialized() or _kolo.is_elastic_worker():
             return
         _torchrun_rendezvous()
         _kolo.init()
@@ -88,8 +92,16 @@ def init(comm=None, process_sets=None):
 
 def shutdown():
     _sets._teardown()
-    _handles.clear()
+    _forget_operations()
     _kolo.shutdown()
+
+
+def _forget_operations():
+    """Drops the handles and unnamed-operation counters of a world that
+    ended: in the next one (an elastic reset) every rank counts from zero,
+    newcomers too, so their names meet."""
+    _handles.clear()
+    _noname_counters.clear()
 
 
 is_initialized = _kolo.is_initialized
@@ -98,6 +110,11 @@ is_initialized = _kolo.is_initialized
 def _initialized_world(value):
     def query():
         if not _kolo.is_initialized():
+            if _kolo.is_elastic_worker():
+                raise ValueError(
+                    f"{value.__name__}(): in an elastic job (kolorun --elastic) "
+                    "the world exists only inside the function decorated "
+                    "with @hvd.elastic.run")
             raise ValueError("kolo has not been initialized; use hvd.init().")
         return value()
     query.__name__ = value.__name__

@@ -10,6 +10,7 @@ reduced gradients into .grad and steps the wrapped optimizer's class.
 import contextlib
 import math
 import warnings
+import weakref
 
 import torch
 
@@ -21,6 +22,15 @@ from kolo.torch import process_sets
 # Gradients travel in buckets of about this many bytes unless num_groups
 # asks for a number of them.
 _BUCKET_BYTES = 1 << 20
+
+# Every DistributedOptimizer alive: an elastic reset gives each a reducer
+# for the new world (kolo.torch.elastic).
+_live = weakref.WeakSet()
+
+
+def _rebuild_reducers():
+    for optimizer in list(_live):
+        optimizer._build_reducer()
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -38,11 +48,21 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             bucket_bytes = max(1, math.ceil(total / num_groups))
         self.backward_passes_per_step = backward_passes_per_step
         # Horovod sums the passes' gradients (its scripts scale the loss).
-        self._reducer = _kolo.GradientReducer(
-            named, op, wire, backward_passes_per_step, False,
-            gradient_predivide_factor, bucket_bytes)
+        self._reducer_args = (named, op, wire, backward_passes_per_step,
+                              False, gradient_predivide_factor, bucket_bytes)
+        self._reducer = None
+        # An elastic job's world comes later, with its first round.
+        if _kolo.is_initialized():
+            self._build_reducer()
+        _live.add(self)
         self._synchronized = False
         self._should_synchronize = True
+
+    def _build_reducer(self):
+        """A reducer for the current world; the old one's hooks go first."""
+        self._reducer = None
+        self._reducer = _kolo.GradientReducer(*self._reducer_args)
+        self._synchronized = False
 
     def _named(self, named_parameters):
         mine = [p for group in self.param_groups for p in group["params"]]
@@ -67,6 +87,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def synchronize(self):
         """Waits for every gradient's reduction and writes them into .grad."""
+        if self._reducer is None:
+            raise ValueError("DistributedOptimizer: kolo has no world yet; in an "
+                             "elastic job step inside @hvd.elastic.run")
         self._reducer.synchronize()
         self._synchronized = True
 
