@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -55,10 +56,29 @@ class LoopbackClient {
                     sizeof(address)) == 0) {
         break;
       }
+      // libFuzzer's timers interrupt a connect, which then completes in
+      // the background: wait for it rather than call the harness broken.
+      if (errno == EINTR && FinishInterruptedConnect()) break;
       if (errno != EADDRNOTAVAIL || tries == 6000)
         HarnessFailure("fuzz: connect to the server under test");
       ::usleep(10000);
     }
+  }
+  // Whether a connect that a signal interrupted went through; errno is
+  // the connect's error when it did not.
+  bool FinishInterruptedConnect() {
+    pollfd writable{fd_, POLLOUT, 0};
+    int ready;
+    do {
+      ready = ::poll(&writable, 1, 10000);
+    } while (ready < 0 && errno == EINTR);
+    if (ready <= 0) return false;
+    int error = 0;
+    socklen_t length = sizeof(error);
+    if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &length) != 0)
+      return false;
+    errno = error;
+    return error == 0;
   }
   // Reset rather than close: a closed connection would leave its port in
   // TIME_WAIT for a minute, and a fuzzer makes thousands a second.

@@ -11,14 +11,14 @@
 #include <fstream>
 #include <string>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define KOLO_TESTING_ADDRESS_SANITIZER 1
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define KOLO_TESTING_SANITIZER_ALLOCATOR 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KOLO_TESTING_ADDRESS_SANITIZER 1
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define KOLO_TESTING_SANITIZER_ALLOCATOR 1
 #endif
 #endif
-#ifdef KOLO_TESTING_ADDRESS_SANITIZER
+#ifdef KOLO_TESTING_SANITIZER_ALLOCATOR
 #include <sanitizer/allocator_interface.h>
 #endif
 
@@ -77,11 +77,12 @@ inline int64_t ResidentBytes() {
 // The memory a process holds on to, in bytes, for tests that check that
 // many requests leave it flat: the resident set, except under
 // AddressSanitizer, whose quarantine keeps freed blocks resident (several
-// MiB after a thousand connections) until it recycles them; there the
-// allocator's count of blocks still allocated, which a kept buffer grows
-// and a freed one does not.
+// MiB after a thousand connections) until it recycles them, and
+// ThreadSanitizer, whose shadow memory grows with every new thread's
+// stack; there the sanitizer allocator's count of blocks still allocated,
+// which a kept buffer grows and a freed one does not.
 inline int64_t HeldMemoryBytes() {
-#ifdef KOLO_TESTING_ADDRESS_SANITIZER
+#ifdef KOLO_TESTING_SANITIZER_ALLOCATOR
   return static_cast<int64_t>(__sanitizer_get_current_allocated_bytes());
 #else
   return ResidentBytes();
