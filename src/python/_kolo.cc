@@ -98,21 +98,6 @@ py::dict BuildInfoDict() {
   return d;
 }
 
-py::dict RuntimeStatsDict() {
-  const RuntimeStats s = GetRuntimeStats();
-  py::dict d;
-  d["operations"] = s.operations;
-  d["bytes"] = s.bytes;
-  d["collectives"] = s.collectives;
-  d["fused_batches"] = s.fused_batches;
-  d["cycles"] = s.cycles;
-  d["cache_hits"] = s.cache_hits;
-  d["cache_misses"] = s.cache_misses;
-  d["errors"] = s.errors;
-  d["direct_operations"] = s.direct_operations;
-  return d;
-}
-
 // A blocking call of the core, without the GIL.
 template <typename Call>
 auto Released(Call call) {
@@ -132,7 +117,6 @@ void BindWorld(py::module_& m) {
   m.def("cross_size", &CrossSize);
   m.def("backend", [] { return std::string(BackendName(ActiveBackend())); });
   m.def("build_info", &BuildInfoDict);
-  m.def("runtime_stats", &RuntimeStatsDict);
   m.def("barrier", [] { Check(Released([] { return Barrier(); })); });
   m.def("join", [] { return Value(Released([] { return Join(); })); });
   m.def("start_timeline", [](const std::string& path) {

@@ -254,6 +254,8 @@ def _op(average, op, default=Average):
 
 
 def _check_tensor(tensor, what):
+    """Each public operation checks its tensors once, here; the private
+    functions it calls take them as checked."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{what} takes a torch.Tensor, not {type(tensor).__name__}")
     if tensor.is_sparse:
@@ -297,7 +299,6 @@ def _allreduce_now(tensor, output, name, op, prescale_factor,
                    postscale_factor, process_set):
     """A synchronous allreduce: by call order when unnamed (kolo.h's
     synchronous path), else a named operation waited for."""
-    _check_tensor(tensor, "allreduce")
     if not _direct(tensor, output, name, process_set):
         return synchronize(_allreduce_async(tensor, output, name, op,
                                             prescale_factor, postscale_factor,
@@ -308,7 +309,6 @@ def _allreduce_now(tensor, output, name, op, prescale_factor,
 
 def _allreduce_async(tensor, output, name, op, prescale_factor,
                      postscale_factor, process_set):
-    _check_tensor(tensor, "allreduce")
     group = _process_set(process_set)
     if prescale_factor != 1.0:
         # The input must stay unchanged; the scaled copy is what travels.
@@ -319,14 +319,19 @@ def _allreduce_async(tensor, output, name, op, prescale_factor,
     return _register(native, _postscale(postscale_factor))
 
 
+def _new_output(tensor):
+    """A contiguous tensor shaped like ``tensor``, for a result."""
+    return torch.empty_like(tensor, memory_format=torch.contiguous_format)
+
+
 def allreduce_async(tensor, average=None, name=None, op=None,
                     prescale_factor=1.0, postscale_factor=1.0,
                     process_set=None):
     """Starts an allreduce of ``tensor`` into a new tensor; returns a handle."""
     _check_tensor(tensor, "allreduce")
     op = _op(average, op)
-    output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
-    return _allreduce_async(tensor, output, name, op, prescale_factor,
+    return _allreduce_async(tensor, _new_output(tensor), name, op,
+                            prescale_factor,
                             postscale_factor, process_set)
 
 
@@ -334,6 +339,7 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
                      prescale_factor=1.0, postscale_factor=1.0,
                      process_set=None):
     """Starts an allreduce of ``tensor`` in place; returns a handle."""
+    _check_tensor(tensor, "allreduce")
     op = _op(average, op)
     return _allreduce_async(tensor, tensor, name, op, prescale_factor,
                             postscale_factor, process_set)
@@ -341,6 +347,7 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=None):
+    _check_tensor(tensor, "allreduce")
     return _allreduce_now(tensor, tensor, name, _op(average, op),
                           prescale_factor, postscale_factor, process_set)
 
@@ -354,10 +361,8 @@ class _Allreduce(torch.autograd.Function):
         ctx.op = op
         ctx.scales = (prescale_factor, postscale_factor)
         ctx.process_set = process_set
-        _check_tensor(tensor, "allreduce")
-        output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
-        return _allreduce_now(tensor, output, name, op, prescale_factor,
-                              postscale_factor, process_set)
+        return _allreduce_now(tensor, _new_output(tensor), name, op,
+                              prescale_factor, postscale_factor, process_set)
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -382,11 +387,9 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none,
     else:
         # No graph to record: autograd's Function costs more than a small
         # allreduce itself.
-        _check_tensor(compressed, "allreduce")
-        reduced = _allreduce_now(
-            compressed,
-            torch.empty_like(compressed, memory_format=torch.contiguous_format),
-            name, op, prescale_factor, postscale_factor, process_set)
+        reduced = _allreduce_now(compressed, _new_output(compressed), name, op,
+                                 prescale_factor, postscale_factor,
+                                 process_set)
     return compression.decompress(reduced, context)
 
 
@@ -394,8 +397,6 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor,
                              postscale_factor, process_set):
     if not tensors:
         raise ValueError("grouped_allreduce needs at least one tensor")
-    for t in tensors:
-        _check_tensor(t, "grouped_allreduce")
     if _process_set(process_set) is not None:
         raise NotImplementedError("grouped_allreduce on a process set; use "
                                   "allreduce per tensor")
@@ -415,17 +416,17 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None,
     op = _op(average, op)
     for t in tensors:
         _check_tensor(t, "grouped_allreduce")
-    outputs = [torch.empty_like(t, memory_format=torch.contiguous_format)
-               for t in tensors]
     return _group_handle(_grouped_allreduce_async(
-        tensors, outputs, name, op, prescale_factor, postscale_factor,
-        process_set))
+        tensors, [_new_output(t) for t in tensors], name, op, prescale_factor,
+        postscale_factor, process_set))
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None,
                              prescale_factor=1.0, postscale_factor=1.0,
                              process_set=None):
     op = _op(average, op)
+    for t in tensors:
+        _check_tensor(t, "grouped_allreduce")
     return _group_handle(_grouped_allreduce_async(
         tensors, list(tensors), name, op, prescale_factor, postscale_factor,
         process_set))
