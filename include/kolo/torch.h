@@ -192,7 +192,6 @@ class GradientReducer {
   // surface here.
   Status Synchronize();
 
-  bool alone() const { return alone_; }
   // Seconds Synchronize() has spent blocked on outstanding allreduces, in
   // total: the communication (and the waiting for slower ranks) that
   // backward did not hide.
