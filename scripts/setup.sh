@@ -11,6 +11,8 @@
 #                               (no CUDA), without Gloo and MPI (the shm and
 #                               tcp engines only, as on the GPU machines),
 #                               without kolo-bench
+#   scripts/setup.sh debian TARGET...
+#                               only those targets of build-debian
 set -euo pipefail
 cd "$(dirname "$0")/.."
 configuration="${1:-default}"
@@ -18,6 +20,8 @@ case "$configuration" in
   default | debian) ;;
   *) echo "setup.sh: unknown configuration '$configuration' (default or debian)" >&2; exit 2 ;;
 esac
+shift $(( $# > 0 ? 1 : 0 ))
+targets=("$@")
 
 packages=(
   build-essential cmake ninja-build pkg-config
@@ -71,7 +75,7 @@ fi
 options+=(-DKOLO_PYTHON="$python")
 cmake -S . -B "$build" "${common[@]}" "${options[@]}" \
   > "$build-configure.log" 2>&1 || { cat "$build-configure.log"; exit 1; }
-cmake --build "$build" -- -j"$(nproc)"
+cmake --build "$build" ${targets[@]+--target "${targets[@]}"} -- -j"$(nproc)"
 
 # The Python package into the project's environment, as a user installs it
 # (pip install .), from the build just made: scikit-build-core configures
