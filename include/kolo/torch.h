@@ -159,6 +159,12 @@ struct DistributedOptimizerOptions {
   // models while larger models still overlap many buckets with backward
   // (PyTorch DDP buckets the same way). 0: one parameter per bucket.
   int64_t bucket_bytes = int64_t{1} << 20;
+  // Parameters that travel together, by name (Horovod's groups=): each
+  // list is one bucket per type, whatever its size, enqueued once all of
+  // its gradients are in; parameters in no list are bucketed by size. A
+  // name that is not a parameter, or that is in two lists, is
+  // kInvalidArgument from the first Synchronize().
+  std::vector<std::vector<std::string>> groups;
 };
 
 // Averages (or sums) a model's gradients across ranks while the backward
@@ -217,11 +223,16 @@ class GradientReducer {
   Status Unpack(Bucket& bucket, double post_scale);
   // Divides the passes' sum in .grad by their number (a world of one).
   void AverageLocalPasses();
+  // Forms buckets_: the explicit groups first, then the rest by size.
+  void PlanBuckets();
+  // Closes `members` (one type, at least one) into a new bucket.
+  void AddBucket(std::vector<Parameter*> members);
 
   const DistributedOptimizerOptions options_;
   const bool alone_;  // a world of one: nothing to communicate
   std::vector<std::unique_ptr<Parameter>> parameters_;
   std::vector<std::unique_ptr<Bucket>> buckets_;
+  Status plan_error_;  // a bad options_.groups, reported by Synchronize()
   double wait_seconds_ = 0;
   mutable std::mutex mutex_;
   Status hook_error_;  // guarded by mutex_: first error a hook met

@@ -268,7 +268,8 @@ void BindReducer(py::module_& m) {
                      named,
                  int op, const std::string& compression,
                  int32_t backward_passes_per_step, bool average_backward_passes,
-                 double gradient_predivide_factor, int64_t bucket_bytes) {
+                 double gradient_predivide_factor, int64_t bucket_bytes,
+                 std::vector<std::vector<std::string>> groups) {
                 ::torch::OrderedDict<std::string, ::torch::Tensor> parameters;
                 for (const auto& [name, tensor] : named) {
                   if (parameters.contains(name)) {
@@ -287,13 +288,15 @@ void BindReducer(py::module_& m) {
                 options.average_backward_passes = average_backward_passes;
                 options.gradient_predivide_factor = gradient_predivide_factor;
                 options.bucket_bytes = bucket_bytes;
+                options.groups = std::move(groups);
                 return std::make_unique<torch::GradientReducer>(parameters,
                                                                 options);
               }),
           py::arg("named_parameters"), py::arg("op"), py::arg("compression"),
           py::arg("backward_passes_per_step"),
           py::arg("average_backward_passes"),
-          py::arg("gradient_predivide_factor"), py::arg("bucket_bytes"))
+          py::arg("gradient_predivide_factor"), py::arg("bucket_bytes"),
+          py::arg("groups"))
       .def("synchronize",
            [](torch::GradientReducer& reducer) {
              Check(Released([&] { return reducer.Synchronize(); }));

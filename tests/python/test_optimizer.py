@@ -33,6 +33,21 @@ def assert_same_parameters(model, reference, tolerance):
                                    msg=lambda m: f"{name}: {m}")
 
 
+def step_beside_reference(model, optimizer, reference, reference_optimizer,
+                          steps, per_rank, rank, size):
+    """Steps the distributed model on rank's share of each global batch and
+    the reference on all of it."""
+    for step in range(steps):
+        x, y = global_batch(step, per_rank * size)
+        rows = slice(rank * per_rank, (rank + 1) * per_rank)
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(x[rows]), y[rows]).backward()
+        optimizer.step()
+        reference_optimizer.zero_grad()
+        torch.nn.functional.mse_loss(reference(x), y).backward()
+        reference_optimizer.step()
+
+
 @pytest.mark.parametrize("make_optimizer", [
     lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
     lambda ps: torch.optim.Adam(ps, lr=0.01),
@@ -45,14 +60,8 @@ def test_ranks_take_the_global_batch_step(make_optimizer):
                                          named_parameters=model.named_parameters())
     assert isinstance(optimizer, type(make_optimizer([torch.zeros(1)])))
     reference_optimizer = make_optimizer(reference.parameters())
-    for step in range(5):
-        x, y = global_batch(step, per_rank * n)
-        optimizer.zero_grad()
-        torch.nn.functional.mse_loss(model(mine(x, per_rank)), mine(y, per_rank)).backward()
-        optimizer.step()
-        reference_optimizer.zero_grad()
-        torch.nn.functional.mse_loss(reference(x), y).backward()
-        reference_optimizer.step()
+    step_beside_reference(model, optimizer, reference, reference_optimizer,
+                          5, per_rank, hvd.rank(), n)
     assert_same_parameters(model, reference, 1e-10)
 
 
@@ -158,3 +167,51 @@ def test_broadcast_parameters_and_optimizer_state_make_ranks_equal():
     sums = hvd.allgather(state["exp_avg"].reshape(1, -1))
     assert torch.equal(sums, sums[0].expand_as(sums))
     assert float(state["step"]) == 1.0
+
+
+def test_explicit_groups_take_the_global_batch_step():
+    per_rank, n = 4, hvd.size()
+    model = make_model()
+    reference = copy.deepcopy(model)
+    # The first layer travels as one group, the last layer's weight alone;
+    # the rest by size. groups=int is num_groups.
+    groups = [[model[0].weight, model[0].bias], [model[4].weight]]
+    for g in (groups, 3):
+        optimizer = hvd.DistributedOptimizer(
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            named_parameters=model.named_parameters(), groups=g)
+        reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+        step_beside_reference(model, optimizer, reference, reference_optimizer,
+                              3, per_rank, hvd.rank(), n)
+        assert_same_parameters(model, reference, 1e-10)
+        del optimizer
+
+
+def test_groups_name_parameters_the_optimizer_has():
+    model = make_model()
+    with pytest.raises(ValueError, match="not one of the optimizer's"):
+        hvd.DistributedOptimizer(torch.optim.SGD(model[0].parameters(), lr=0.1),
+                                 groups=[[model[4].weight]])
+    with pytest.raises(ValueError, match="list of lists"):
+        hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                 groups=[model[0].weight])
+
+
+def test_a_process_set_takes_the_step_of_its_members_global_batch():
+    per_rank = 4
+    pair = hvd.add_process_set(list(range(min(2, hvd.size()))))
+    try:
+        if not pair.included():
+            return
+        n, me = pair.size(), pair.rank()
+        model = make_model()
+        reference = copy.deepcopy(model)
+        optimizer = hvd.DistributedOptimizer(
+            torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+            named_parameters=model.named_parameters(), process_set=pair)
+        reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+        step_beside_reference(model, optimizer, reference, reference_optimizer,
+                              3, per_rank, me, n)
+        assert_same_parameters(model, reference, 1e-10)
+    finally:
+        hvd.remove_process_set(pair)

@@ -35,6 +35,46 @@ def test_a_process_set_has_collectives_of_its_own():
     assert not hvd.remove_process_set(evens)
 
 
+def test_grouped_alltoall_and_reducescatter_on_a_process_set():
+    # The first two ranks (the whole world at np 1 and 2, a part at np 3).
+    pair = hvd.add_process_set(list(range(min(2, hvd.size()))))
+    try:
+        if not pair.included():
+            return
+        n, me = pair.size(), pair.rank()
+        a = torch.full((2,), float(hvd.rank() + 1))
+        b = torch.arange(3, dtype=torch.float64) * (hvd.rank() + 1)
+        sums = hvd.grouped_allreduce([a, b], op=hvd.Sum, process_set=pair)
+        total = sum(r + 1 for r in pair.ranks)
+        assert torch.equal(sums[0], torch.full((2,), float(total)))
+        assert torch.equal(sums[1], torch.arange(3, dtype=torch.float64) * total)
+        hvd.grouped_allreduce_([a], op=hvd.Average, process_set=pair)
+        assert torch.equal(a, torch.full((2,), total / n))
+
+        # Member j sends j + 1 rows of value 10 * me + j to each member j.
+        splits = torch.tensor([j + 1 for j in range(n)], dtype=torch.int32)
+        rows = torch.cat([torch.full((j + 1, 2), 10.0 * me + j) for j in range(n)])
+        received, received_splits = hvd.alltoall(rows, splits, process_set=pair)
+        assert received_splits.tolist() == [me + 1] * n
+        expected = torch.cat([torch.full((me + 1, 2), 10.0 * j + me) for j in range(n)])
+        assert torch.equal(received, expected)
+        # Without splits: equal parts, and only the rows come back.
+        even = torch.arange(2 * n, dtype=torch.float32) + 100 * me
+        got = hvd.alltoall(even, process_set=pair)
+        assert got.tolist() == [100.0 * j + 2 * me + k for j in range(n) for k in range(2)]
+
+        block = torch.arange(2 * n, dtype=torch.float32).reshape(n, 2) * (hvd.rank() + 1)
+        mine = hvd.reducescatter(block, op=hvd.Sum, process_set=pair)
+        assert torch.equal(mine, torch.arange(2 * n, dtype=torch.float32).reshape(n, 2)[me:me + 1] * total)
+        if n > 1:
+            with pytest.raises(ValueError, match="does not divide"):
+                hvd.reducescatter(torch.ones(2 * n + 1), process_set=pair)
+        with pytest.raises(ValueError, match="splits"):
+            hvd.alltoall(torch.ones(3), [5] * n, process_set=pair)
+    finally:
+        hvd.remove_process_set(pair)
+
+
 def test_process_set_arguments_are_checked():
     with pytest.raises(ValueError, match="repeat"):
         hvd.ProcessSet([0, 0])

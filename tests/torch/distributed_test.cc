@@ -229,5 +229,26 @@ TEST(DistributedOptimizerAloneTest, ALaterOptimizerOnTheSameModelStepsAlone) {
   }
 }
 
+TEST(DistributedOptimizerAloneTest, AGroupNamingNoParameterIsAnError) {
+  ::torch::nn::Linear model(4, 3);
+  ::torch::optim::SGD inner(model->parameters(),
+                            ::torch::optim::SGDOptions(0.1));
+  for (const auto& groups : std::vector<std::vector<std::vector<std::string>>>{
+           {{"weight", "head.bias"}}, {{"weight"}, {"bias", "weight"}}}) {
+    torch::DistributedOptimizerOptions options;
+    options.groups = groups;
+    torch::DistributedOptimizer distributed(inner, model->named_parameters(),
+                                            options);
+    ::torch::mse_loss(model->forward(::torch::randn({2, 4})),
+                      ::torch::randn({2, 3}))
+        .backward();
+    const Status status = distributed.Step();
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(status.message(),
+                HasSubstr(groups.size() == 1 ? "'head.bias' is not a parameter"
+                                             : "'weight' is in two groups"));
+  }
+}
+
 }  // namespace
 }  // namespace kolo

@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <numeric>
+#include <set>
 
 #include "kolo/torch.h"
 #include "torch/distributed/optimizer_metrics.h"
@@ -452,41 +454,77 @@ GradientReducer::GradientReducer(
         });
     parameters_.push_back(std::move(parameter));
   }
-  // Autograd produces the last layers' gradients first. A bucket holds
-  // gradients of one type, which it travels in: float64 models keep their
-  // precision.
-  auto close = [this](std::unique_ptr<Bucket> bucket, int64_t elements) {
-    const std::string& first = bucket->members.front()->name;
-    const std::string& last = bucket->members.back()->name;
-    bucket->name =
-        "kolo.grad." + first + (bucket->members.size() > 1 ? ".." + last : "");
-    bucket->gradients = ::torch::zeros(
-        {elements}, bucket->members.front()->tensor.options().dtype());
-    buckets_.push_back(std::move(bucket));
-  };
+  PlanBuckets();
+}
+
+void GradientReducer::AddBucket(std::vector<Parameter*> members) {
   auto bucket = std::make_unique<Bucket>();
   int64_t elements = 0;
-  for (auto it = parameters_.rbegin(); it != parameters_.rend(); ++it) {
-    Parameter& p = **it;
-    if (!bucket->members.empty() &&
-        bucket->members.front()->tensor.scalar_type() !=
-            p.tensor.scalar_type()) {
-      close(std::move(bucket), elements);
-      bucket = std::make_unique<Bucket>();
-      elements = 0;
+  for (Parameter* p : members) {
+    p->bucket = bucket.get();
+    p->offset = elements;
+    elements += p->tensor.numel();
+  }
+  const std::string& first = members.front()->name;
+  const std::string& last = members.back()->name;
+  bucket->name = "kolo.grad." + first + (members.size() > 1 ? ".." + last : "");
+  bucket->gradients =
+      ::torch::zeros({elements}, members.front()->tensor.options());
+  bucket->members = std::move(members);
+  buckets_.push_back(std::move(bucket));
+}
+
+void GradientReducer::PlanBuckets() {
+  // A bucket holds gradients of one type, which it travels in: float64
+  // models keep their precision.
+  auto add_by_type = [this](const std::vector<Parameter*>& members) {
+    std::map<::torch::ScalarType, std::vector<Parameter*>> by_type;
+    for (Parameter* p : members) by_type[p->tensor.scalar_type()].push_back(p);
+    for (auto& [type, same] : by_type) AddBucket(std::move(same));
+  };
+  std::map<std::string, Parameter*> by_name;
+  for (auto& p : parameters_) by_name[p->name] = p.get();
+  std::vector<std::vector<Parameter*>> groups;
+  std::set<const Parameter*> grouped;
+  for (const auto& names : options_.groups) {
+    std::vector<Parameter*> members;
+    for (const std::string& name : names) {
+      auto it = by_name.find(name);
+      if (it == by_name.end() || !grouped.insert(it->second).second) {
+        // No bucket at all: the hooks stay idle and Synchronize() says why.
+        plan_error_ = InvalidArgument(
+            "DistributedOptimizer groups: '" + name + "' is " +
+            (it == by_name.end() ? "not a parameter that requires a gradient"
+                                 : "in two groups"));
+        return;
+      }
+      members.push_back(it->second);
     }
-    p.bucket = bucket.get();
-    p.offset = elements;
-    bucket->members.push_back(&p);
-    elements += p.tensor.numel();
-    if (elements * static_cast<int64_t>(p.tensor.element_size()) >=
-        options_.bucket_bytes) {
-      close(std::move(bucket), elements);
-      bucket = std::make_unique<Bucket>();
-      elements = 0;
+    if (!members.empty()) groups.push_back(std::move(members));
+  }
+  for (const auto& members : groups) add_by_type(members);
+  // The rest by size, in the reverse of the parameters' order: autograd
+  // produces the last layers' gradients first.
+  std::vector<Parameter*> open;
+  int64_t open_bytes = 0;
+  for (auto it = parameters_.rbegin(); it != parameters_.rend(); ++it) {
+    Parameter* p = it->get();
+    if (p->bucket != nullptr) continue;
+    if (!open.empty() &&
+        open.front()->tensor.scalar_type() != p->tensor.scalar_type()) {
+      AddBucket(std::move(open));
+      open.clear();
+      open_bytes = 0;
+    }
+    open.push_back(p);
+    open_bytes += p->tensor.numel() * p->tensor.element_size();
+    if (open_bytes >= options_.bucket_bytes) {
+      AddBucket(std::move(open));
+      open.clear();
+      open_bytes = 0;
     }
   }
-  if (!bucket->members.empty()) close(std::move(bucket), elements);
+  if (!open.empty()) AddBucket(std::move(open));
 }
 
 GradientReducer::~GradientReducer() {
@@ -501,7 +539,7 @@ GradientReducer::~GradientReducer() {
 
 void GradientReducer::OnGradient(Parameter& parameter,
                                  const ::torch::Tensor& grad) {
-  if (alone_) return;
+  if (alone_ || !plan_error_.ok()) return;
   ++parameter.passes_seen;
   if (parameter.passes_seen < options_.backward_passes_per_step) return;
   // The last pass of a step: what .grad will hold once autograd adds this
@@ -581,6 +619,7 @@ Status GradientReducer::Synchronize() {
       return error;
     }
   }
+  KOLO_RETURN_IF_ERROR(plan_error_);
   if (alone_) {
     AverageLocalPasses();
     return Status::Ok();

@@ -397,12 +397,13 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor,
                              postscale_factor, process_set):
     if not tensors:
         raise ValueError("grouped_allreduce needs at least one tensor")
-    if _process_set(process_set) is not None:
-        raise NotImplementedError("grouped_allreduce on a process set; use "
-                                  "allreduce per tensor")
+    scaled = [_scaled(t, prescale_factor) for t in tensors]
+    members = _process_set(process_set)
+    if members is not None:
+        return members.grouped_allreduce_async(scaled, outputs, op,
+                                               postscale_factor)
     group = _name("grouped_allreduce", name)
     names = [f"{group}.{i}" for i in range(len(tensors))]
-    scaled = [_scaled(t, prescale_factor) for t in tensors]
     natives = _kolo.grouped_allreduce_async(group, names, scaled, outputs, op)
     finish = _postscale(postscale_factor)
     return [_register(n, finish) for n in natives]
@@ -567,20 +568,28 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
     when ``splits`` is None). The result is the received rows, and, when
     ``splits`` was given, how many came from each rank."""
     _check_tensor(tensor, "alltoall")
-    if _process_set(process_set) is not None:
-        raise NotImplementedError("alltoall on a process set")
     wanted_splits = splits is not None
-    if splits is None:
-        splits = []
-    elif isinstance(splits, torch.Tensor):
+    if isinstance(splits, torch.Tensor):
         splits = splits.tolist()
-    native = _kolo.alltoall_async(_name("alltoall", name), tensor,
-                                  [int(s) for s in splits])
+    members = _process_set(process_set)
+    if members is not None:
+        output, received = members.alltoall(tensor, splits)
+        native = _sets._Done(output)
+
+        def received_rows():
+            return received
+    else:
+        native = _kolo.alltoall_async(_name("alltoall", name), tensor,
+                                      [] if splits is None else
+                                      [int(s) for s in splits])
+
+        def received_rows():
+            return torch.tensor(native.received_rows(), dtype=torch.int32)
 
     def finish(output):
         if not wanted_splits:
             return output
-        return output, torch.tensor(native.received_rows(), dtype=torch.int32)
+        return output, received_rows()
     return _register(native, finish)
 
 
@@ -594,8 +603,10 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=None,
     block of dimension 0 (which must divide by the number of ranks)."""
     _check_tensor(tensor, "reducescatter")
     op = _op(None, op)
-    if _process_set(process_set) is not None:
-        raise NotImplementedError("reducescatter on a process set")
+    members = _process_set(process_set)
+    if members is not None:
+        return members.reducescatter_async(_scaled(tensor, prescale_factor),
+                                           op, postscale_factor)
     native = _kolo.reducescatter_async(_name("reducescatter", name),
                                        _scaled(tensor, prescale_factor), op)
     return _register(native, _postscale(postscale_factor))

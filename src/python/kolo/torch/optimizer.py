@@ -36,7 +36,7 @@ def _rebuild_reducers():
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression,
                  backward_passes_per_step, op, gradient_predivide_factor,
-                 num_groups, bucket_bytes):
+                 num_groups, groups, bucket_bytes, process_set):
         super(self.__class__, self).__init__(params)
         named = self._named(named_parameters)
         wire = getattr(compression, "wire", None)
@@ -47,12 +47,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             total = sum(p.numel() for _, p in named if p.requires_grad) * 4
             bucket_bytes = max(1, math.ceil(total / num_groups))
         self.backward_passes_per_step = backward_passes_per_step
+        self._set = process_sets._resolve(process_set)
+        if self._set is not None:
+            self._set_args = (named, op, compression, gradient_predivide_factor)
         # Horovod sums the passes' gradients (its scripts scale the loss).
         self._reducer_args = (named, op, wire, backward_passes_per_step,
-                              False, gradient_predivide_factor, bucket_bytes)
+                              False, gradient_predivide_factor, bucket_bytes,
+                              self._group_names(named, groups))
         self._reducer = None
         # An elastic job's world comes later, with its first round.
-        if _kolo.is_initialized():
+        if _kolo.is_initialized() and self._set is None:
             self._build_reducer()
         _live.add(self)
         self._synchronized = False
@@ -60,9 +64,56 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _build_reducer(self):
         """A reducer for the current world; the old one's hooks go first."""
+        if self._set is not None:
+            return
         self._reducer = None
         self._reducer = _kolo.GradientReducer(*self._reducer_args)
         self._synchronized = False
+
+    @staticmethod
+    def _group_names(named, groups):
+        """Horovod's groups= (lists of parameters) as lists of names."""
+        if groups is None:
+            return []
+        name_of = {id(p): n for n, p in named}
+        names = []
+        for group in groups:
+            if isinstance(group, torch.Tensor):
+                raise ValueError("DistributedOptimizer groups: a list of lists "
+                                 "of parameters, not a list of parameters")
+            missing = [i for i, p in enumerate(group) if id(p) not in name_of]
+            if missing:
+                raise ValueError(f"DistributedOptimizer groups: parameter "
+                                 f"{missing[0]} of group {len(names)} is not "
+                                 "one of the optimizer's")
+            names.append([name_of[id(p)] for p in group])
+        return names
+
+    def _reduce_on_set(self):
+        """The set's allreduce of every .grad, one flat buffer per type, on
+        this thread: kolo's runtime reduces over the whole world only, so a
+        process set's gradients do not overlap the backward pass."""
+        named, op, compression, predivide = self._set_args
+        grads = [p.grad for _, p in named if p.requires_grad and p.grad is not None]
+        by_type = {}
+        for g in grads:
+            by_type.setdefault(g.dtype, []).append(g)
+        size = self._set.set.size()
+        for same in by_type.values():
+            flat = torch.cat([g.detach().to_dense().reshape(-1) for g in same])
+            if op == mpi_ops.Average:
+                flat.div_(predivide)
+            wire, context = compression.compress(flat)
+            wire = wire.contiguous()
+            self._set.group.allreduce(wire, mpi_ops.Sum)
+            flat = compression.decompress(wire, context)
+            if op == mpi_ops.Average:
+                flat.mul_(predivide / size)
+            offset = 0
+            with torch.no_grad():
+                for g in same:
+                    g.copy_(flat[offset:offset + g.numel()].view_as(g))
+                    offset += g.numel()
 
     def _named(self, named_parameters):
         mine = [p for group in self.param_groups for p in group["params"]]
@@ -87,10 +138,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def synchronize(self):
         """Waits for every gradient's reduction and writes them into .grad."""
-        if self._reducer is None:
+        if self._set is not None:
+            self._reduce_on_set()
+        elif self._reducer is None:
             raise ValueError("DistributedOptimizer: kolo has no world yet; in an "
                              "elastic job step inside @hvd.elastic.run")
-        self._reducer.synchronize()
+        else:
+            self._reducer.synchronize()
         self._synchronized = True
 
     @contextlib.contextmanager
@@ -130,13 +184,8 @@ def DistributedOptimizer(optimizer, named_parameters=None,
         raise ValueError("DistributedOptimizer's op is Average or Sum")
     if gradient_predivide_factor != 1.0 and op != mpi_ops.Average:
         raise ValueError("gradient_predivide_factor needs op=Average")
-    if groups is not None:
-        raise NotImplementedError(
-            "DistributedOptimizer(groups=...): kolo groups gradients into "
-            "buckets by size; use num_groups")
-    if process_sets._resolve(process_set) is not None:
-        raise NotImplementedError(
-            "DistributedOptimizer on a process set other than the global one")
+    if isinstance(groups, int):
+        num_groups, groups = groups, None
     # Sparse gradients are reduced as dense ones whatever sparse_as_dense
     # says: kolo has no sparse allreduce.
     del sparse_as_dense
@@ -144,4 +193,4 @@ def DistributedOptimizer(optimizer, named_parameters=None,
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression,
                backward_passes_per_step, op, gradient_predivide_factor,
-               num_groups, _BUCKET_BYTES)
+               num_groups, groups, _BUCKET_BYTES, process_set)

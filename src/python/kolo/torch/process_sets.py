@@ -135,6 +135,53 @@ class _GroupOps:
                  for i, c in enumerate(counts)]
         return self._register(torch.cat(parts))
 
+    def grouped_allreduce_async(self, tensors, outputs, op, postscale_factor):
+        return [self.allreduce_async(t, o, op, postscale_factor)
+                for t, o in zip(tensors, outputs)]
+
+    def alltoall(self, tensor, splits):
+        """Composed of two allgathers (every member's splits, then its rows
+        padded to the longest): members receive all rows and keep theirs,
+        n times the traffic of a direct exchange."""
+        n, me = self.group.size, self.group.rank
+        source = tensor.detach().contiguous()
+        if splits is None:
+            if source.shape[0] % n:
+                raise ValueError(f"alltoall: {source.shape[0]} rows do not "
+                                 f"split evenly over process set {self.set.ranks}")
+            splits = [source.shape[0] // n] * n
+        splits = [int(s) for s in splits]
+        if len(splits) != n or any(s < 0 for s in splits) or sum(splits) != source.shape[0]:
+            raise ValueError(f"alltoall: splits {splits} are not {n} counts "
+                             f"that add up to {source.shape[0]} rows")
+        counts = torch.empty(n * n, dtype=torch.int64)
+        self.group.allgather(torch.tensor(splits, dtype=torch.int64), counts)
+        counts = counts.view(n, n)
+        longest = int(counts.sum(1).max())
+        padded = source.new_zeros((longest,) + tuple(source.shape[1:]))
+        padded[:source.shape[0]] = source
+        gathered = source.new_empty((n * longest,) + tuple(source.shape[1:]))
+        self.group.allgather(padded, gathered)
+        parts = []
+        for j in range(n):
+            start = j * longest + int(counts[j, :me].sum())
+            parts.append(gathered[start:start + int(counts[j, me])])
+        return torch.cat(parts), counts[:, me].to(torch.int32)
+
+    def reducescatter_async(self, tensor, op, postscale_factor):
+        """An allreduce over the set of which this member keeps its block."""
+        from kolo.torch import mpi_ops
+        n, me = self.group.size, self.group.rank
+        if tensor.dim() == 0 or tensor.shape[0] % n:
+            raise ValueError(f"reducescatter: dimension 0 of a tensor of shape "
+                             f"{tuple(tensor.shape)} does not divide over "
+                             f"process set {self.set.ranks}")
+        buffer = tensor.detach().contiguous().clone()
+        self.group.allreduce(buffer, op)
+        block = tensor.shape[0] // n
+        return self._register(buffer[me * block:(me + 1) * block].clone(),
+                              mpi_ops._postscale(postscale_factor))
+
     def barrier(self):
         self.group.barrier()
 
