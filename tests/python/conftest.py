@@ -24,7 +24,7 @@ def world():
 
 # Tests that start jobs themselves, under one interpreter (CMakeLists.txt),
 # not on every rank of this suite's job.
-collect_ignore = ["launchers", "elastic"]
+collect_ignore = ["launchers", "elastic", "packaging"]
 
 
 def pytest_runtest_logreport(report):
