@@ -13,6 +13,7 @@ images per second of the whole job (median over --num-iters).
 
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -35,13 +36,15 @@ class Framework:
             hvd.init()
             self.hvd = hvd
             self.rank, self.size = hvd.rank(), hvd.size()
+            self.local_size = hvd.local_size()
         elif name == "ddp":
             import torch.distributed as dist
             dist.init_process_group("gloo")
             self.dist = dist
             self.rank, self.size = dist.get_rank(), dist.get_world_size()
+            self.local_size = int(os.environ.get("LOCAL_WORLD_SIZE", self.size))
         elif name == "none":
-            self.rank, self.size = 0, 1
+            self.rank, self.size, self.local_size = 0, 1, 1
         else:
             raise SystemExit(f"--framework {name}: kolo, horovod, ddp or none")
 
@@ -107,8 +110,11 @@ def main():
 
     framework = Framework(args.framework)
     torch.manual_seed(1)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    # The same share of the cores under every launcher: torchrun sets
+    # OMP_NUM_THREADS=1, kolorun and horovodrun leave torch's default (every
+    # core, in each rank).
+    torch.set_num_threads(args.threads or
+                          max(1, (os.cpu_count() or 1) // framework.local_size))
     if args.model == "resnet18":
         import torchvision
         model = torchvision.models.resnet18(num_classes=10)
@@ -138,7 +144,9 @@ def main():
                           "data": args.data, "batch_size": args.batch_size,
                           "ranks": framework.size,
                           "images_per_second": statistics.median(rates),
-                          "per_iteration": rates}), flush=True)
+                          "per_iteration": rates,
+                          "threads_per_rank": torch.get_num_threads()}),
+              flush=True)
     framework.shutdown()
 
 
