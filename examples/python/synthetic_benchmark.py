@@ -104,6 +104,7 @@ def main():
     parser.add_argument("--num-warmup-batches", type=int, default=5)
     parser.add_argument("--num-batches-per-iter", type=int, default=10)
     parser.add_argument("--num-iters", type=int, default=5)
+    parser.add_argument("--json", help="rank 0 also writes its line here")
     parser.add_argument("--threads", type=int, default=0,
                         help="torch threads per rank (0: cores / local ranks)")
     args = parser.parse_args()
@@ -140,13 +141,17 @@ def main():
         mine = args.batch_size * args.num_batches_per_iter / (time.perf_counter() - start)
         rates.append(framework.sum(mine))
     if framework.rank == 0:
-        print(json.dumps({"framework": args.framework, "model": args.model,
-                          "data": args.data, "batch_size": args.batch_size,
-                          "ranks": framework.size,
-                          "images_per_second": statistics.median(rates),
-                          "per_iteration": rates,
-                          "threads_per_rank": torch.get_num_threads()}),
-              flush=True)
+        line = json.dumps({"framework": args.framework, "model": args.model,
+                           "data": args.data, "batch_size": args.batch_size,
+                           "ranks": framework.size,
+                           "images_per_second": statistics.median(rates),
+                           "per_iteration": rates,
+                           "threads_per_rank": torch.get_num_threads(),
+                           "torch_version": torch.__version__})
+        print(line, flush=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                f.write(line + "\n")
     framework.shutdown()
 
 

@@ -25,9 +25,16 @@ StatusOr<JobOutput> RunJob(const std::vector<std::string>& command,
   job.json = json::parse(in, nullptr, /*allow_exceptions=*/false);
   const bool has_result = job.json.is_object() && job.json.contains("result") &&
                           job.json["result"].is_object();
-  if (!job.json.is_object() || (expect == JobJson::kResult && !has_result)) {
+  const bool records =
+      job.json.is_array() && !job.json.empty() && job.json.back().is_object();
+  const bool wanted = expect == JobJson::kRecords  ? records
+                      : expect == JobJson::kResult ? has_result
+                                                   : job.json.is_object();
+  if (!wanted) {
     return Internal(fmt::format("{} wrote no {}JSON to {}:{}", command.front(),
-                                expect == JobJson::kResult ? "result " : "",
+                                expect == JobJson::kResult    ? "result "
+                                : expect == JobJson::kRecords ? "record "
+                                                              : "",
                                 json_path, OutputTail(job.output)));
   }
   return job;

@@ -28,9 +28,10 @@ struct JobOutput {
 };
 
 // What a job's JSON must be: an object with a "result" object (kolo-train's
-// benchmarks and epochs, the PyTorch peers), or any object (kolo-train
-// --elastic's report).
-enum class JobJson { kResult, kObject };
+// benchmarks and epochs, the PyTorch peers), any object (kolo-train
+// --elastic's report, a Python script's line), or a non-empty array of
+// objects (the file a --json of kolo-bench collectives appends to).
+enum class JobJson { kResult, kObject, kRecords };
 
 // Runs `command` with its output in `log` and reads the JSON it wrote to
 // `json_path`: kInternal quoting the last lines of its output when it

@@ -18,6 +18,7 @@
 #include "kolo/build_info.h"
 #include "link.h"
 #include "pipeline.h"
+#include "python.h"
 #include "report.h"
 #include "soak.h"
 #include "study.h"
@@ -65,6 +66,7 @@ std::vector<Command> AddCommands(CLI::App& app) {
           AddCommand(app, AddCheckpointCommand, RunCheckpoint),
           AddCommand(app, AddElasticCommand, RunElastic),
           AddCommand(app, AddSoakCommand, RunSoak),
+          AddCommand(app, AddPythonCommand, RunPythonStudy),
           AddCommand(app, AddStudyCommand, RunStudyCommand),
           AddCommand(app, AddReportCommand, RunReportCommand)};
 }

@@ -56,6 +56,12 @@ std::string FindPeerScript(const std::string& file) {
                         fs::path(KOLO_SOURCE_DIR) / "bench" / "peers" / file});
 }
 
+std::string FindSourceScript(const std::string& relative) {
+  return FirstExisting(
+      {ExecutableDir().parent_path() / "share" / "kolo" / relative,
+       fs::path(KOLO_SOURCE_DIR) / relative});
+}
+
 std::string FindClusterScript() {
   const fs::path dir = ExecutableDir();
   return FirstExisting(

@@ -23,6 +23,11 @@ std::string FindTool(const std::string& name);
 // torch_pipeline.py, torch_checkpoint.py), installed or in the source tree.
 std::string FindPeerScript(const std::string& file);
 
+// A Python script of the source tree at `relative`
+// ("examples/python/synthetic_benchmark.py"), installed under share/kolo/
+// or in the source tree.
+std::string FindSourceScript(const std::string& relative);
+
 // scripts/netns_cluster.sh, which makes clusters of network namespaces
 // (kolo-bench soak's): installed or in the source tree.
 std::string FindClusterScript();

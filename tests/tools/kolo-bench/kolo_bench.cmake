@@ -121,6 +121,23 @@ if(TARGET kolo_bench_lib)
       DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 450)
   endif()
 
+  if(TARGET kolorun AND TARGET kolo_testing)
+    # kolo-bench python --quick: kolo.torch, DDP and plain PyTorch from the
+    # peers' interpreter, and the latency jobs.
+    add_executable(kolo_bench_python_run_test
+      ${CMAKE_CURRENT_LIST_DIR}/python_run_test.cc)
+    target_link_libraries(kolo_bench_python_run_test PRIVATE
+      kolo_testing nlohmann_json::nlohmann_json GTest::gmock
+      GTest::gtest_main)
+    target_compile_definitions(kolo_bench_python_run_test PRIVATE
+      KOLORUN_PATH="$<TARGET_FILE:kolorun>"
+      KOLO_BENCH_PATH="$<TARGET_FILE:kolo-bench>"
+      KOLO_TEST_PYTHON="${kolo_bench_test_python}")
+    add_dependencies(kolo_bench_python_run_test kolorun kolo-bench)
+    gtest_discover_tests(kolo_bench_python_run_test TEST_PREFIX kolo_bench.
+      DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 450)
+  endif()
+
   if(TARGET kolorun AND TARGET kolo-train AND TARGET kolo_testing)
     add_executable(kolo_bench_train_test
       ${CMAKE_CURRENT_LIST_DIR}/train_test.cc)
