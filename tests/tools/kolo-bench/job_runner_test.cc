@@ -78,6 +78,27 @@ TEST(RunJobTest, ObjectWithoutResultIsAnErrorQuotingTheOutput) {
   EXPECT_FALSE(out.ok());
 }
 
+TEST(RunJobTest, RecordsAreANonEmptyArrayOfObjects) {
+  StatusOr<ScratchDir> dir = ScratchDir::Create("test");
+  ASSERT_TRUE(dir.ok());
+  const fs::path json_path = *dir / "records.json";
+  const std::string log = (*dir / "log.txt").string();
+  // kolo-bench collectives --json appends its record to an array.
+  StatusOr<JobOutput> out =
+      RunJob(Writes(R"([{"rows": []}, {"rows": [1]}])", json_path),
+             json_path.string(), log, JobJson::kRecords);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->json.back()["rows"][0], 1);
+  for (const char* wrong : {"[]", "[1]", R"({"rows": []})"}) {
+    out = RunJob(Writes(wrong, json_path), json_path.string(), log,
+                 JobJson::kRecords);
+    ASSERT_FALSE(out.ok()) << wrong;
+    EXPECT_NE(out.status().message().find("wrote no record JSON"),
+              std::string::npos)
+        << out.status().message();
+  }
+}
+
 TEST(OutputTailTest, QuotesTheLastLinesIndented) {
   EXPECT_EQ(OutputTail("a\nb\nc\n", 2), "\n  b\n  c");
   EXPECT_EQ(OutputTail("", 2), "");
