@@ -215,3 +215,25 @@ def test_a_process_set_takes_the_step_of_its_members_global_batch():
         assert_same_parameters(model, reference, 1e-10)
     finally:
         hvd.remove_process_set(pair)
+
+
+def test_parameters_left_unused_on_some_members_of_a_set_do_not_stall():
+    pair = hvd.add_process_set(list(range(min(2, hvd.size()))))
+    try:
+        if not pair.included():
+            return
+        model = make_model()
+        optimizer = hvd.DistributedOptimizer(
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            named_parameters=model.named_parameters(), process_set=pair)
+        x, y = global_batch(0, 2)
+        # The set's first member skips the last layer: reduced as zeros.
+        head = model[:4] if pair.rank() == 0 else model
+        out = head(x)
+        (out.sum() if pair.rank() == 0 else torch.nn.functional.mse_loss(out, y)).backward()
+        optimizer.step()
+        assert model[4].weight.grad is not None
+        weights = hvd.allgather(model[4].weight.detach().reshape(1, -1), process_set=pair)
+        assert torch.equal(weights, weights[0].expand_as(weights))
+    finally:
+        hvd.remove_process_set(pair)

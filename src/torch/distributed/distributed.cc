@@ -469,7 +469,7 @@ void GradientReducer::AddBucket(std::vector<Parameter*> members) {
   const std::string& last = members.back()->name;
   bucket->name = "kolo.grad." + first + (members.size() > 1 ? ".." + last : "");
   bucket->gradients =
-      ::torch::zeros({elements}, members.front()->tensor.options());
+      ::torch::zeros({elements}, members.front()->tensor.options().dtype());
   bucket->members = std::move(members);
   buckets_.push_back(std::move(bucket));
 }

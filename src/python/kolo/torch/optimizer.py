@@ -94,13 +94,24 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         this thread: kolo's runtime reduces over the whole world only, so a
         process set's gradients do not overlap the backward pass."""
         named, op, compression, predivide = self._set_args
-        grads = [p.grad for _, p in named if p.requires_grad and p.grad is not None]
+        grads = []
+        for _, p in named:
+            if not p.requires_grad:
+                continue
+            # As the world's reducer does: a parameter left unused on this
+            # rank is reduced as zeros, so every member sends the same
+            # buffers; sparse gradients travel, and stay, dense.
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            elif p.grad.is_sparse:
+                p.grad = p.grad.to_dense()
+            grads.append(p.grad)
         by_type = {}
         for g in grads:
             by_type.setdefault(g.dtype, []).append(g)
         size = self._set.set.size()
         for same in by_type.values():
-            flat = torch.cat([g.detach().to_dense().reshape(-1) for g in same])
+            flat = torch.cat([g.detach().reshape(-1) for g in same])
             if op == mpi_ops.Average:
                 flat.div_(predivide)
             wire, context = compression.compress(flat)
